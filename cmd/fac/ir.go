@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/internal/npy"
+)
+
+func irCmd() *cobra.Command {
+	var cf compileFlags
+	var out string
+	cmd := &cobra.Command{
+		Use:   "ir [FILE...]",
+		Short: "print a kernel's tile IR after the pass pipeline",
+		Example: `  fac ir --mask causal
+  fac ir mymask.fa --mask my_mask --print-ir-after all
+  fac ir --mask "sliding_window(128, 0)" --const BLOCK_M=32 --disable-pass cse`,
+		RunE: func(cmd *cobra.Command, files []string) error {
+			srcs, err := readSources(append(files, cf.files...))
+			if err != nil {
+				return err
+			}
+			consts, err := cf.constMap()
+			if err != nil {
+				return err
+			}
+			po, err := cf.passOptions()
+			if err != nil {
+				return err
+			}
+			res, err := compiler.Compile(compiler.Request{Sources: srcs, Kernel: cf.kernel, Mask: cf.mask, Score: cf.score, Consts: consts, Passes: po})
+			if err != nil {
+				return err
+			}
+			text := res.Module.String()
+			if out == "" {
+				_, err = fmt.Fprint(os.Stdout, text)
+				return err
+			}
+			return npy.WriteFile(out, []byte(text))
+		},
+	}
+	cf.add(cmd, true)
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the IR to this file instead of stdout")
+	return cmd
+}

@@ -1,0 +1,336 @@
+// Package fac compiles FlashAttention kernels whose masks are user code and
+// runs them. This file is the forward pass on the CPU reference device; the
+// kernels are the stdlib's flash_fwd with the chosen mask_mod and score_mod
+// inlined.
+package fac
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/lang"
+	"github.com/fac-compiler/fac/passes"
+	"github.com/fac-compiler/fac/reference"
+	"github.com/fac-compiler/fac/runtime/cpu"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Shape is an attention problem: Q and O are [Batch, Heads, SeqQ, Dim], K and
+// V are [Batch, KVHeads, SeqK, Dim] (KVHeads = Heads unless grouped-query).
+type Shape struct {
+	Batch, Heads, KVHeads, SeqQ, SeqK, Dim int
+}
+
+func (s Shape) kvHeads() int {
+	if s.KVHeads == 0 {
+		return s.Heads
+	}
+	return s.KVHeads
+}
+
+// Validate reports a clear error for an impossible shape.
+func (s Shape) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"batch", s.Batch}, {"heads", s.Heads}, {"kv heads", s.kvHeads()}, {"seqlen_q", s.SeqQ}, {"seqlen_k", s.SeqK}, {"head dim", s.Dim}} {
+		if f.v <= 0 {
+			return fmt.Errorf("shape: %s must be positive, got %d", f.name, f.v)
+		}
+	}
+	if s.Heads%s.kvHeads() != 0 {
+		return fmt.Errorf("shape: heads (%d) must be a multiple of kv heads (%d)", s.Heads, s.kvHeads())
+	}
+	if int64(s.Batch)*int64(s.Heads)*int64(max(s.SeqQ, s.SeqK))*int64(s.Dim) > math.MaxInt32 {
+		return fmt.Errorf("shape: %d×%d×%d×%d elements overflow 32-bit offsets", s.Batch, s.Heads, max(s.SeqQ, s.SeqK), s.Dim)
+	}
+	return nil
+}
+
+// Options choose the kernel instance.
+type Options struct {
+	Mask    string            // mask mod, e.g. "causal", "sliding_window(256, 0)"; "" = no mask
+	Score   string            // score mod, e.g. "softcap(30.0)"; "" = identity
+	Sources map[string]string // user source files (name → text) defining mods
+	Consts  map[string]string // other compile-time arguments, e.g. BLOCK_M: "32"
+	DType   string            // element type of Q, K, V, O: f32 (default), bf16, f16
+	Passes  passes.Options
+}
+
+// Forward is a compiled forward kernel for one head dimension.
+type Forward struct {
+	res    *compiler.Result
+	kernel string
+	dim    int
+	blockM int
+	dtype  tir.Elem
+}
+
+// CompileForward compiles flash_fwd for head dimension dim.
+func CompileForward(opts Options, dim int) (*Forward, error) {
+	consts := map[string]string{"HEAD_DIM": strconv.Itoa(dim)}
+	for k, v := range opts.Consts {
+		consts[k] = v
+	}
+	dt := opts.DType
+	if dt == "" {
+		dt = "f32"
+	}
+	consts["DTYPE"] = dt
+	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: "flash_fwd", Mask: opts.Mask,
+		Score: opts.Score, Consts: consts, Passes: opts.Passes})
+	if err != nil {
+		return nil, err
+	}
+	f := &Forward{res: res, kernel: "flash_fwd", dim: dim}
+	k := res.Module.Func("flash_fwd")
+	if k == nil {
+		return nil, fmt.Errorf("internal compiler error: kernel flash_fwd missing after passes")
+	}
+	bm, _ := k.Attr("BLOCK_M").(int64)
+	f.blockM = int(bm)
+	f.dtype = k.Params[0].Type.Elem
+	return f, nil
+}
+
+// Module is the compiled tile IR.
+func (f *Forward) Module() *tir.Module { return f.res.Module }
+
+// Mask and Score are the bound mods.
+func (f *Forward) Mask() *lang.ModInst  { return f.res.Mask }
+func (f *Forward) Score() *lang.ModInst { return f.res.Score }
+
+// Inputs are the tensors of one call, contiguous row-major. Aux holds the
+// mods' aux tensors by name (e.g. "doc" → []int32, "slopes" → []float32);
+// "mask.doc" also works. Scale 0 means 1/sqrt(Dim).
+type Inputs struct {
+	Q, K, V []float32
+	Aux     map[string]any
+	Scale   float32
+}
+
+func (in Inputs) scale(sh Shape) float32 {
+	if in.Scale != 0 {
+		return in.Scale
+	}
+	return float32(1 / math.Sqrt(float64(sh.Dim)))
+}
+
+func (f *Forward) check(in Inputs, sh Shape) error {
+	if err := sh.Validate(); err != nil {
+		return err
+	}
+	if sh.Dim != f.dim {
+		return fmt.Errorf("shape: head dim %d, but the kernel was compiled for %d", sh.Dim, f.dim)
+	}
+	nq, nk := sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, sh.Batch*sh.kvHeads()*sh.SeqK*sh.Dim
+	for _, t := range []struct {
+		name string
+		got  int
+		want int
+	}{{"q", len(in.Q), nq}, {"k", len(in.K), nk}, {"v", len(in.V), nk}} {
+		if t.got != t.want {
+			return fmt.Errorf("tensor %s has %d elements, shape %+v needs %d", t.name, t.got, sh, t.want)
+		}
+	}
+	return nil
+}
+
+// RunCPU runs the kernel on the CPU reference device and returns O
+// ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log).
+func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
+	if err := f.check(in, sh); err != nil {
+		return nil, nil, err
+	}
+	kv := sh.kvHeads()
+	bufs := map[string]*cpu.Buffer{
+		"q":   cpu.FromFloats("q", f.dtype, f32to64(in.Q)),
+		"k":   cpu.FromFloats("k", f.dtype, f32to64(in.K)),
+		"v":   cpu.FromFloats("v", f.dtype, f32to64(in.V)),
+		"o":   cpu.NewBuffer("o", f.dtype, sh.Batch*sh.Heads*sh.SeqQ*sh.Dim),
+		"lse": cpu.NewBuffer("lse", tir.F32, sh.Batch*sh.Heads*sh.SeqQ),
+	}
+	// Poison outputs so an unwritten element shows up as NaN.
+	for _, n := range []string{"o", "lse"} {
+		for i := range bufs[n].Vals {
+			bufs[n].Vals[i] = math.NaN()
+		}
+	}
+	scalars := map[string]any{
+		"stride_qb": sh.Heads * sh.SeqQ * sh.Dim, "stride_qh": sh.SeqQ * sh.Dim, "stride_qs": sh.Dim,
+		"stride_kb": kv * sh.SeqK * sh.Dim, "stride_kh": sh.SeqK * sh.Dim, "stride_ks": sh.Dim,
+		"stride_vb": kv * sh.SeqK * sh.Dim, "stride_vh": sh.SeqK * sh.Dim, "stride_vs": sh.Dim,
+		"stride_ob": sh.Heads * sh.SeqQ * sh.Dim, "stride_oh": sh.SeqQ * sh.Dim, "stride_os": sh.Dim,
+		"heads": sh.Heads, "kv_group": sh.Heads / kv, "seqlen_q": sh.SeqQ, "seqlen_k": sh.SeqK,
+		"scale": in.scale(sh),
+	}
+	k := f.res.Module.Func(f.kernel)
+	args, err := bindArgs(k, bufs, scalars, in.Aux)
+	if err != nil {
+		return nil, nil, err
+	}
+	grid := [3]int{(sh.SeqQ + f.blockM - 1) / f.blockM, sh.Batch * sh.Heads, 1}
+	if err := cpu.Launch(f.res.Module, f.kernel, grid, args...); err != nil {
+		return nil, nil, err
+	}
+	return bufs["o"].F32(), bufs["lse"].F32(), nil
+}
+
+// bindArgs orders arguments by the kernel's parameters, by name.
+func bindArgs(k *tir.Func, bufs map[string]*cpu.Buffer, scalars map[string]any, aux map[string]any) ([]any, error) {
+	args := make([]any, 0, len(k.Params))
+	for _, p := range k.Params {
+		if b, ok := bufs[p.Name]; ok {
+			args = append(args, b)
+			continue
+		}
+		if s, ok := scalars[p.Name]; ok {
+			switch s := s.(type) {
+			case int:
+				args = append(args, int32(s))
+			default:
+				args = append(args, s)
+			}
+			continue
+		}
+		a, n, err := auxArg(p.Name, aux)
+		if err != nil {
+			return nil, err
+		}
+		if a == nil {
+			return nil, fmt.Errorf("kernel %s: no value for parameter %s", k.Name, p.Name)
+		}
+		if isLen(p.Name) {
+			args = append(args, int32(n))
+		} else {
+			args = append(args, a)
+		}
+	}
+	return args, nil
+}
+
+func isLen(name string) bool { return len(name) > 4 && name[len(name)-4:] == ".len" }
+
+// auxArg finds the aux tensor for a kernel parameter named like "mask.doc"
+// or "mask.doc.len", accepting "mask.doc" or "doc" as keys.
+func auxArg(param string, aux map[string]any) (*cpu.Buffer, int, error) {
+	name := param
+	if isLen(name) {
+		name = name[:len(name)-4]
+	}
+	short := name
+	for i := 0; i < len(name); i++ {
+		if name[i] == '.' {
+			short = name[i+1:]
+			break
+		}
+	}
+	t, ok := aux[name]
+	if !ok {
+		t, ok = aux[short]
+	}
+	if !ok {
+		return nil, 0, fmt.Errorf("missing aux tensor %q (parameter %s)", short, name)
+	}
+	switch t := t.(type) {
+	case []int32:
+		return cpu.FromI32(name, t), len(t), nil
+	case []float32:
+		return cpu.FromF32(name, t), len(t), nil
+	}
+	return nil, 0, fmt.Errorf("aux tensor %q must be []int32 or []float32, got %T", short, t)
+}
+
+func f32to64(xs []float32) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// Reference computes naive float64 attention with the same mods, evaluated
+// element by element on the CPU device, for checking any device's output.
+func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
+	if err := f.check(in, sh); err != nil {
+		return nil, nil, err
+	}
+	maskFn, err := modFunc(f.res.Program, f.res.Mask, sh, in.Aux)
+	if err != nil {
+		return nil, nil, err
+	}
+	scoreFn, err := modFunc(f.res.Program, f.res.Score, sh, in.Aux)
+	if err != nil {
+		return nil, nil, err
+	}
+	var mask reference.MaskFunc
+	var score reference.ScoreFunc
+	var evalErr error
+	if maskFn != nil {
+		mask = func(b, h, i, j int) bool {
+			r, err := maskFn(0, b, h, i, j)
+			if err != nil && evalErr == nil {
+				evalErr = err
+			}
+			return r != 0
+		}
+	}
+	if scoreFn != nil {
+		score = func(s float64, b, h, i, j int) float64 {
+			r, err := scoreFn(float32(s), b, h, i, j)
+			if err != nil && evalErr == nil {
+				evalErr = err
+			}
+			return r
+		}
+	}
+	scale := float64(in.scale(sh))
+	// The reference sees the inputs at the kernel's storage precision.
+	q, k, v := roundTo(in.Q, f.dtype), roundTo(in.K, f.dtype), roundTo(in.V, f.dtype)
+	o, lse = reference.Attention(q, k, v, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.kvHeads(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}, scale, mask, score)
+	return o, lse, evalErr
+}
+
+func roundTo(xs []float32, e tir.Elem) []float64 {
+	return cpu.FromFloats("", e, f32to64(xs)).Vals
+}
+
+// modFunc evaluates a mod on scalars through the interpreter; nil for the
+// trivial mods (none, identity), which need no evaluation.
+func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, aux map[string]any) (func(s float32, b, h, i, j int) (float64, error), error) {
+	if m == nil || m.Name() == "none" || m.Name() == "identity" {
+		return nil, nil
+	}
+	mod, err := prog.LowerMod(m)
+	if err != nil {
+		return nil, err
+	}
+	fn, err := cpu.Prepare(mod, m.Kind())
+	if err != nil {
+		return nil, err
+	}
+	var extra []any
+	for _, a := range m.AuxParams() {
+		buf, n, err := auxArg(m.Kind()+"."+a.Name, aux)
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, buf, int32(n))
+	}
+	isScore := m.Kind() == "score"
+	return func(s float32, b, h, i, j int) (float64, error) {
+		args := make([]any, 0, 7+len(extra))
+		if isScore {
+			args = append(args, s)
+		}
+		args = append(args, int32(b), int32(h), int32(i), int32(j), int32(sh.SeqQ), int32(sh.SeqK))
+		args = append(args, extra...)
+		r, err := fn.Call(args...)
+		if err != nil {
+			return 0, err
+		}
+		return r[0].Vals[0], nil
+	}, nil
+}

@@ -1,0 +1,223 @@
+// Package npy reads and writes NumPy .npy files (format 1.0–3.0), enough for
+// tensors exchanged with PyTorch and NumPy: little-endian f4, f8, f2, i4, i8
+// and bool, C order, any rank.
+//
+// fac keeps its own small reader/writer because the maintained Go library
+// (sbinet/npyio) writes flat slices only as 1-D arrays and pulls in gonum;
+// see docs/decisions.md.
+package npy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/fac-compiler/fac/internal/half"
+)
+
+var magic = []byte("\x93NUMPY")
+
+// Array is a decoded array: its shape and its values as float64 (exact for
+// every supported dtype except i8 beyond 2^53).
+type Array struct {
+	Shape []int
+	Dtype string // as in the file, e.g. "<f4"
+	Vals  []float64
+}
+
+// Len is the element count of the shape.
+func (a *Array) Len() int {
+	n := 1
+	for _, d := range a.Shape {
+		n *= d
+	}
+	return n
+}
+
+// F32 returns the values as float32.
+func (a *Array) F32() []float32 {
+	out := make([]float32, len(a.Vals))
+	for i, v := range a.Vals {
+		out[i] = float32(v)
+	}
+	return out
+}
+
+// I32 returns the values as int32, refusing non-integers.
+func (a *Array) I32() ([]int32, error) {
+	out := make([]int32, len(a.Vals))
+	for i, v := range a.Vals {
+		if v != math.Trunc(v) || v > math.MaxInt32 || v < math.MinInt32 {
+			return nil, fmt.Errorf("element %d is %v, not an int32", i, v)
+		}
+		out[i] = int32(v)
+	}
+	return out, nil
+}
+
+var (
+	descrRe = regexp.MustCompile(`'descr'\s*:\s*'([^']*)'`)
+	fortRe  = regexp.MustCompile(`'fortran_order'\s*:\s*(True|False)`)
+	shapeRe = regexp.MustCompile(`'shape'\s*:\s*\(([^)]*)\)`)
+)
+
+// ReadFile reads a .npy file; errors name the file.
+func ReadFile(path string) (*Array, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	a, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return a, nil
+}
+
+// Decode parses .npy bytes.
+func Decode(b []byte) (*Array, error) {
+	if len(b) < 10 || !bytes.Equal(b[:6], magic) {
+		return nil, fmt.Errorf("not a .npy file (bad magic)")
+	}
+	major := b[6]
+	var hlen, off int
+	switch major {
+	case 1:
+		hlen, off = int(binary.LittleEndian.Uint16(b[8:10])), 10
+	case 2, 3:
+		if len(b) < 12 {
+			return nil, fmt.Errorf("truncated header")
+		}
+		hlen, off = int(binary.LittleEndian.Uint32(b[8:12])), 12
+	default:
+		return nil, fmt.Errorf("unsupported .npy version %d", major)
+	}
+	if off+hlen > len(b) {
+		return nil, fmt.Errorf("truncated header")
+	}
+	hdr := string(b[off : off+hlen])
+	data := b[off+hlen:]
+	m := descrRe.FindStringSubmatch(hdr)
+	if m == nil {
+		return nil, fmt.Errorf("header has no descr: %q", hdr)
+	}
+	a := &Array{Dtype: m[1]}
+	if f := fortRe.FindStringSubmatch(hdr); f != nil && f[1] == "True" {
+		return nil, fmt.Errorf("fortran-order arrays are not supported; save with np.ascontiguousarray")
+	}
+	s := shapeRe.FindStringSubmatch(hdr)
+	if s == nil {
+		return nil, fmt.Errorf("header has no shape: %q", hdr)
+	}
+	for _, p := range strings.Split(s[1], ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("bad shape %q", s[1])
+		}
+		a.Shape = append(a.Shape, n)
+	}
+	n := a.Len()
+	size := map[string]int{"<f4": 4, "<f8": 8, "<f2": 2, "<i4": 4, "<i8": 8, "|b1": 1, "|u1": 1, "|i1": 1}[a.Dtype]
+	if size == 0 {
+		return nil, fmt.Errorf("unsupported dtype %s (want <f4, <f8, <f2, <i4, <i8 or |b1)", a.Dtype)
+	}
+	if len(data) != n*size {
+		return nil, fmt.Errorf("data has %d bytes, shape %v of %s needs %d", len(data), a.Shape, a.Dtype, n*size)
+	}
+	a.Vals = make([]float64, n)
+	for i := range a.Vals {
+		d := data[i*size:]
+		switch a.Dtype {
+		case "<f4":
+			a.Vals[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d)))
+		case "<f8":
+			a.Vals[i] = math.Float64frombits(binary.LittleEndian.Uint64(d))
+		case "<f2":
+			a.Vals[i] = float64(half.F16ToF32(binary.LittleEndian.Uint16(d)))
+		case "<i4":
+			a.Vals[i] = float64(int32(binary.LittleEndian.Uint32(d)))
+		case "<i8":
+			a.Vals[i] = float64(int64(binary.LittleEndian.Uint64(d)))
+		case "|i1":
+			a.Vals[i] = float64(int8(d[0]))
+		default:
+			a.Vals[i] = float64(d[0])
+		}
+	}
+	return a, nil
+}
+
+// EncodeF32 encodes float32 values with a shape as a version 1.0 .npy file.
+func EncodeF32(shape []int, vals []float32) ([]byte, error) {
+	return encode("<f4", shape, len(vals), func(w io.Writer) error { return binary.Write(w, binary.LittleEndian, vals) })
+}
+
+// EncodeI32 encodes int32 values with a shape.
+func EncodeI32(shape []int, vals []int32) ([]byte, error) {
+	return encode("<i4", shape, len(vals), func(w io.Writer) error { return binary.Write(w, binary.LittleEndian, vals) })
+}
+
+func encode(descr string, shape []int, n int, data func(io.Writer) error) ([]byte, error) {
+	want := 1
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		want *= d
+		dims[i] = strconv.Itoa(d)
+	}
+	if want != n {
+		return nil, fmt.Errorf("npy: shape %v holds %d elements, got %d", shape, want, n)
+	}
+	tuple := strings.Join(dims, ", ")
+	if len(shape) == 1 {
+		tuple += ","
+	}
+	hdr := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, tuple)
+	// Pad so the data starts on a 64-byte boundary, ending in a newline.
+	total := len(magic) + 4 + len(hdr) + 1
+	hdr += strings.Repeat(" ", (64-total%64)%64) + "\n"
+	var buf bytes.Buffer
+	buf.Write(magic)
+	buf.Write([]byte{1, 0})
+	binary.Write(&buf, binary.LittleEndian, uint16(len(hdr)))
+	buf.WriteString(hdr)
+	if err := data(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteFile writes bytes atomically: a temp file in the same folder, then a
+// rename, so a crash never leaves a half-written file behind.
+func WriteFile(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+// Package lang is the front end of the tile language after parsing: the AST
+// (these structs double as the participle grammar), the checker, and the
+// lowering of an instantiated kernel or mod to tile IR.
+//
+// Grammar (EBNF; the struct tags below are the source of truth):
+//
+//	File      = Decl* .
+//	Decl      = ConstDecl | ModDecl | KernelDecl .
+//	ConstDecl = "const" Ident [":" TypeRef] "=" Expr .
+//	ModDecl   = ("mask" | "score") Ident [CParams] "(" [Param {"," Param}] ")" ["->" TypeRef] Block .
+//	KernelDecl= "kernel" Ident [CParams] "(" [Param {"," Param}] ")" Block .
+//	CParams   = "<" CParam {"," CParam} ">" .
+//	CParam    = Ident ":" Ident ["=" Expr] .          // kinds: i32 f32 bool type mask score
+//	Param     = Ident [":" TypeRef] .
+//	TypeRef   = Ident ["[" TypeRef "]"] .             // f32, ptr[f32], tensor[i32], ptr[DTYPE]
+//	Block     = "{" Stmt* "}" .
+//	Stmt      = Let | Var | For | If | Return | Assign | ExprStmt .
+//	Let       = "let" Ident "=" Expr .
+//	Var       = "var" Ident "=" Expr .
+//	Assign    = Ident "=" Expr .
+//	For       = "for" Ident "in" "range" "(" Arg {"," Arg} ")" Block .
+//	If        = "if" Expr Block ["else" (If | Block)] .
+//	Return    = "return" [Expr] .
+//	Expr      = And {"||" And} .
+//	And       = Cmp {"&&" Cmp} .
+//	Cmp       = Add [("==" | "!=" | "<=" | ">=" | "<" | ">") Add] .
+//	Add       = Mul {("+" | "-") Mul} .
+//	Mul       = Unary {("*" | "/" | "%") Unary} .
+//	Unary     = ("-" | "!") Unary | Postfix .
+//	Postfix   = Primary {Call | Index} .
+//	Call      = "(" [Arg {"," Arg}] ")" .
+//	Arg       = [Ident "="] Expr .
+//	Index     = "[" IndexItem {"," IndexItem} "]" .
+//	IndexItem = ":" | "None" | Expr .
+//	Primary   = Float | Int | "true" | "false" | Ident | "(" Expr ")" | "[" [Expr {"," Expr}] "]" .
+package lang
+
+import "github.com/alecthomas/participle/v2/lexer"
+
+// File is one source file.
+type File struct {
+	Pos   lexer.Position
+	Decls []*Decl `parser:"@@*"`
+}
+
+// Decl is a top-level declaration.
+type Decl struct {
+	Pos    lexer.Position
+	Const  *ConstDecl  `parser:"  @@"`
+	Mod    *ModDecl    `parser:"| @@"`
+	Kernel *KernelDecl `parser:"| @@"`
+}
+
+// ConstDecl is a named constant: `const LOG2E: f32 = 1.4426950408889634`.
+type ConstDecl struct {
+	Pos   lexer.Position
+	Name  string   `parser:"\"const\" @Ident"`
+	Type  *TypeRef `parser:"(\":\" @@)?"`
+	Value *Expr    `parser:"\"=\" @@"`
+}
+
+// ModDecl is a mask_mod or score_mod: `mask causal(b, h, q_idx, kv_idx) { ... }`.
+type ModDecl struct {
+	Pos     lexer.Position
+	Kind    string    `parser:"@(\"mask\" | \"score\")"`
+	Name    string    `parser:"@Ident"`
+	CParams []*CParam `parser:"(\"<\" @@ (\",\" @@)* \">\")?"`
+	Params  []*Param  `parser:"\"(\" (@@ (\",\" @@)*)? \")\""`
+	Result  *TypeRef  `parser:"(\"->\" @@)?"`
+	Body    *Block    `parser:"@@"`
+}
+
+// KernelDecl is a kernel: `kernel flash_fwd<BLOCK_M: i32 = 64>(q: ptr[f32], ...) { ... }`.
+type KernelDecl struct {
+	Pos     lexer.Position
+	Name    string    `parser:"\"kernel\" @Ident"`
+	CParams []*CParam `parser:"(\"<\" @@ (\",\" @@)* \">\")?"`
+	Params  []*Param  `parser:"\"(\" (@@ (\",\" @@)*)? \")\""`
+	Body    *Block    `parser:"@@"`
+}
+
+// CParam is a compile-time parameter: `BLOCK_M: i32 = 64`, `mask: mask = none`.
+type CParam struct {
+	Pos     lexer.Position
+	Name    string `parser:"@Ident \":\""`
+	Kind    string `parser:"@Ident"`
+	Default *Expr  `parser:"(\"=\" @@)?"`
+}
+
+// Param is a run-time parameter; mods may leave the standard ones untyped.
+type Param struct {
+	Pos  lexer.Position
+	Name string   `parser:"@Ident"`
+	Type *TypeRef `parser:"(\":\" @@)?"`
+}
+
+// TypeRef names a type: `f32`, `ptr[bf16]`, `tensor[i32]`, `ptr[DTYPE]`.
+type TypeRef struct {
+	Pos  lexer.Position
+	Name string   `parser:"@Ident"`
+	Elem *TypeRef `parser:"(\"[\" @@ \"]\")?"`
+}
+
+// Block is a braced statement list.
+type Block struct {
+	Pos   lexer.Position
+	Stmts []*Stmt `parser:"\"{\" @@* \"}\""`
+	End   lexer.Position
+}
+
+// Stmt is one statement.
+type Stmt struct {
+	Pos    lexer.Position
+	Let    *LetStmt    `parser:"  @@"`
+	Var    *VarStmt    `parser:"| @@"`
+	For    *ForStmt    `parser:"| @@"`
+	If     *IfStmt     `parser:"| @@"`
+	Return *ReturnStmt `parser:"| @@"`
+	Assign *AssignStmt `parser:"| @@"`
+	Expr   *Expr       `parser:"| @@"`
+	Semi   bool        `parser:"@\";\"?"`
+}
+
+// LetStmt binds an immutable name: `let x = e`.
+type LetStmt struct {
+	Pos   lexer.Position
+	Name  string `parser:"\"let\" @Ident"`
+	Value *Expr  `parser:"\"=\" @@"`
+}
+
+// VarStmt binds a mutable name: `var acc = zeros([M, D], f32)`.
+type VarStmt struct {
+	Pos   lexer.Position
+	Name  string `parser:"\"var\" @Ident"`
+	Value *Expr  `parser:"\"=\" @@"`
+}
+
+// AssignStmt reassigns a var: `acc = acc * alpha[:, None]`.
+type AssignStmt struct {
+	Pos   lexer.Position
+	Name  string `parser:"@Ident \"=\""`
+	Value *Expr  `parser:"@@"`
+}
+
+// ForStmt is a counted loop: `for start in range(0, seqlen_k, BLOCK_N) { ... }`.
+// Vars assigned in the body are carried from one iteration to the next.
+type ForStmt struct {
+	Pos  lexer.Position
+	Var  string `parser:"\"for\" @Ident \"in\" \"range\""`
+	Args []*Arg `parser:"\"(\" @@ (\",\" @@)* \")\""`
+	Body *Block `parser:"@@"`
+}
+
+// IfStmt is a conditional; on a compile-time condition only the taken arm is compiled.
+type IfStmt struct {
+	Pos    lexer.Position
+	Cond   *Expr   `parser:"\"if\" @@"`
+	Then   *Block  `parser:"@@"`
+	ElseIf *IfStmt `parser:"(\"else\" (@@"`
+	Else   *Block  `parser:"| @@))?"`
+}
+
+// ReturnStmt returns from a mod.
+type ReturnStmt struct {
+	Pos   lexer.Position
+	Value *Expr `parser:"\"return\" @@?"`
+}
+
+// Expr is a logical-or chain (lowest precedence).
+type Expr struct {
+	Pos   lexer.Position
+	Left  *AndExpr   `parser:"@@"`
+	Right []*AndExpr `parser:"(\"||\" @@)*"`
+}
+
+// AndExpr is a logical-and chain.
+type AndExpr struct {
+	Pos   lexer.Position
+	Left  *CmpExpr   `parser:"@@"`
+	Right []*CmpExpr `parser:"(\"&&\" @@)*"`
+}
+
+// CmpExpr is an optional comparison (comparisons do not chain).
+type CmpExpr struct {
+	Pos   lexer.Position
+	Left  *AddExpr `parser:"@@"`
+	Op    string   `parser:"( @(\"==\" | \"!=\" | \"<=\" | \">=\" | \"<\" | \">\")"`
+	Right *AddExpr `parser:"  @@ )?"`
+}
+
+// AddExpr is a chain of + and -.
+type AddExpr struct {
+	Pos   lexer.Position
+	Left  *MulExpr `parser:"@@"`
+	Rest  []*AddOp `parser:"@@*"`
+}
+
+// AddOp is one `+ x` or `- x`.
+type AddOp struct {
+	Pos   lexer.Position
+	Op    string   `parser:"@(\"+\" | \"-\")"`
+	Right *MulExpr `parser:"@@"`
+}
+
+// MulExpr is a chain of *, / and %.
+type MulExpr struct {
+	Pos  lexer.Position
+	Left *Unary   `parser:"@@"`
+	Rest []*MulOp `parser:"@@*"`
+}
+
+// MulOp is one `* x`, `/ x` or `% x`.
+type MulOp struct {
+	Pos   lexer.Position
+	Op    string `parser:"@(\"*\" | \"/\" | \"%\")"`
+	Right *Unary `parser:"@@"`
+}
+
+// Unary is a prefix operator or a postfix expression.
+type Unary struct {
+	Pos     lexer.Position
+	Op      string   `parser:"(  @(\"-\" | \"!\")"`
+	Operand *Unary   `parser:"   @@ )"`
+	Postfix *Postfix `parser:"| @@"`
+}
+
+// Postfix is a primary followed by calls and indexing.
+type Postfix struct {
+	Pos     lexer.Position
+	Primary *Primary  `parser:"@@"`
+	Suffix  []*Suffix `parser:"@@*"`
+}
+
+// Suffix is a call `(args)` or an index `[items]`.
+type Suffix struct {
+	Pos   lexer.Position
+	Call  *CallArgs  `parser:"  @@"`
+	Index *IndexArgs `parser:"| @@"`
+}
+
+// CallArgs is a call's argument list.
+type CallArgs struct {
+	Pos  lexer.Position
+	Args []*Arg `parser:"\"(\" (@@ (\",\" @@)*)? \")\""`
+}
+
+// Arg is a positional or named (`axis=1`) argument.
+type Arg struct {
+	Pos   lexer.Position
+	Name  string `parser:"(@Ident \"=\" (?! \"=\"))?"`
+	Value *Expr  `parser:"@@"`
+}
+
+// IndexArgs is `[i, j]`: `:` keeps an axis, `None` inserts one, an
+// expression gathers from an aux tensor.
+type IndexArgs struct {
+	Pos   lexer.Position
+	Items []*IndexItem `parser:"\"[\" @@ (\",\" @@)* \"]\""`
+}
+
+// IndexItem is one index position.
+type IndexItem struct {
+	Pos   lexer.Position
+	Slice bool  `parser:"  @\":\""`
+	None  bool  `parser:"| @\"None\""`
+	Expr  *Expr `parser:"| @@"`
+}
+
+// Primary is a literal, a name, a parenthesized expression or a list.
+type Primary struct {
+	Pos   lexer.Position
+	Float *string `parser:"  @Float"`
+	Int   *string `parser:"| @Int"`
+	True  bool    `parser:"| @\"true\""`
+	False bool    `parser:"| @\"false\""`
+	Ident *string `parser:"| @Ident"`
+	Paren *Expr   `parser:"| \"(\" @@ \")\""`
+	List  *List   `parser:"| @@"`
+}
+
+// List is a bracketed list, used for shapes: `[BLOCK_M, HEAD_DIM]`.
+type List struct {
+	Pos   lexer.Position
+	Items []*Expr `parser:"\"[\" (@@ (\",\" @@)*)? \"]\""`
+}

@@ -1,0 +1,529 @@
+package lang
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+func (l *lowerer) expr(e *Expr) val {
+	v := l.andExpr(e.Left)
+	for _, r := range e.Right {
+		v = l.logical(tir.OpOr, v, l.andExpr(r), r.Pos)
+	}
+	return v
+}
+
+func (l *lowerer) andExpr(e *AndExpr) val {
+	v := l.cmpExpr(e.Left)
+	for _, r := range e.Right {
+		v = l.logical(tir.OpAnd, v, l.cmpExpr(r), r.Pos)
+	}
+	return v
+}
+
+var cmpPreds = map[string]string{"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+
+func (l *lowerer) cmpExpr(e *CmpExpr) val {
+	v := l.addExpr(e.Left)
+	// participle may leave Op set from a failed try at a comparison, as in
+	// the `>` that closes compile-time parameters: `score = identity>(`.
+	if e.Op == "" || e.Right == nil {
+		return v
+	}
+	return l.compare(cmpPreds[e.Op], v, l.addExpr(e.Right), e.Pos)
+}
+
+func (l *lowerer) addExpr(e *AddExpr) val {
+	v := l.mulExpr(e.Left)
+	for _, r := range e.Rest {
+		k := tir.OpAdd
+		if r.Op == "-" {
+			k = tir.OpSub
+		}
+		v = l.arith(k, v, l.mulExpr(r.Right), r.Pos)
+	}
+	return v
+}
+
+func (l *lowerer) mulExpr(e *MulExpr) val {
+	v := l.unary(e.Left)
+	for _, r := range e.Rest {
+		k := map[string]tir.Kind{"*": tir.OpMul, "/": tir.OpDiv, "%": tir.OpRem}[r.Op]
+		v = l.arith(k, v, l.unary(r.Right), r.Pos)
+	}
+	return v
+}
+
+func (l *lowerer) unary(u *Unary) val {
+	if u.Postfix != nil {
+		return l.postfix(u.Postfix)
+	}
+	x := l.unary(u.Operand)
+	x.pos = u.Pos
+	if u.Op == "-" {
+		return l.negate(x, u.Pos)
+	}
+	return l.not(x, u.Pos)
+}
+
+func (l *lowerer) negate(x val, pos lexer.Position) val {
+	if x.c != nil {
+		switch x.c.Kind {
+		case CInt:
+			return constVal(IntConst(-x.c.I), pos)
+		case CFloat:
+			return constVal(FloatConst(-x.c.F), pos)
+		}
+		l.fail(pos, "cannot negate %s", x.describe())
+	}
+	v := l.runtime(x)
+	if v.Type.Ptr || v.Type.Elem == tir.I1 {
+		l.fail(pos, "cannot negate %s", x.describe())
+	}
+	return val{v: l.b.Unary(tir.OpNeg, v), pos: pos}
+}
+
+func (l *lowerer) not(x val, pos lexer.Position) val {
+	if x.c != nil {
+		if x.c.Kind != CBool {
+			l.fail(pos, "! needs a bool, got %s", x.describe())
+		}
+		return constVal(BoolConst(!x.c.B), pos)
+	}
+	v := l.runtime(x)
+	if v.Type.Elem != tir.I1 || v.Type.Ptr {
+		l.fail(pos, "! needs a bool, got %s", x.describe())
+	}
+	return val{v: l.b.Unary(tir.OpNot, v), pos: pos}
+}
+
+// runtime returns x as a run-time value, refusing aux tensors and types.
+func (l *lowerer) runtime(x val) *tir.Value {
+	switch {
+	case x.v != nil:
+		return x.v
+	case x.aux != nil:
+		l.fail(x.pos, "aux tensor %s can only be indexed, e.g. %s[q_idx]", x.aux.name, x.aux.name)
+	case x.c != nil && (x.c.Kind == CType || x.c.Kind == CMod):
+		l.fail(x.pos, "%s is not a value", x.describe())
+	case x.c != nil:
+		return l.materialize(x, defaultElem(*x.c))
+	}
+	l.fail(x.pos, "expression has no value")
+	return nil
+}
+
+// materialize turns a compile-time number into a run-time constant of elem e.
+func (l *lowerer) materialize(x val, e tir.Elem) *tir.Value {
+	if x.c == nil {
+		return l.runtime(x)
+	}
+	c := *x.c
+	switch c.Kind {
+	case CInt:
+		if e.IsFloat() {
+			return l.b.Const(tir.Scalar(e), float64(c.I))
+		}
+		if e.IsInt() {
+			if e == tir.I32 && (c.I > math.MaxInt32 || c.I < math.MinInt32) {
+				l.fail(x.pos, "constant %d overflows i32", c.I)
+			}
+			return l.b.Const(tir.Scalar(e), c.I)
+		}
+	case CFloat:
+		if e.IsFloat() {
+			return l.b.Const(tir.Scalar(e), c.F)
+		}
+		if e == tir.I32 || e == tir.I64 {
+			l.fail(x.pos, "cannot use float constant %s as %s (convert explicitly, e.g. i32(x))", c.String(), e)
+		}
+	case CBool:
+		if e == tir.I1 {
+			return l.b.Const(tir.Scalar(tir.I1), c.B)
+		}
+	}
+	l.fail(x.pos, "cannot use %s as %s", x.describe(), typeName(tir.Scalar(e)))
+	return nil
+}
+
+func canBroadcastTo(from, to []int) bool {
+	s, ok := tir.BroadcastShapes(from, to)
+	if !ok || len(s) != len(to) {
+		return false
+	}
+	for i := range s {
+		if s[i] != to[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// broadcastTo expands v to shape with splat, reshape and broadcast.
+func (l *lowerer) broadcastTo(v *tir.Value, shape []int) *tir.Value {
+	t := v.Type
+	if len(shape) == 0 || (len(t.Shape) == len(shape) && t.Equal(t.WithShape(shape))) {
+		return v
+	}
+	if t.IsScalar() {
+		return l.b.Splat(v, shape)
+	}
+	if len(t.Shape) < len(shape) {
+		ones := make([]int, len(shape)-len(t.Shape))
+		for i := range ones {
+			ones[i] = 1
+		}
+		v = l.b.Reshape(v, append(ones, t.Shape...))
+	}
+	if !v.Type.Equal(v.Type.WithShape(shape)) {
+		v = l.b.Broadcast(v, shape)
+	}
+	return v
+}
+
+// unify gives two operands one element type and one shape.
+func (l *lowerer) unify(a, b val, pos lexer.Position, what string) (*tir.Value, *tir.Value) {
+	var x, y *tir.Value
+	switch {
+	case a.c != nil && b.c != nil:
+		e := defaultElem(*a.c)
+		if defaultElem(*b.c) == tir.F32 {
+			e = tir.F32
+		}
+		x, y = l.materialize(a, e), l.materialize(b, e)
+	case a.c != nil:
+		y = l.runtime(b)
+		x = l.materialize(a, y.Type.Elem)
+	case b.c != nil:
+		x = l.runtime(a)
+		y = l.materialize(b, x.Type.Elem)
+	default:
+		x, y = l.runtime(a), l.runtime(b)
+	}
+	if x.Type.Elem != y.Type.Elem || x.Type.Ptr != y.Type.Ptr {
+		l.fail(pos, "mismatched types %s and %s in %s (convert one, e.g. f32(x))", typeName(x.Type), typeName(y.Type), what)
+	}
+	shape, ok := tir.BroadcastShapes(x.Type.Shape, y.Type.Shape)
+	if !ok {
+		l.fail(pos, "shape mismatch in %s: %s and %s do not broadcast", what, tir.ShapeString(x.Type.Shape), tir.ShapeString(y.Type.Shape))
+	}
+	return l.broadcastTo(x, shape), l.broadcastTo(y, shape)
+}
+
+var opSymbols = map[tir.Kind]string{tir.OpAdd: "+", tir.OpSub: "-", tir.OpMul: "*", tir.OpDiv: "/", tir.OpRem: "%",
+	tir.OpAnd: "&&", tir.OpOr: "||"}
+
+func (l *lowerer) arith(k tir.Kind, a, b val, pos lexer.Position) val {
+	sym := opSymbols[k]
+	if a.c != nil && b.c != nil {
+		return constVal(l.foldArith(k, *a.c, *b.c, pos), pos)
+	}
+	// Pointer arithmetic: ptr + int offsets.
+	if a.v != nil && a.v.Type.Ptr {
+		if k != tir.OpAdd {
+			l.fail(pos, "only + is defined on pointers")
+		}
+		off := l.materialize(b, tir.I32)
+		if off.Type.Ptr || !off.Type.Elem.IsInt() {
+			l.fail(pos, "pointer offset must be an integer, got %s", typeName(off.Type))
+		}
+		shape, ok := tir.BroadcastShapes(a.v.Type.Shape, off.Type.Shape)
+		if !ok {
+			l.fail(pos, "shape mismatch in +: %s and %s do not broadcast", tir.ShapeString(a.v.Type.Shape), tir.ShapeString(off.Type.Shape))
+		}
+		return val{v: l.b.AddPtr(l.broadcastTo(a.v, shape), l.broadcastTo(off, shape)), pos: pos}
+	}
+	if b.v != nil && b.v.Type.Ptr {
+		if k == tir.OpAdd {
+			return l.arith(k, b, a, pos)
+		}
+		l.fail(pos, "only ptr + int is defined on pointers")
+	}
+	x, y := l.unify(a, b, pos, sym)
+	switch {
+	case x.Type.Elem == tir.I1:
+		l.fail(pos, "%s is not defined on bool", sym)
+	case k == tir.OpRem && x.Type.Elem.IsFloat():
+		l.fail(pos, "%% is only defined on integers")
+	}
+	return val{v: l.b.Binary(k, x, y), pos: pos}
+}
+
+func (l *lowerer) foldArith(k tir.Kind, a, b Const, pos lexer.Position) Const {
+	sym := opSymbols[k]
+	if a.Kind == CInt && b.Kind == CInt {
+		switch k {
+		case tir.OpAdd:
+			return IntConst(a.I + b.I)
+		case tir.OpSub:
+			return IntConst(a.I - b.I)
+		case tir.OpMul:
+			return IntConst(a.I * b.I)
+		case tir.OpDiv, tir.OpRem:
+			if b.I == 0 {
+				l.fail(pos, "integer division by zero")
+			}
+			if k == tir.OpDiv {
+				return IntConst(a.I / b.I)
+			}
+			return IntConst(a.I % b.I)
+		}
+	}
+	if (a.Kind == CInt || a.Kind == CFloat) && (b.Kind == CInt || b.Kind == CFloat) {
+		x, y := a.float(), b.float()
+		switch k {
+		case tir.OpAdd:
+			return FloatConst(x + y)
+		case tir.OpSub:
+			return FloatConst(x - y)
+		case tir.OpMul:
+			return FloatConst(x * y)
+		case tir.OpDiv:
+			return FloatConst(x / y)
+		}
+	}
+	l.fail(pos, "%s is not defined on %s and %s", sym, constVal(a, pos).describe(), constVal(b, pos).describe())
+	return a
+}
+
+func (l *lowerer) compare(pred string, a, b val, pos lexer.Position) val {
+	if a.c != nil && b.c != nil {
+		x, y := *a.c, *b.c
+		var r bool
+		switch {
+		case x.Kind == CInt && y.Kind == CInt:
+			r = cmpOrdered(pred, x.I, y.I)
+		case (x.Kind == CInt || x.Kind == CFloat) && (y.Kind == CInt || y.Kind == CFloat):
+			r = cmpFloat(pred, x.float(), y.float())
+		case x.Kind == CBool && y.Kind == CBool && (pred == "eq" || pred == "ne"):
+			r = (x.B == y.B) == (pred == "eq")
+		case x.Kind == CType && y.Kind == CType && (pred == "eq" || pred == "ne"):
+			r = (x.T == y.T) == (pred == "eq")
+		default:
+			l.fail(pos, "cannot compare %s and %s", a.describe(), b.describe())
+		}
+		return constVal(BoolConst(r), pos)
+	}
+	x, y := l.unify(a, b, pos, "comparison")
+	if x.Type.Ptr {
+		l.fail(pos, "cannot compare pointers")
+	}
+	if x.Type.Elem == tir.I1 && pred != "eq" && pred != "ne" {
+		l.fail(pos, "bools compare only with == and !=")
+	}
+	return val{v: l.b.Cmp(pred, x, y), pos: pos}
+}
+
+func cmpOrdered[T int64 | float64](pred string, x, y T) bool {
+	switch pred {
+	case "eq":
+		return x == y
+	case "ne":
+		return x != y
+	case "lt":
+		return x < y
+	case "le":
+		return x <= y
+	case "gt":
+		return x > y
+	}
+	return x >= y
+}
+
+func cmpFloat(pred string, x, y float64) bool { return cmpOrdered(pred, x, y) }
+
+func (l *lowerer) logical(k tir.Kind, a, b val, pos lexer.Position) val {
+	sym := opSymbols[k]
+	if a.c != nil && b.c != nil {
+		if a.c.Kind != CBool || b.c.Kind != CBool {
+			l.fail(pos, "%s needs bools, got %s and %s", sym, a.describe(), b.describe())
+		}
+		if k == tir.OpAnd {
+			return constVal(BoolConst(a.c.B && b.c.B), pos)
+		}
+		return constVal(BoolConst(a.c.B || b.c.B), pos)
+	}
+	for _, v := range []val{a, b} {
+		if (v.c != nil && v.c.Kind != CBool) || (v.v != nil && (v.v.Type.Elem != tir.I1 || v.v.Type.Ptr)) || v.aux != nil {
+			l.fail(v.pos, "%s needs bools, got %s", sym, v.describe())
+		}
+	}
+	x, y := l.unify(a, b, pos, sym)
+	return val{v: l.b.Binary(k, x, y), pos: pos}
+}
+
+func (l *lowerer) postfix(p *Postfix) val {
+	suffix := p.Suffix
+	var v val
+	if id := p.Primary.Ident; id != nil && builtinFuncs[*id] && l.lookup(*id) == nil && len(suffix) > 0 && suffix[0].Call != nil {
+		v = l.builtin(*id, suffix[0].Call)
+		suffix = suffix[1:]
+	} else {
+		v = l.primary(p.Primary)
+	}
+	for _, s := range suffix {
+		if s.Call != nil {
+			v = l.call(v, s.Call)
+		} else {
+			v = l.index(v, s.Index)
+		}
+	}
+	return v
+}
+
+func (l *lowerer) primary(p *Primary) val {
+	switch {
+	case p.Float != nil:
+		f, err := strconv.ParseFloat(*p.Float, 64)
+		if err != nil {
+			l.fail(p.Pos, "bad float literal %s", *p.Float)
+		}
+		return constVal(FloatConst(f), p.Pos)
+	case p.Int != nil:
+		i, err := strconv.ParseInt(*p.Int, 10, 64)
+		if err != nil || i > math.MaxInt32 {
+			l.fail(p.Pos, "integer literal %s overflows i32", *p.Int)
+		}
+		return constVal(IntConst(i), p.Pos)
+	case p.True:
+		return constVal(BoolConst(true), p.Pos)
+	case p.False:
+		return constVal(BoolConst(false), p.Pos)
+	case p.Paren != nil:
+		v := l.expr(p.Paren)
+		return v
+	case p.List != nil:
+		l.fail(p.Pos, "a list is only allowed as a shape argument, e.g. zeros([64, 64], f32)")
+	}
+	return l.ident(*p.Ident, p.Pos)
+}
+
+// ident resolves a name: local bindings, then global constants, mods and
+// built-in values.
+func (l *lowerer) ident(name string, pos lexer.Position) val {
+	if b := l.lookup(name); b != nil {
+		v := b.v
+		v.pos = pos
+		return v
+	}
+	switch name {
+	case "inf":
+		return constVal(FloatConst(math.Inf(1)), pos)
+	case "nan":
+		return constVal(FloatConst(math.NaN()), pos)
+	case "seqlen_q", "seqlen_k":
+		l.fail(pos, "%s is only available in mods and in kernels that declare it as a parameter", name)
+	}
+	if e, ok := elemByLangName(name); ok {
+		return constVal(TypeConst(e), pos)
+	}
+	if cd, ok := l.p.consts[name]; ok {
+		return l.globalConst(cd, pos)
+	}
+	if md, ok := l.p.mods[name]; ok {
+		return constVal(Const{Kind: CMod, Mod: &ModInst{Decl: md}}, pos)
+	}
+	if builtinFuncs[name] {
+		l.fail(pos, "%s is a function; call it: %s(...)", name, name)
+	}
+	if _, ok := l.p.kernels[name]; ok {
+		l.fail(pos, "kernel %s cannot be used as a value", name)
+	}
+	l.fail(pos, "undefined: %s", name)
+	return val{}
+}
+
+func (l *lowerer) globalConst(cd *ConstDecl, pos lexer.Position) val {
+	for _, n := range l.modStack {
+		if n == "const "+cd.Name {
+			l.fail(cd.Pos, "constant %s refers to itself", cd.Name)
+		}
+	}
+	l.modStack = append(l.modStack, "const "+cd.Name)
+	saved := l.scope
+	l.scope = nil
+	l.push()
+	v := l.expr(cd.Value)
+	l.scope = saved
+	l.modStack = l.modStack[:len(l.modStack)-1]
+	if v.c == nil {
+		l.fail(cd.Value.Pos, "constant %s must have a compile-time value", cd.Name)
+	}
+	c := *v.c
+	if cd.Type != nil {
+		e := l.elemType(cd.Type)
+		switch {
+		case e.IsFloat() && (c.Kind == CInt || c.Kind == CFloat):
+			c = FloatConst(c.float())
+		case e.IsInt() && c.Kind == CInt, e == tir.I1 && c.Kind == CBool:
+		default:
+			l.fail(cd.Value.Pos, "constant %s: cannot use %s as %s", cd.Name, v.describe(), cd.Type.Name)
+		}
+	}
+	return constVal(c, pos)
+}
+
+// index handles x[:, None] (reshape) and aux[i] (gather).
+func (l *lowerer) index(x val, ix *IndexArgs) val {
+	if x.aux != nil {
+		if len(ix.Items) != 1 || ix.Items[0].Expr == nil {
+			l.fail(ix.Pos, "aux tensor %s takes one index: %s[i]", x.aux.name, x.aux.name)
+		}
+		return l.gather(x.aux, l.expr(ix.Items[0].Expr), ix.Items[0].Pos)
+	}
+	if x.c != nil {
+		l.fail(ix.Pos, "cannot index %s", x.describe())
+	}
+	v := x.v
+	var shape []int
+	dim := 0
+	for _, it := range ix.Items {
+		switch {
+		case it.Slice:
+			if dim >= v.Type.Rank() {
+				l.fail(it.Pos, "too many ':' for %s", typeName(v.Type))
+			}
+			shape = append(shape, v.Type.Shape[dim])
+			dim++
+		case it.None:
+			shape = append(shape, 1)
+		default:
+			l.fail(it.Pos, "tiles are indexed with ':' and None only (got an expression); to read memory use load")
+		}
+	}
+	if dim != v.Type.Rank() {
+		l.fail(ix.Pos, "index has %d ':' but %s has rank %d", dim, typeName(v.Type), v.Type.Rank())
+	}
+	return val{v: l.b.Reshape(v, shape), pos: ix.Pos}
+}
+
+// gather reads aux[i] elementwise; indices outside [0, len) read 0, so
+// padded rows and columns of a tile stay safe.
+func (l *lowerer) gather(a *auxTensor, i val, pos lexer.Position) val {
+	if i.c != nil && i.c.Kind != CInt {
+		l.fail(pos, "aux tensor %s must be indexed by an integer, got %s", a.name, i.describe())
+	}
+	idx := l.materialize(i, tir.I32)
+	if idx.Type.Ptr || idx.Type.Elem != tir.I32 {
+		l.fail(pos, "aux tensor %s must be indexed by an integer, got %s", a.name, typeName(idx.Type))
+	}
+	shape := idx.Type.Shape
+	zero := l.broadcastTo(l.b.Const(tir.Scalar(tir.I32), int64(0)), shape)
+	n := l.broadcastTo(a.len, shape)
+	ok := l.b.Binary(tir.OpAnd, l.b.Cmp("ge", idx, zero), l.b.Cmp("lt", idx, n))
+	safe := l.b.Select(ok, idx, zero)
+	ptrs := l.b.AddPtr(l.broadcastTo(a.ptr, shape), safe)
+	var other *tir.Value
+	if a.elem == tir.I1 {
+		other = l.broadcastTo(l.b.Const(tir.Scalar(tir.I1), false), shape)
+	} else if a.elem.IsFloat() {
+		other = l.broadcastTo(l.b.Const(tir.Scalar(a.elem), 0.0), shape)
+	} else {
+		other = l.broadcastTo(l.b.Const(tir.Scalar(a.elem), int64(0)), shape)
+	}
+	return val{v: l.b.Load(ptrs, ok, other), pos: pos}
+}

@@ -1,0 +1,351 @@
+package lang
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Instance selects a kernel and its compile-time arguments. Missing
+// arguments take the kernel's defaults.
+type Instance struct {
+	Kernel string
+	Args   map[string]Const // by compile-time parameter name; mods as CMod consts
+}
+
+// Lower instantiates a kernel and lowers it, with the mods it calls, to a
+// tile-IR module. Errors point into the user's source.
+func (p *Program) Lower(inst Instance) (*tir.Module, error) {
+	kd, ok := p.kernels[inst.Kernel]
+	if !ok {
+		return nil, fmt.Errorf("no kernel named %q (have: %s)", inst.Kernel, strings.Join(p.Kernels(), ", "))
+	}
+	l := p.newLowerer()
+	if err := l.catch(func() { l.kernel(kd, inst.Args) }); err != nil {
+		return nil, err
+	}
+	return l.mod, nil
+}
+
+// LowerMod lowers a mod alone as a function of scalars (b, h, q_idx, kv_idx
+// [, s first for scores], seqlen_q, seqlen_k, then a pointer and a length per
+// aux tensor). The reference device evaluates it element by element.
+func (p *Program) LowerMod(m *ModInst) (*tir.Module, error) {
+	l := p.newLowerer()
+	err := l.catch(func() {
+		n := 4
+		if m.Kind() == "score" {
+			n = 5
+		}
+		types := make([]tir.Type, n)
+		for i := range types {
+			types[i] = tir.Scalar(tir.I32)
+		}
+		if m.Kind() == "score" {
+			types[0] = tir.Scalar(tir.F32)
+		}
+		f := l.modFunc(m, types, m.Decl.Pos)
+		f.Name = m.Kind()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l.mod, nil
+}
+
+// EvalConst evaluates a compile-time expression, such as a value given on a
+// command line: `64`, `bf16`, `sliding_window(256, 0)`. Mods come back with
+// their default compile-time arguments bound.
+func (p *Program) EvalConst(e *Expr) (Const, error) {
+	l := p.newLowerer()
+	var out Const
+	err := l.catch(func() {
+		l.push()
+		v := l.expr(e)
+		if v.c == nil {
+			l.fail(e.Pos, "%s is not a compile-time constant", v.describe())
+		}
+		out = *v.c
+		if out.Kind == CMod {
+			out.Mod = l.bound(out.Mod, e.Pos)
+		}
+	})
+	return out, err
+}
+
+// ResolveMod evaluates e to a mod of the given kind ("mask" or "score").
+func (p *Program) ResolveMod(e *Expr, kind string) (*ModInst, error) {
+	c, err := p.EvalConst(e)
+	if err != nil {
+		return nil, err
+	}
+	if c.Kind != CMod || c.Mod.Kind() != kind {
+		have := p.Mods(kind)
+		return nil, p.errorf(e.Pos, "%s is not a %s mod (%s mods: %s)", c.String(), kind, kind, strings.Join(have, ", "))
+	}
+	return c.Mod, nil
+}
+
+// ModNames lists a kernel's compile-time parameters of kind mask or score.
+func (p *Program) KernelParams(kernel string) ([]*CParam, bool) {
+	kd, ok := p.kernels[kernel]
+	if !ok {
+		return nil, false
+	}
+	return kd.CParams, true
+}
+
+type lowerer struct {
+	p     *Program
+	mod   *tir.Module
+	b     *tir.Builder
+	scope *scope
+	// per-function context
+	seqlenQ, seqlenK *tir.Value
+	auxOf            map[string]*auxTensor // aux tensors in scope by mod-param key
+	kernelAux        map[*ModInst]map[string]*auxTensor
+	kernelFn         *tir.Func
+	funcs            map[string]*tir.Func
+	modStack         []string
+}
+
+func (p *Program) newLowerer() *lowerer {
+	return &lowerer{p: p, mod: &tir.Module{}, funcs: map[string]*tir.Func{}}
+}
+
+// failure carries a positioned error out of deep recursion.
+type failure struct{ err error }
+
+func (l *lowerer) fail(pos lexer.Position, format string, args ...any) {
+	panic(failure{l.p.errorf(pos, format, args...)})
+}
+
+func (l *lowerer) catch(fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(failure)
+			if !ok {
+				panic(r)
+			}
+			err = f.err
+		}
+	}()
+	fn()
+	return nil
+}
+
+func irPos(p lexer.Position) tir.Pos { return tir.Pos{File: p.Filename, Line: p.Line, Col: p.Column} }
+
+// scope maps names to bindings; blocks nest scopes.
+type scope struct {
+	parent *scope
+	vars   map[string]*binding
+}
+
+type binding struct {
+	v       val
+	mutable bool
+	pos     lexer.Position
+}
+
+func (l *lowerer) push() { l.scope = &scope{parent: l.scope, vars: map[string]*binding{}} }
+func (l *lowerer) pop()  { l.scope = l.scope.parent }
+
+func (l *lowerer) lookup(name string) *binding {
+	for s := l.scope; s != nil; s = s.parent {
+		if b, ok := s.vars[name]; ok {
+			return b
+		}
+	}
+	return nil
+}
+
+func (l *lowerer) define(name string, v val, mutable bool, pos lexer.Position) {
+	if builtinNames[name] {
+		l.fail(pos, "%s is a built-in name and cannot be redefined", name)
+	}
+	if prev := l.lookup(name); prev != nil {
+		l.fail(pos, "%s is already defined at line %d (names cannot be shadowed)", name, prev.pos.Line)
+	}
+	l.scope.vars[name] = &binding{v: v, mutable: mutable, pos: pos}
+}
+
+// cparamKind maps a compile-time parameter's declared kind to a ConstKind.
+func (l *lowerer) cparamKind(cp *CParam) ConstKind {
+	switch cp.Kind {
+	case "i32", "int":
+		return CInt
+	case "f32", "float":
+		return CFloat
+	case "bool":
+		return CBool
+	case "type":
+		return CType
+	case "mask", "score":
+		return CMod
+	}
+	l.fail(cp.Pos, "unknown compile-time parameter kind %q (want i32, f32, bool, type, mask or score)", cp.Kind)
+	return 0
+}
+
+// bindCParams binds compile-time parameters from args (by name) or defaults
+// into the current scope, checking kinds.
+func (l *lowerer) bindCParams(owner string, cps []*CParam, args map[string]Const, pos lexer.Position) []Const {
+	known := map[string]bool{}
+	out := make([]Const, len(cps))
+	for i, cp := range cps {
+		known[cp.Name] = true
+		kind := l.cparamKind(cp)
+		c, ok := args[cp.Name]
+		if !ok {
+			if cp.Default == nil {
+				l.fail(pos, "%s needs a value for compile-time parameter %s (%s)", owner, cp.Name, cp.Kind)
+			}
+			v := l.expr(cp.Default)
+			if v.c == nil {
+				l.fail(cp.Default.Pos, "default of %s must be a compile-time constant", cp.Name)
+			}
+			c = *v.c
+		}
+		c = l.coerceConst(c, kind, cp, owner, pos)
+		out[i] = c
+		l.define(cp.Name, constVal(c, cp.Pos), false, cp.Pos)
+	}
+	var extra []string
+	for n := range args {
+		if !known[n] {
+			extra = append(extra, n)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		l.fail(pos, "%s has no compile-time parameter %s", owner, strings.Join(extra, ", "))
+	}
+	return out
+}
+
+func (l *lowerer) coerceConst(c Const, kind ConstKind, cp *CParam, owner string, pos lexer.Position) Const {
+	switch {
+	case c.Kind == kind && kind != CMod:
+		return c
+	case kind == CFloat && c.Kind == CInt:
+		return FloatConst(float64(c.I))
+	case kind == CMod && c.Kind == CMod:
+		if c.Mod.Kind() != cp.Kind {
+			l.fail(pos, "%s parameter %s needs a %s mod, got %s mod %s", owner, cp.Name, cp.Kind, c.Mod.Kind(), c.Mod.Name())
+		}
+		return c
+	}
+	l.fail(pos, "%s parameter %s is %s, got %s", owner, cp.Name, cp.Kind, constVal(c, pos).describe())
+	return c
+}
+
+// kernel lowers a kernel declaration to a tir kernel function.
+func (l *lowerer) kernel(kd *KernelDecl, args map[string]Const) {
+	l.push()
+	defer l.pop()
+	consts := l.bindCParams("kernel "+kd.Name, kd.CParams, args, kd.Pos)
+	f := &tir.Func{Name: kd.Name, Kernel: true, Body: &tir.Block{}, Pos: irPos(kd.Pos)}
+	l.kernelFn = f
+	l.kernelAux = map[*ModInst]map[string]*auxTensor{}
+	l.b = &tir.Builder{Block: f.Body}
+	for _, prm := range kd.Params {
+		if prm.Type == nil {
+			l.fail(prm.Pos, "kernel parameter %s needs a type", prm.Name)
+		}
+		t := l.typeRef(prm.Type)
+		v := &tir.Value{Type: t, Name: prm.Name}
+		f.Params = append(f.Params, v)
+		l.define(prm.Name, val{v: v, pos: prm.Pos}, false, prm.Pos)
+	}
+	if b := l.lookup("seqlen_q"); b != nil && b.v.v != nil {
+		l.seqlenQ = b.v.v
+	}
+	if b := l.lookup("seqlen_k"); b != nil && b.v.v != nil {
+		l.seqlenK = b.v.v
+	}
+	// Mods taken as compile-time parameters bring their aux tensors in as
+	// extra kernel parameters, named after the parameter.
+	for i, cp := range kd.CParams {
+		c := consts[i]
+		if c.Kind != CMod {
+			if c.Kind == CInt || c.Kind == CBool {
+				f.SetAttr(cp.Name, constAttr(c))
+			}
+			continue
+		}
+		aux := map[string]*auxTensor{}
+		for _, a := range c.Mod.AuxParams() {
+			ptr := &tir.Value{Type: tir.PtrTo(a.Elem), Name: cp.Name + "." + a.Name}
+			n := &tir.Value{Type: tir.Scalar(tir.I32), Name: cp.Name + "." + a.Name + ".len"}
+			f.Params = append(f.Params, ptr, n)
+			aux[a.Name] = &auxTensor{name: cp.Name + "." + a.Name, ptr: ptr, len: n, elem: a.Elem}
+		}
+		l.kernelAux[c.Mod] = aux
+		f.SetAttr(cp.Name, tir.Ident(strings.NewReplacer("(", "_", ")", "", ", ", "_", ".", "p", "-", "m").Replace(c.Mod.String())))
+	}
+	if f.Attr("num_warps") == nil {
+		f.SetAttr("num_warps", int64(4))
+	}
+	l.mod.Funcs = append(l.mod.Funcs, f)
+	l.block(kd.Body, true)
+	l.b.Return()
+}
+
+func constAttr(c Const) any {
+	switch c.Kind {
+	case CInt:
+		return c.I
+	case CBool:
+		return c.B
+	case CFloat:
+		return c.F
+	}
+	return tir.Ident(c.String())
+}
+
+// typeRef resolves a written type in the current scope.
+func (l *lowerer) typeRef(t *TypeRef) tir.Type {
+	switch t.Name {
+	case "ptr":
+		if t.Elem == nil {
+			l.fail(t.Pos, "ptr needs an element type: ptr[f32]")
+		}
+		e := l.elemType(t.Elem)
+		return tir.PtrTo(e)
+	case "tensor":
+		l.fail(t.Pos, "tensor[...] is only for aux tensor parameters of mods")
+	}
+	if t.Elem != nil {
+		l.fail(t.Pos, "%s takes no element type", t.Name)
+	}
+	return tir.Scalar(l.elemType(t))
+}
+
+func (l *lowerer) elemType(t *TypeRef) tir.Elem {
+	if t.Elem != nil {
+		l.fail(t.Pos, "expected an element type, got %s[...]", t.Name)
+	}
+	if e, ok := elemByLangName(t.Name); ok {
+		return e
+	}
+	if b := l.lookup(t.Name); b != nil && b.v.c != nil && b.v.c.Kind == CType {
+		return b.v.c.T
+	}
+	l.fail(t.Pos, "unknown type %s (want f32, f16, bf16, i32, bool, or a type parameter)", t.Name)
+	return 0
+}
+
+func elemByLangName(s string) (tir.Elem, bool) {
+	switch s {
+	case "bool":
+		return tir.I1, true
+	case "i1":
+		return 0, false
+	}
+	return tir.ElemByName(s)
+}

@@ -1,0 +1,175 @@
+// Package passes is fac's pipeline over tile IR. As in Go's
+// cmd/compile/internal/ssa/compile.go, passes are data: Table lists them in
+// the order they run, one file per pass, and Run drives them, optionally
+// printing or verifying the IR after each.
+package passes
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Pass is one named transformation of a module.
+type Pass struct {
+	Name string
+	Doc  string
+	Run  func(m *tir.Module) error
+	// TargetIndependent passes may run before the target is known (all of
+	// today's passes are).
+	TargetIndependent bool
+}
+
+// Table is the pipeline, in order. specialize-mask must precede inline: it
+// recognizes mask calls by their callee's role attribute, which inlining erases.
+var Table = []Pass{
+	{Name: "specialize-mask", Doc: "add a <kernel>.full variant of each masked kernel with the mask known true", Run: specializeMask, TargetIndependent: true},
+	{Name: "inline", Doc: "inline every call and delete functions no longer called", Run: inline, TargetIndependent: true},
+	{Name: "canonicalize", Doc: "fold constants and exact algebraic identities, take constant ifs", Run: canonicalize, TargetIndependent: true},
+	{Name: "cse", Doc: "eliminate common subexpressions of pure ops, scoped by region", Run: cse, TargetIndependent: true},
+	{Name: "dce", Doc: "remove unused pure ops and unused loop-carried and if results", Run: dce, TargetIndependent: true},
+}
+
+// Options control a pipeline run.
+type Options struct {
+	Disable    map[string]bool // --disable-pass=NAME
+	PrintAfter string          // --print-ir-after=NAME|all: print the module after that pass to Out
+	Out        io.Writer       // defaults to os.Stderr
+	VerifyEach bool            // run tir.Verify after every pass
+}
+
+// Lookup returns the pass named name.
+func Lookup(name string) (Pass, bool) {
+	for _, p := range Table {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Pass{}, false
+}
+
+// Names lists the pass names in pipeline order.
+func Names() []string {
+	names := make([]string, len(Table))
+	for i, p := range Table {
+		names[i] = p.Name
+	}
+	return names
+}
+
+// Run runs the whole pipeline on m.
+func Run(m *tir.Module, opts Options) error { return RunUntil(m, opts, "") }
+
+// RunUntil runs the pipeline on m up to and including the pass named last
+// (the whole pipeline when last is ""). A disabled last pass is not run, but
+// the passes before it are.
+func RunUntil(m *tir.Module, opts Options, last string) error {
+	if err := checkNames(opts, last); err != nil {
+		return err
+	}
+	out := opts.Out
+	if out == nil {
+		out = os.Stderr
+	}
+	for _, p := range Table {
+		if !opts.Disable[p.Name] {
+			if err := runPass(m, p, opts.VerifyEach); err != nil {
+				return err
+			}
+			if opts.PrintAfter == p.Name || opts.PrintAfter == "all" {
+				fmt.Fprintf(out, "// -----// IR after %s //----- //\n%s", p.Name, m)
+			}
+		}
+		if p.Name == last {
+			break
+		}
+	}
+	return nil
+}
+
+// runPass runs one pass, turning a failure into an internal compiler error:
+// passes only see IR that verified, so any failure is the compiler's bug.
+func runPass(m *tir.Module, p Pass, verify bool) error {
+	if err := p.Run(m); err != nil {
+		return fmt.Errorf("internal compiler error: pass %s failed on %s: %w", p.Name, funcNames(m, nil), err)
+	}
+	if !verify {
+		return nil
+	}
+	err := tir.Verify(m)
+	if err == nil {
+		return nil
+	}
+	// Name the functions that fail on their own; a module-level failure
+	// (duplicate names) names all kernels.
+	var broken []*tir.Func
+	for _, f := range m.Funcs {
+		if tir.VerifyFunc(m, f) != nil {
+			broken = append(broken, f)
+		}
+	}
+	// The verifier's message carries its own "verify:" after a position;
+	// put one in front instead.
+	msg := strings.Replace(err.Error(), "verify: ", "", 1)
+	return fmt.Errorf("internal compiler error: pass %s broke the IR of %s: verify: %s", p.Name, funcNames(m, broken), msg)
+}
+
+// funcNames names fs for an error ("kernel flash_fwd", "kernels a, b",
+// "func mask"), or all of m's kernels when fs is empty.
+func funcNames(m *tir.Module, fs []*tir.Func) string {
+	if len(fs) == 0 {
+		for _, f := range m.Funcs {
+			if f.Kernel {
+				fs = append(fs, f)
+			}
+		}
+	}
+	if len(fs) == 0 {
+		return "a module without kernels"
+	}
+	var names []string
+	kernels := true
+	for _, f := range fs {
+		names = append(names, f.Name)
+		kernels = kernels && f.Kernel
+	}
+	kw := "func"
+	if kernels {
+		kw = "kernel"
+	}
+	if len(names) > 1 {
+		kw += "s"
+	}
+	return kw + " " + strings.Join(names, ", ")
+}
+
+// checkNames rejects unknown pass names up front, so a typo in a flag
+// fails loudly instead of silently running the default pipeline.
+func checkNames(opts Options, last string) error {
+	check := func(flag, name string) error {
+		if _, ok := Lookup(name); !ok {
+			return fmt.Errorf("%s: unknown pass %q (valid: %s)", flag, name, strings.Join(Names(), ", "))
+		}
+		return nil
+	}
+	// Sorted so the first error reported is deterministic.
+	for _, name := range slices.Sorted(maps.Keys(opts.Disable)) {
+		if err := check("--disable-pass", name); err != nil {
+			return err
+		}
+	}
+	if opts.PrintAfter != "" && opts.PrintAfter != "all" {
+		if err := check("--print-ir-after", opts.PrintAfter); err != nil {
+			return err
+		}
+	}
+	if last != "" {
+		return check("run until", last)
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package passes
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected outputs testdata/*/*.out.tir")
+
+// TestGolden runs each testdata/<pass>/<case>.tir through that single pass
+// (testdata/pipeline/ through the whole Table) and compares the printed
+// module with <case>.out.tir. When the pass fails, the expected output is
+// the line "error: <message>". Inputs and outputs must verify.
+func TestGolden(t *testing.T) {
+	dirs := append(Names(), "pipeline")
+	for _, dir := range dirs {
+		inputs := goldenInputs(t, dir)
+		if len(inputs) < 3 {
+			t.Errorf("testdata/%s: %d cases, want at least 3", dir, len(inputs))
+		}
+		for _, in := range inputs {
+			t.Run(dir+"/"+strings.TrimSuffix(filepath.Base(in), ".tir"), func(t *testing.T) {
+				m := parseFile(t, in)
+				var err error
+				if p, ok := Lookup(dir); ok {
+					err = p.Run(m)
+				} else {
+					err = Run(m, Options{VerifyEach: true})
+				}
+				got := ""
+				if err != nil {
+					got = "error: " + err.Error() + "\n"
+				} else {
+					if err := tir.Verify(m); err != nil {
+						t.Fatalf("output does not verify: %v\n%s", err, m)
+					}
+					got = m.String()
+				}
+				want := strings.TrimSuffix(in, ".tir") + ".out.tir"
+				if *update {
+					if err := os.WriteFile(want, []byte(got), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				b, err := os.ReadFile(want)
+				if err != nil {
+					t.Fatalf("%v (run go test ./passes/ -update)", err)
+				}
+				if got != string(b) {
+					t.Errorf("%s: output differs from %s\ngot:\n%s\nwant:\n%s", in, want, got, b)
+				}
+			})
+		}
+	}
+}
+
+// goldenInputs lists testdata/<dir>/*.tir, outputs excluded.
+func goldenInputs(t *testing.T, dir string) []string {
+	t.Helper()
+	all, err := filepath.Glob(filepath.Join("testdata", dir, "*.tir"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []string
+	for _, f := range all {
+		if !strings.HasSuffix(f, ".out.tir") {
+			ins = append(ins, f)
+		}
+	}
+	return ins
+}
+
+// parseFile parses and verifies a test input.
+func parseFile(t *testing.T, path string) *tir.Module {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tir.Parse(path, string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tir.Verify(m); err != nil {
+		t.Fatalf("input does not verify: %v", err)
+	}
+	return m
+}
+
+// allInputs is every golden input, plus tir's sample module.
+func allInputs(t *testing.T) []string {
+	ins := []string{"../tir/testdata/sample.tir"}
+	for _, dir := range append(Names(), "pipeline") {
+		ins = append(ins, goldenInputs(t, dir)...)
+	}
+	return ins
+}
+
+// TestPipelineVerifies runs the whole Table with VerifyEach on every input
+// (inputs one pass rejects excepted) and checks that a second run changes
+// nothing: the pipeline reaches a fixpoint.
+func TestPipelineVerifies(t *testing.T) {
+	for _, in := range allInputs(t) {
+		m := parseFile(t, in)
+		if err := Run(m, Options{VerifyEach: true}); err != nil {
+			if strings.Contains(err.Error(), "internal compiler error: pass") && !strings.Contains(err.Error(), "broke the IR") {
+				continue // an input made to fail a pass (golden "error:" case)
+			}
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		once := m.String()
+		if err := Run(m, Options{VerifyEach: true}); err != nil {
+			t.Errorf("%s: second run: %v", in, err)
+		} else if again := m.String(); again != once {
+			t.Errorf("%s: second run changed the IR:\n%s\nthen:\n%s", in, once, again)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	want := []string{"specialize-mask", "inline", "canonicalize", "cse", "dce"}
+	if got := strings.Join(Names(), " "); got != strings.Join(want, " ") {
+		t.Errorf("Names() = %s, want %s", got, strings.Join(want, " "))
+	}
+	for _, p := range Table {
+		if p.Doc == "" || p.Run == nil {
+			t.Errorf("pass %s lacks Doc or Run", p.Name)
+		}
+		if q, ok := Lookup(p.Name); !ok || q.Name != p.Name {
+			t.Errorf("Lookup(%q) failed", p.Name)
+		}
+	}
+	if _, ok := Lookup("nope"); ok {
+		t.Error("Lookup(nope) succeeded")
+	}
+}
+
+const maskedKernel = "testdata/pipeline/masked_loop.tir"
+
+func TestUnknownPassName(t *testing.T) {
+	for _, opts := range []Options{
+		{Disable: map[string]bool{"cse": true, "cs": true}},
+		{PrintAfter: "inlined"},
+	} {
+		err := Run(parseFile(t, maskedKernel), opts)
+		if err == nil || !strings.Contains(err.Error(), "unknown pass") ||
+			!strings.Contains(err.Error(), "specialize-mask, inline, canonicalize, cse, dce") {
+			t.Errorf("%+v: err = %v, want unknown pass listing the valid names", opts, err)
+		}
+	}
+	if err := RunUntil(parseFile(t, maskedKernel), Options{}, "bogus"); err == nil {
+		t.Error("RunUntil(bogus) succeeded")
+	}
+}
+
+func TestDisable(t *testing.T) {
+	// Disabling a pass gives what the pipeline without it gives, and the
+	// pass's own work visibly does not happen.
+	for _, name := range Names() {
+		m := parseFile(t, maskedKernel)
+		if err := Run(m, Options{Disable: map[string]bool{name: true}, VerifyEach: true}); err != nil {
+			t.Fatalf("disable %s: %v", name, err)
+		}
+		ref := parseFile(t, maskedKernel)
+		for _, p := range Table {
+			if p.Name != name {
+				if err := p.Run(ref); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if m.String() != ref.String() {
+			t.Errorf("disable %s: got\n%s\nwant\n%s", name, m, ref)
+		}
+	}
+	m := parseFile(t, maskedKernel)
+	if err := Run(m, Options{Disable: map[string]bool{"inline": true}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.String(), "call ") {
+		t.Error("with inline disabled, calls are gone")
+	}
+	m = parseFile(t, maskedKernel)
+	if err := Run(m, Options{Disable: map[string]bool{"specialize-mask": true}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(m.String(), ".full") {
+		t.Error("with specialize-mask disabled, a .full variant exists")
+	}
+}
+
+func TestPrintAfter(t *testing.T) {
+	var buf bytes.Buffer
+	m := parseFile(t, maskedKernel)
+	if err := Run(m, Options{PrintAfter: "cse", Out: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	ref := parseFile(t, maskedKernel)
+	if err := RunUntil(ref, Options{}, "cse"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "// -----// IR after cse //----- //\n" + ref.String(); buf.String() != want {
+		t.Errorf("print after cse:\n%s\nwant:\n%s", buf.String(), want)
+	}
+
+	buf.Reset()
+	if err := Run(parseFile(t, maskedKernel), Options{PrintAfter: "all", Out: &buf, Disable: map[string]bool{"cse": true}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), "// -----// IR after "); n != len(Table)-1 {
+		t.Errorf("print after all with cse disabled printed %d headers, want %d", n, len(Table)-1)
+	}
+	if strings.Contains(buf.String(), "IR after cse") {
+		t.Error("printed IR after a disabled pass")
+	}
+}
+
+// TestICE checks that a pass breaking the IR is reported as an internal
+// compiler error naming the pass and the kernel.
+func TestICE(t *testing.T) {
+	breakIt := Pass{Name: "break", Run: func(m *tir.Module) error {
+		for _, f := range m.Funcs {
+			if f.Kernel {
+				f.Body.Ops = f.Body.Ops[:len(f.Body.Ops)-1] // drop the return
+			}
+		}
+		return nil
+	}}
+	m := parseFile(t, "../tir/testdata/sample.tir")
+	err := runPass(m, breakIt, true)
+	if err == nil || !strings.HasPrefix(err.Error(), "internal compiler error: pass break broke the IR of kernel sample: verify: ") {
+		t.Errorf("err = %v", err)
+	}
+	if err := runPass(parseFile(t, "../tir/testdata/sample.tir"), breakIt, false); err != nil {
+		t.Errorf("without VerifyEach: %v", err)
+	}
+}

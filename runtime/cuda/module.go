@@ -1,0 +1,216 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"unsafe"
+)
+
+// JIT option codes (CUjit_option).
+const (
+	jitInfoLogBuffer          = 3
+	jitInfoLogBufferSizeBytes = 4
+	jitErrorLogBuffer         = 5
+	jitErrorLogBufferSize     = 6
+)
+
+// jitLogSize is the size of each JIT log buffer. A variable, not a
+// constant, so the buffers are heap-allocated.
+var jitLogSize = 16 << 10
+
+// Module is a loaded CUmodule.
+type Module struct {
+	h uintptr
+	// InfoLog is the JIT's informational log from loading (e.g. ptxas
+	// warnings), if any.
+	InfoLog string
+}
+
+// LoadModule loads a PTX (or cubin) image into the current context,
+// JIT-compiling PTX. On failure the JIT error log is part of the error.
+func LoadModule(image []byte) (*Module, error) {
+	if len(image) == 0 {
+		return nil, errors.New("cuda: LoadModule: empty image")
+	}
+	// PTX must be NUL-terminated; a copy also keeps the caller's slice out
+	// of the driver's hands.
+	img := make([]byte, len(image)+1)
+	copy(img, image)
+
+	errLog := make([]byte, jitLogSize)
+	infoLog := make([]byte, jitLogSize)
+	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSizeBytes}
+	// Size options are passed by value in the void* slot, and the driver
+	// writes back how much of the log it used.
+	vals := []uintptr{
+		uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog)),
+		uintptr(unsafe.Pointer(&infoLog[0])), uintptr(len(infoLog)),
+	}
+	var h uintptr
+	err := ctxCall(fModuleLoadDataEx, uintptr(unsafe.Pointer(&h)), uintptr(unsafe.Pointer(&img[0])),
+		uintptr(len(opts)), uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])))
+	runtime.KeepAlive(errLog)
+	runtime.KeepAlive(infoLog)
+	if err != nil {
+		var ce *Error
+		if errors.As(err, &ce) {
+			ce.Log = strings.TrimSpace(goString(errLog))
+		}
+		return nil, err
+	}
+	return &Module{h: h, InfoLog: strings.TrimSpace(goString(infoLog))}, nil
+}
+
+// Function looks up a kernel by its PTX entry name.
+func (m *Module) Function(name string) (*Function, error) {
+	var h uintptr
+	cname := append([]byte(name), 0)
+	if err := ctxCall(fModuleGetFunction, uintptr(unsafe.Pointer(&h)), m.h, uintptr(unsafe.Pointer(&cname[0]))); err != nil {
+		return nil, fmt.Errorf("%w (function %q)", err, name)
+	}
+	return &Function{h: h, name: name}, nil
+}
+
+// Global returns the address and size of a module-scope variable.
+func (m *Module) Global(name string) (DevicePtr, int, error) {
+	var p DevicePtr
+	var size uintptr
+	cname := append([]byte(name), 0)
+	if err := ctxCall(fModuleGetGlobal, uintptr(unsafe.Pointer(&p)), uintptr(unsafe.Pointer(&size)), m.h, uintptr(unsafe.Pointer(&cname[0]))); err != nil {
+		return 0, 0, fmt.Errorf("%w (global %q)", err, name)
+	}
+	return p, int(size), nil
+}
+
+// Unload unloads the module; its Functions become invalid.
+func (m *Module) Unload() error {
+	if m.h == 0 {
+		return nil
+	}
+	err := ctxCall(fModuleUnload, m.h)
+	m.h = 0
+	return err
+}
+
+// FuncAttribute is a CUfunction_attribute.
+type FuncAttribute int32
+
+// Function attributes.
+const (
+	FuncAttrMaxThreadsPerBlock         FuncAttribute = 0
+	FuncAttrSharedSizeBytes            FuncAttribute = 1 // static shared memory
+	FuncAttrConstSizeBytes             FuncAttribute = 2
+	FuncAttrLocalSizeBytes             FuncAttribute = 3 // per-thread local memory (spills, stack)
+	FuncAttrNumRegs                    FuncAttribute = 4
+	FuncAttrPTXVersion                 FuncAttribute = 5
+	FuncAttrBinaryVersion              FuncAttribute = 6
+	FuncAttrMaxDynamicSharedSizeBytes  FuncAttribute = 8
+	FuncAttrPreferredSharedMemCarveout FuncAttribute = 9
+)
+
+// Function is a kernel in a loaded module.
+type Function struct {
+	h    uintptr
+	name string
+}
+
+// Name returns the kernel's entry name.
+func (f *Function) Name() string { return f.name }
+
+// Attribute returns a function attribute (registers, local memory, ...).
+func (f *Function) Attribute(a FuncAttribute) (int, error) {
+	var v int32
+	if err := ctxCall(fFuncGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(a), f.h); err != nil {
+		return 0, err
+	}
+	return int(v), nil
+}
+
+// SetAttribute sets a function attribute.
+func (f *Function) SetAttribute(a FuncAttribute, v int) error {
+	return ctxCall(fFuncSetAttribute, f.h, uintptr(a), uintptr(v))
+}
+
+// SetMaxDynamicSharedMemory allows launches with up to bytes of dynamic
+// shared memory; needed above 48 KiB.
+func (f *Function) SetMaxDynamicSharedMemory(bytes int) error {
+	return f.SetAttribute(FuncAttrMaxDynamicSharedSizeBytes, bytes)
+}
+
+// Launch runs the kernel on stream s. Each arg is one kernel parameter:
+// DevicePtr, uintptr, int32, uint32, int64, uint64, float32, float64, or a
+// TensorMap / *TensorMap (passed by value, 128 bytes). Plain int is
+// rejected because its width would silently disagree with an i32 param.
+func (f *Function) Launch(grid, block [3]uint32, sharedBytes uint32, s Stream, args ...any) error {
+	words := 0
+	for i, a := range args {
+		n, err := argWords(a)
+		if err != nil {
+			return fmt.Errorf("cuda: launch %s: argument %d: %w", f.name, i, err)
+		}
+		words += n
+	}
+	// The values live in one []uint64 (no Go pointers inside, 8-byte
+	// aligned) and params holds their addresses as uintptr: the driver
+	// reads them during cuLaunchKernel, and heap memory does not move.
+	store := make([]uint64, words+1)
+	params := make([]uintptr, len(args)+1)
+	w := 0
+	for i, a := range args {
+		params[i] = uintptr(unsafe.Pointer(&store[w]))
+		w += putArg(store[w:], a)
+	}
+	err := ctxCall(fLaunchKernel, f.h,
+		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
+		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
+		uintptr(sharedBytes), s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+	runtime.KeepAlive(store)
+	if err != nil {
+		return fmt.Errorf("%w (kernel %s, grid %v, block %v, shared %d)", err, f.name, grid, block, sharedBytes)
+	}
+	return nil
+}
+
+func argWords(a any) (int, error) {
+	switch a.(type) {
+	case DevicePtr, uintptr, int32, uint32, int64, uint64, float32, float64:
+		return 1, nil
+	case TensorMap, *TensorMap:
+		return len(TensorMap{}), nil
+	case int, uint:
+		return 0, fmt.Errorf("%T has no fixed C width; use int32 or int64", a)
+	default:
+		return 0, fmt.Errorf("unsupported kernel argument type %T", a)
+	}
+}
+
+// putArg stores a at the start of dst (little endian, as on every CUDA
+// host) and returns the words used.
+func putArg(dst []uint64, a any) int {
+	switch v := a.(type) {
+	case DevicePtr:
+		dst[0] = uint64(v)
+	case uintptr:
+		dst[0] = uint64(v)
+	case int32:
+		dst[0] = uint64(uint32(v))
+	case uint32:
+		dst[0] = uint64(v)
+	case int64:
+		dst[0] = uint64(v)
+	case uint64:
+		dst[0] = v
+	case float32:
+		dst[0] = uint64(math.Float32bits(v))
+	case float64:
+		dst[0] = math.Float64bits(v)
+	case TensorMap:
+		return copy(dst, v[:])
+	case *TensorMap:
+		return copy(dst, v[:])
+	}
+	return 1
+}

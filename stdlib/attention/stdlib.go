@@ -1,0 +1,49 @@
+// Package attention holds fac's standard library: the stock attention
+// kernels and mods, written in the tile language and embedded in the binary.
+package attention
+
+import (
+	"embed"
+	"io/fs"
+	"sort"
+
+	"github.com/fac-compiler/fac/lang"
+	"github.com/fac-compiler/fac/parser"
+)
+
+//go:embed *.fa
+var files embed.FS
+
+// Files returns the stdlib sources by file name ("stdlib/attention/masks.fa").
+func Files() map[string]string {
+	out := map[string]string{}
+	names, _ := fs.Glob(files, "*.fa")
+	for _, n := range names {
+		b, _ := files.ReadFile(n)
+		out["stdlib/attention/"+n] = string(b)
+	}
+	return out
+}
+
+// Load parses the stdlib and any user sources (name → text) into one program.
+func Load(user map[string]string) (*lang.Program, error) {
+	p := lang.NewProgram()
+	std := Files()
+	for _, set := range []map[string]string{std, user} {
+		names := make([]string, 0, len(set))
+		for n := range set {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			f, err := parser.ParseFile(n, set[n])
+			if err != nil {
+				return nil, err
+			}
+			if err := p.Add(n, set[n], f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
