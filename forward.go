@@ -334,3 +334,16 @@ func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, aux map[string]any) 
 		return r[0].Vals[0], nil
 	}, nil
 }
+
+// FullVariant returns the forward kernel's mask-free variant made by the
+// specialize-mask pass (flash_fwd.full), which runs on blocks the mask keeps
+// entirely. It fails when that pass was disabled or the kernel has no mask.
+func (f *Forward) FullVariant() (*Forward, error) {
+	name := f.kernel + ".full"
+	if f.res.Module.Func(name) == nil {
+		return nil, fmt.Errorf("kernel %s has no %s variant (no mask, or specialize-mask disabled)", f.kernel, name)
+	}
+	g := *f
+	g.kernel = name
+	return &g, nil
+}

@@ -247,7 +247,14 @@ func foldCmp(pred string, x, y any) (any, bool) {
 // where going through float64 would round twice.
 func foldCast(to tir.Elem, x any) (any, bool) {
 	if to == tir.I1 { // nonzero is true, NaN included
-		return x != false && x != int64(0) && x != 0.0, true
+		switch x := x.(type) {
+		case bool:
+			return x, true
+		case int64:
+			return x != 0, true
+		case float64:
+			return x != 0, true
+		}
 	}
 	switch x := x.(type) {
 	case bool:

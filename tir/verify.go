@@ -1,6 +1,7 @@
 package tir
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -155,7 +156,7 @@ func (v *verifier) block(b *Block, term Kind, parent *Op, pn int) error {
 		v.n++
 		n := v.n
 		errf := func(format string, args ...any) error {
-			return fmt.Errorf(v.prefix(op, n)+format, args...)
+			return errors.New(v.prefix(op, n) + fmt.Sprintf(format, args...))
 		}
 		if op.Kind.IsTerminator() {
 			if op.Kind != term {
@@ -201,7 +202,7 @@ func (v *verifier) prefix(op *Op, n int) string {
 // op checks one op's operands, results, attributes and regions.
 func (v *verifier) op(op *Op, n int) error {
 	errf := func(format string, args ...any) error {
-		return fmt.Errorf(v.prefix(op, n)+format, args...)
+		return errors.New(v.prefix(op, n) + fmt.Sprintf(format, args...))
 	}
 	k := op.Kind
 	if k == OpInvalid || k >= numKinds {
@@ -496,7 +497,13 @@ func (v *verifier) op(op *Op, n int) error {
 		if v.m == nil {
 			return nil
 		}
-		callee := v.m.Func(string(name[1:]))
+		var callee *Func
+		for _, g := range v.m.Funcs {
+			if g != nil && g.Name == string(name[1:]) {
+				callee = g
+				break
+			}
+		}
 		if callee == nil {
 			return errf("call to missing function %s", name)
 		}

@@ -26,9 +26,15 @@ func Files() map[string]string {
 }
 
 // Load parses the stdlib and any user sources (name → text) into one program.
+// A user file named like a stdlib file ("stdlib/attention/masks.fa")
+// replaces it, so `fac check` works on the stdlib's own files and on edited
+// copies of them.
 func Load(user map[string]string) (*lang.Program, error) {
 	p := lang.NewProgram()
 	std := Files()
+	for n := range user {
+		delete(std, n)
+	}
 	for _, set := range []map[string]string{std, user} {
 		names := make([]string, 0, len(set))
 		for n := range set {
