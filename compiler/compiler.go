@@ -147,7 +147,7 @@ func modArg(prog *lang.Program, kernel string, args map[string]lang.Const, role 
 			return c.Mod
 		}
 		if cp.Default != nil {
-			if c, err := prog.EvalConst(cp.Default); err == nil && c.Kind == lang.CMod {
+			if c, err := prog.EvalConst(&lang.Expr{Pos: cp.Default.Pos, Left: &lang.AndExpr{Left: &lang.CmpExpr{Left: cp.Default}}}); err == nil && c.Kind == lang.CMod {
 				return c.Mod
 			}
 		}

@@ -10,11 +10,11 @@
 //	ModDecl   = ("mask" | "score") Ident [CParams] "(" [Param {"," Param}] ")" ["->" TypeRef] Block .
 //	KernelDecl= "kernel" Ident [CParams] "(" [Param {"," Param}] ")" Block .
 //	CParams   = "<" CParam {"," CParam} ">" .
-//	CParam    = Ident ":" Ident ["=" Expr] .          // kinds: i32 f32 bool type mask score
+//	CParam    = Ident ":" Ident ["=" Add] .           // kinds: i32 f32 bool type mask score; no comparison, as > closes the list
 //	Param     = Ident [":" TypeRef] .
 //	TypeRef   = Ident ["[" TypeRef "]"] .             // f32, ptr[f32], tensor[i32], ptr[DTYPE]
 //	Block     = "{" Stmt* "}" .
-//	Stmt      = Let | Var | For | If | Return | Assign | ExprStmt .
+//	Stmt      = (Let | Var | For | If | Return | Assign | ExprStmt) [";"] .
 //	Let       = "let" Ident "=" Expr .
 //	Var       = "var" Ident "=" Expr .
 //	Assign    = Ident "=" Expr .
@@ -82,9 +82,9 @@ type KernelDecl struct {
 // CParam is a compile-time parameter: `BLOCK_M: i32 = 64`, `mask: mask = none`.
 type CParam struct {
 	Pos     lexer.Position
-	Name    string `parser:"@Ident \":\""`
-	Kind    string `parser:"@Ident"`
-	Default *Expr  `parser:"(\"=\" @@)?"`
+	Name    string   `parser:"@Ident \":\""`
+	Kind    string   `parser:"@Ident"`
+	Default *AddExpr `parser:"(\"=\" @@)?"`
 }
 
 // Param is a run-time parameter; mods may leave the standard ones untyped.
@@ -105,19 +105,20 @@ type TypeRef struct {
 type Block struct {
 	Pos   lexer.Position
 	Stmts []*Stmt `parser:"\"{\" @@* \"}\""`
-	End   lexer.Position
+	// EndPos is set by participle to the position just after the closing "}".
+	EndPos lexer.Position
 }
 
 // Stmt is one statement.
 type Stmt struct {
 	Pos    lexer.Position
-	Let    *LetStmt    `parser:"  @@"`
+	Let    *LetStmt    `parser:"(  @@"`
 	Var    *VarStmt    `parser:"| @@"`
 	For    *ForStmt    `parser:"| @@"`
 	If     *IfStmt     `parser:"| @@"`
 	Return *ReturnStmt `parser:"| @@"`
 	Assign *AssignStmt `parser:"| @@"`
-	Expr   *Expr       `parser:"| @@"`
+	Expr   *Expr       `parser:"| @@ )"`
 	Semi   bool        `parser:"@\";\"?"`
 }
 
@@ -190,9 +191,9 @@ type CmpExpr struct {
 
 // AddExpr is a chain of + and -.
 type AddExpr struct {
-	Pos   lexer.Position
-	Left  *MulExpr `parser:"@@"`
-	Rest  []*AddOp `parser:"@@*"`
+	Pos  lexer.Position
+	Left *MulExpr `parser:"@@"`
+	Rest []*AddOp `parser:"@@*"`
 }
 
 // AddOp is one `+ x` or `- x`.
@@ -282,4 +283,17 @@ type Primary struct {
 type List struct {
 	Pos   lexer.Position
 	Items []*Expr `parser:"\"[\" (@@ (\",\" @@)*)? \"]\""`
+}
+
+// Close is the position of the block's closing "}".
+func (b *Block) Close() lexer.Position {
+	p := b.EndPos
+	if p.Line == 0 {
+		return b.Pos
+	}
+	if p.Column > 1 {
+		p.Column--
+		p.Offset--
+	}
+	return p
 }

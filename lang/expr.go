@@ -438,9 +438,9 @@ func (l *lowerer) ident(name string, pos lexer.Position) val {
 }
 
 func (l *lowerer) globalConst(cd *ConstDecl, pos lexer.Position) val {
-	for _, n := range l.modStack {
+	for i, n := range l.modStack {
 		if n == "const "+cd.Name {
-			l.fail(cd.Pos, "constant %s refers to itself", cd.Name)
+			l.fail(cd.Pos, "constant %s refers to itself%s", cd.Name, cyclePath(l.modStack[i:], cd.Name))
 		}
 	}
 	l.modStack = append(l.modStack, "const "+cd.Name)

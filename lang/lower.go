@@ -205,7 +205,7 @@ func (l *lowerer) bindCParams(owner string, cps []*CParam, args map[string]Const
 			if cp.Default == nil {
 				l.fail(pos, "%s needs a value for compile-time parameter %s (%s)", owner, cp.Name, cp.Kind)
 			}
-			v := l.expr(cp.Default)
+			v := l.addExpr(cp.Default)
 			if v.c == nil {
 				l.fail(cp.Default.Pos, "default of %s must be a compile-time constant", cp.Name)
 			}

@@ -78,13 +78,15 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	for _, t := range types {
 		sig.WriteString(" " + t.String())
 	}
+	// Check for recursion before the cache: a mod being lowered is already
+	// cached, and a call back into it must not find it there.
+	for i, n := range l.modStack {
+		if n == m.Name() {
+			l.fail(pos, "%s calls itself%s; recursion is not allowed", m.Name(), cyclePath(l.modStack[i:], m.Name()))
+		}
+	}
 	if f, ok := l.funcs[sig.String()]; ok {
 		return f
-	}
-	for _, n := range l.modStack {
-		if n == m.Name() {
-			l.fail(pos, "%s calls itself (recursion is not allowed)", m.Name())
-		}
 	}
 	md := m.Decl
 	nstd := len(types)
@@ -172,7 +174,7 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 
 	stmts := md.Body.Stmts
 	if len(stmts) == 0 || stmts[len(stmts)-1].Return == nil {
-		l.fail(md.Body.End, "%s %s must end with a return statement", md.Kind, md.Name)
+		l.fail(md.Body.Close(), "%s %s must end with a return statement", md.Kind, md.Name)
 	}
 	l.push()
 	for _, s := range stmts[:len(stmts)-1] {
@@ -201,6 +203,19 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	l.b.Return(out)
 	l.mod.Funcs = append(l.mod.Funcs, f)
 	return f
+}
+
+// cyclePath prints a chain of mods or constants being lowered, closed by
+// the name that repeats: ` (a -> b -> a)`; empty for direct self-reference.
+func cyclePath(stack []string, again string) string {
+	if len(stack) < 2 {
+		return ""
+	}
+	parts := make([]string, 0, len(stack)+1)
+	for _, n := range stack {
+		parts = append(parts, strings.TrimPrefix(n, "const "))
+	}
+	return " (" + strings.Join(append(parts, again), " -> ") + ")"
 }
 
 func sanitize(s string) string {
