@@ -57,7 +57,7 @@ func TestBadInput(t *testing.T) {
 		"empty":     nil,
 		"magic":     []byte("hello world, not npy"),
 		"truncated": good[:len(good)-3],
-		"dtype":     []byte(string(good[:10]) + string(good[10:len(good)-16]) ),
+		"dtype":     []byte(string(good[:10]) + string(good[10:len(good)-16])),
 	} {
 		if _, err := Decode(b); err == nil {
 			t.Errorf("%s: no error", name)
