@@ -7,9 +7,9 @@ import (
 // canonicalize folds elementwise ops on constants, applies algebraic
 // identities that hold for every input (NaN and -0.0 included), and replaces
 // an if on a constant condition by its taken region, to a fixpoint. Folding
-// computes exactly what runtime/cpu computes (see fold.go); when that is not
-// certain (division by zero, NaN in min/max, out-of-range casts) it leaves
-// the op alone. Ops made unused are left for dce.
+// computes exactly what runtime/cpu computes (see fold.go); where targets
+// may differ (integer division by zero, NaN or out-of-range float to int)
+// it leaves the op alone. Ops made unused are left for dce.
 func canonicalize(m *tir.Module) error {
 	for _, f := range m.Funcs {
 		for {
@@ -81,9 +81,7 @@ func simplify(op *tir.Op) *tir.Value {
 		return nil
 	}
 	t := op.Result().Type
-	var x, y *tir.Value
-	x = argOr(op, 0)
-	y = argOr(op, 1)
+	x, y := argOr(op, 0), argOr(op, 1)
 	switch op.Kind {
 	case tir.OpSplat, tir.OpBroadcast, tir.OpReshape, tir.OpCast:
 		if x.Type.Equal(t) {

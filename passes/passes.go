@@ -72,6 +72,12 @@ func RunUntil(m *tir.Module, opts Options, last string) error {
 	if err := checkNames(opts, last); err != nil {
 		return err
 	}
+	if opts.VerifyEach {
+		// Blame the input, not the first pass, for IR that was already broken.
+		if err := tir.Verify(m); err != nil {
+			return fmt.Errorf("invalid IR before the first pass: %w", err)
+		}
+	}
 	out := opts.Out
 	if out == nil {
 		out = os.Stderr
