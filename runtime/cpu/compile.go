@@ -27,16 +27,16 @@ type block struct {
 type inst struct {
 	op      *tir.Op
 	k       tir.Kind
-	a, r    []int    // operand and result slots
-	n       int      // element count of the result (of operand 0 for store)
-	e       tir.Elem // result element type
-	ae      tir.Elem // element type of operand 0
-	ptr     bool     // result (or, for select, operands) holds pointers
-	code    int      // program_id axis, cmp pred, reduce kind
-	x, y, z int      // dot M, K, N; reduce outer, len, inner
-	shape   []int    // gather shape (broadcast, trans)
-	strides []int    // gather source strides
-	cdata   []float64
+	a, r    []int     // operand and result slots
+	n       int       // element count of the result (of operand 0 for store)
+	e       tir.Elem  // result element type
+	ae      tir.Elem  // element type of operand 0
+	ptr     bool      // result holds pointers
+	code    int       // program_id axis, cmp pred, reduce kind
+	x, y, z int       // dot M, K, N; reduce outer, len, inner
+	shape   []int     // gather shape (broadcast, trans)
+	strides []int     // gather source strides
+	cdata   []float64 // const and arange values, shared by every run
 	regions []*block
 	callee  *fn
 }
@@ -67,10 +67,16 @@ type compiler struct {
 }
 
 // compileEntry compiles the named function and everything it calls.
-func compileEntry(m *tir.Module, name string) (*fn, error) {
+func compileEntry(m *tir.Module, name string) (x *fn, err error) {
 	if m == nil {
 		return nil, fmt.Errorf("cpu: nil module")
 	}
+	// Malformed IR (nil ops, values or funcs) must not crash the caller.
+	defer func() {
+		if r := recover(); r != nil {
+			x, err = nil, fmt.Errorf("cpu: @%s: malformed IR: %v", name, r)
+		}
+	}()
 	f := m.Func(name)
 	if f == nil {
 		return nil, fmt.Errorf("cpu: no function @%s in module", name)
@@ -87,6 +93,9 @@ func (c *compiler) fn(f *tir.Func) (*fn, error) {
 	c.fns[f] = x
 	fc := &fnCompiler{c: c, x: x, ids: map[*tir.Value]int{}}
 	for _, p := range f.Params {
+		if p == nil {
+			return nil, fc.errf(nil, "nil parameter")
+		}
 		x.params = append(x.params, fc.def(p))
 	}
 	if f.Body == nil {
@@ -206,6 +215,10 @@ func (fc *fnCompiler) inst(op *tir.Op) (inst, error) {
 		return nil
 	}
 	k := op.Kind
+	if (k == tir.OpSplat || k == tir.OpBroadcast || k == tir.OpReshape || k == tir.OpTrans || k == tir.OpSelect) &&
+		op.Args[len(op.Args)-1].Type.Ptr != in.ptr {
+		return bad("%s mixes pointers and values", k)
+	}
 	switch {
 	case k == tir.OpConst:
 		var v float64
@@ -295,6 +308,9 @@ func (fc *fnCompiler) inst(op *tir.Op) (inst, error) {
 			in.code = p
 		}
 	case k == tir.OpSelect:
+		if op.Args[1].Type.Ptr != in.ptr || op.Args[0].Type.Ptr {
+			return bad("select mixes pointers and values")
+		}
 		if err := sameN(0); err != nil {
 			return inst{}, err
 		}

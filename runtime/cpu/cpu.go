@@ -3,8 +3,9 @@
 //
 // Values are kept as float64 and rounded to their element type after every
 // op (f32/f16/bf16 round to nearest even, i32 wraps, i1 is 0/1), so results
-// match a GPU's up to accumulation order in transcendental functions. i64
-// values beyond 2^53 lose precision.
+// match a GPU's except where its transcendental functions or accumulation
+// order differ. i64 values beyond 2^53 lose precision. Programs of a launch
+// run concurrently; like on a GPU, two programs storing to one element race.
 package cpu
 
 import (

@@ -546,7 +546,7 @@ func cast(in *inst, d, a []float64) {
 			case v >= hi:
 				d[i] = hi
 			default:
-				d[i] = math.Trunc(v)
+				d[i] = math.Trunc(v) + 0 // + 0 turns -0.0 into the integer 0
 			}
 		}
 	default: // float rounding, int wraparound; i1 is already 0/1

@@ -349,13 +349,14 @@ func TestArgErrors(t *testing.T) {
 
 // Malformed IR that slips past compile checks still gives an error naming the op.
 func TestRecoverPanic(t *testing.T) {
-	m := fnModule([]tir.Type{tir.Tensor(tir.F32, 1)}, func(b *tir.Builder, ps []*tir.Value) []*tir.Value {
+	m := fnModule([]tir.Type{tir.Scalar(tir.I1), tir.Tensor(tir.F32, 2)}, func(b *tir.Builder, ps []*tir.Value) []*tir.Value {
+		ifop, th, el := b.If(ps[0], []tir.Type{tir.Tensor(tir.F32, 4)}) // yields a 2-vector as a 4-vector
+		th.Yield(ps[1])
+		el.Yield(ps[1])
 		b.Pos = tir.Pos{File: "bad.tir", Line: 2, Col: 3}
-		op := tir.NewOp(tir.OpBroadcast, ps, tir.Tensor(tir.F32, 4).WithShape([]int{4}))
-		op.Results[0].Type.Ptr = true // a broadcast of values to pointers
-		return []*tir.Value{b.Emit(op).Result()}
+		return []*tir.Value{b.Binary(tir.OpAdd, ifop.Result(), ifop.Result())}
 	})
-	_, err := Call(m, "f", Tensor{Type: tir.Tensor(tir.F32, 1), Vals: []float64{1}})
+	_, err := Call(m, "f", true, Tensor{Type: tir.Tensor(tir.F32, 2), Vals: []float64{1, 2}})
 	if err == nil || !strings.Contains(err.Error(), "internal error") || !strings.Contains(err.Error(), "(at bad.tir:2:3)") {
 		t.Errorf("err = %v", err)
 	}
@@ -381,4 +382,23 @@ func TestPreparedAllocs(t *testing.T) {
 		t.Errorf("Prepared.Call allocates %v times per call", allocs)
 	}
 	t.Logf("%v allocs per call", allocs)
+}
+
+func TestMalformed(t *testing.T) {
+	// Nil pieces anywhere give errors, not panics.
+	f := &tir.Func{Name: "f", Body: &tir.Block{Ops: []*tir.Op{nil}}}
+	g := &tir.Func{Name: "g", Params: []*tir.Value{nil}, Body: &tir.Block{}}
+	h := &tir.Func{Name: "h", Body: &tir.Block{Ops: []*tir.Op{tir.NewOp(tir.OpNeg, []*tir.Value{nil}, tir.Scalar(tir.F32))}}}
+	m := &tir.Module{Funcs: []*tir.Func{f, g, h}}
+	for _, name := range []string{"f", "g", "h"} {
+		if _, err := Call(m, name); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := Call(&tir.Module{Funcs: []*tir.Func{nil}}, "f"); err == nil {
+		t.Error("nil func: no error")
+	}
+	if err := Launch(nil, "k", [3]int{1, 1, 1}); err == nil {
+		t.Error("nil module: no error")
+	}
 }
