@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/lang"
@@ -61,6 +62,7 @@ type Options struct {
 
 // Forward is a compiled forward kernel for one head dimension.
 type Forward struct {
+	req    compiler.Request
 	res    *compiler.Result
 	kernel string
 	dim    int
@@ -79,12 +81,13 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 		dt = "f32"
 	}
 	consts["DTYPE"] = dt
-	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: "flash_fwd", Mask: opts.Mask,
-		Score: opts.Score, Consts: consts, Passes: opts.Passes})
+	req := compiler.Request{Sources: opts.Sources, Kernel: "flash_fwd", Mask: opts.Mask,
+		Score: opts.Score, Consts: consts, Passes: opts.Passes}
+	res, err := compiler.Compile(req)
 	if err != nil {
 		return nil, err
 	}
-	f := &Forward{res: res, kernel: "flash_fwd", dim: dim}
+	f := &Forward{req: req, res: res, kernel: "flash_fwd", dim: dim}
 	k := res.Module.Func("flash_fwd")
 	if k == nil {
 		return nil, fmt.Errorf("internal compiler error: kernel flash_fwd missing after passes")
@@ -144,7 +147,6 @@ func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
 	if err := f.check(in, sh); err != nil {
 		return nil, nil, err
 	}
-	kv := sh.kvHeads()
 	bufs := map[string]*cpu.Buffer{
 		"q":   cpu.FromFloats("q", f.dtype, f32to64(in.Q)),
 		"k":   cpu.FromFloats("k", f.dtype, f32to64(in.K)),
@@ -158,16 +160,8 @@ func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
 			bufs[n].Vals[i] = math.NaN()
 		}
 	}
-	scalars := map[string]any{
-		"stride_qb": sh.Heads * sh.SeqQ * sh.Dim, "stride_qh": sh.SeqQ * sh.Dim, "stride_qs": sh.Dim,
-		"stride_kb": kv * sh.SeqK * sh.Dim, "stride_kh": sh.SeqK * sh.Dim, "stride_ks": sh.Dim,
-		"stride_vb": kv * sh.SeqK * sh.Dim, "stride_vh": sh.SeqK * sh.Dim, "stride_vs": sh.Dim,
-		"stride_ob": sh.Heads * sh.SeqQ * sh.Dim, "stride_oh": sh.SeqQ * sh.Dim, "stride_os": sh.Dim,
-		"heads": sh.Heads, "kv_group": sh.Heads / kv, "seqlen_q": sh.SeqQ, "seqlen_k": sh.SeqK,
-		"scale": in.scale(sh),
-	}
 	k := f.res.Module.Func(f.kernel)
-	args, err := bindArgs(k, bufs, scalars, in.Aux)
+	args, err := bindArgs(k, bufs, f.scalars(in, sh), in.Aux)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,6 +170,19 @@ func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
 		return nil, nil, err
 	}
 	return bufs["o"].F32(), bufs["lse"].F32(), nil
+}
+
+// scalars are the kernel's scalar arguments for a contiguous layout.
+func (f *Forward) scalars(in Inputs, sh Shape) map[string]any {
+	kv := sh.kvHeads()
+	return map[string]any{
+		"stride_qb": sh.Heads * sh.SeqQ * sh.Dim, "stride_qh": sh.SeqQ * sh.Dim, "stride_qs": sh.Dim,
+		"stride_kb": kv * sh.SeqK * sh.Dim, "stride_kh": sh.SeqK * sh.Dim, "stride_ks": sh.Dim,
+		"stride_vb": kv * sh.SeqK * sh.Dim, "stride_vh": sh.SeqK * sh.Dim, "stride_vs": sh.Dim,
+		"stride_ob": sh.Heads * sh.SeqQ * sh.Dim, "stride_oh": sh.SeqQ * sh.Dim, "stride_os": sh.Dim,
+		"heads": sh.Heads, "kv_group": sh.Heads / kv, "seqlen_q": sh.SeqQ, "seqlen_k": sh.SeqK,
+		"scale": in.scale(sh),
+	}
 }
 
 // bindArgs orders arguments by the kernel's parameters, by name.
@@ -267,12 +274,21 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 	}
 	var mask reference.MaskFunc
 	var score reference.ScoreFunc
+	// The reference calls the mods from several goroutines.
+	var mu sync.Mutex
 	var evalErr error
+	note := func(err error) {
+		mu.Lock()
+		if evalErr == nil {
+			evalErr = err
+		}
+		mu.Unlock()
+	}
 	if maskFn != nil {
 		mask = func(b, h, i, j int) bool {
 			r, err := maskFn(0, b, h, i, j)
-			if err != nil && evalErr == nil {
-				evalErr = err
+			if err != nil {
+				note(err)
 			}
 			return r != 0
 		}
@@ -280,8 +296,8 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 	if scoreFn != nil {
 		score = func(s float64, b, h, i, j int) float64 {
 			r, err := scoreFn(float32(s), b, h, i, j)
-			if err != nil && evalErr == nil {
-				evalErr = err
+			if err != nil {
+				note(err)
 			}
 			return r
 		}
@@ -346,4 +362,29 @@ func (f *Forward) FullVariant() (*Forward, error) {
 	g := *f
 	g.kernel = name
 	return &g, nil
+}
+
+// CountPairs counts the (q, kv) pairs the mask keeps for batch 0, head 0,
+// evaluating the mod on the reference device.
+func (f *Forward) CountPairs(sh Shape, aux map[string]any) (int64, error) {
+	maskFn, err := modFunc(f.res.Program, f.res.Mask, sh, aux)
+	if err != nil {
+		return 0, err
+	}
+	if maskFn == nil {
+		return int64(sh.SeqQ) * int64(sh.SeqK), nil
+	}
+	var n int64
+	for i := 0; i < sh.SeqQ; i++ {
+		for j := 0; j < sh.SeqK; j++ {
+			r, err := maskFn(0, 0, 0, i, j)
+			if err != nil {
+				return 0, err
+			}
+			if r != 0 {
+				n++
+			}
+		}
+	}
+	return n, nil
 }

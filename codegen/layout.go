@@ -87,8 +87,10 @@ func (b Blocked) permute(perm []int) Blocked {
 }
 
 // defaultBlocked is the layout of loads and of values with no better home:
-// row-major (last dim fastest), up to 16 bytes per thread along the last
-// dim, lanes filling the last dim first, warps filling dim 0 first.
+// row-major (last dim fastest), up to 4 contiguous elements per thread
+// along the last dim, lanes filling the last dim first, warps filling dim 0
+// first. It does not depend on the element type, so that loads of
+// different types feeding one elementwise op agree without conversions.
 func defaultBlocked(shape []int, elemBytes, numWarps int) Blocked {
 	r := len(shape)
 	b := Blocked{make([]int, r), make([]int, r), make([]int, r), make([]int, r)}
@@ -102,10 +104,7 @@ func defaultBlocked(shape []int, elemBytes, numWarps int) Blocked {
 		b.ThreadsPerWarp[i] = 1
 		b.WarpsPerCTA[i] = 1
 	}
-	if elemBytes <= 0 {
-		elemBytes = 4
-	}
-	vec := min(max(1, n/(32*numWarps)), max(1, 16/elemBytes), shape[r-1])
+	vec := min(max(1, n/(32*numWarps)), 4, shape[r-1])
 	b.SizePerThread[r-1] = vec
 	lanes := 32
 	for d := r - 1; d >= 0 && lanes > 1; d-- {

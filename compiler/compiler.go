@@ -53,12 +53,14 @@ func CompileProgram(prog *lang.Program, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := passes.Run(m, req.Passes); err != nil {
+	if err := runPasses(m, req); err != nil {
 		return nil, err
 	}
 	res.Module = m
 	return res, nil
 }
+
+func runPasses(m *tir.Module, req Request) error { return passes.Run(m, req.Passes) }
 
 // Lower resolves the request's arguments and lowers the kernel without
 // running any pass.

@@ -33,6 +33,11 @@
 //	Index     = "[" IndexItem {"," IndexItem} "]" .
 //	IndexItem = ":" | "None" | Expr .
 //	Primary   = Float | Int | "true" | "false" | Ident | "(" Expr ")" | "[" [Expr {"," Expr}] "]" .
+//
+// Keywords are reserved (the lexer never makes them an Ident): const kernel
+// let var for in range if else return true false None. mask and score are
+// not: they also name a kernel's mod parameters. docs/language.md is the
+// user's guide.
 package lang
 
 import "github.com/alecthomas/participle/v2/lexer"
@@ -296,4 +301,21 @@ func (b *Block) Close() lexer.Position {
 		p.Offset--
 	}
 	return p
+}
+
+// bare returns the postfix expression e consists of, or nil when e has an
+// operator at any level: `f(x)[i]` is bare, `a + b` and `-a` are not.
+func (e *Expr) bare() *Postfix {
+	if e == nil || e.Left == nil || len(e.Right) > 0 || len(e.Left.Right) > 0 {
+		return nil
+	}
+	c := e.Left.Left
+	if c == nil || (c.Op != "" && c.Right != nil) || c.Left == nil || len(c.Left.Rest) > 0 {
+		return nil
+	}
+	m := c.Left.Left
+	if m == nil || len(m.Rest) > 0 || m.Left == nil || m.Left.Postfix == nil {
+		return nil
+	}
+	return m.Left.Postfix
 }

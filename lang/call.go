@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -59,7 +60,7 @@ func (l *lowerer) instantiate(md *ModDecl, ca *CallArgs) *ModInst {
 		name := a.Name
 		if name == "" {
 			if i >= len(md.CParams) {
-				l.fail(a.Pos, "%s takes %d compile-time arguments, got %d", md.Name, len(md.CParams), len(ca.Args))
+				l.fail(a.Pos, "%s takes %s, got %d", md.Name, plural(len(md.CParams), "compile-time argument"), len(ca.Args))
 			}
 			name = md.CParams[i].Name
 		}
@@ -70,7 +71,14 @@ func (l *lowerer) instantiate(md *ModDecl, ca *CallArgs) *ModInst {
 		if _, dup := args[name]; dup {
 			l.fail(a.Pos, "argument %s given twice", name)
 		}
-		args[name] = *v.c
+		c := *v.c
+		for _, cp := range md.CParams {
+			if cp.Name == name {
+				// Check the kind here, to point at the argument.
+				c = l.coerceConst(c, l.cparamKind(cp), cp, md.Kind+" "+md.Name, a.Pos)
+			}
+		}
+		args[name] = c
 	}
 	saved := l.scope
 	l.scope = nil
@@ -92,7 +100,7 @@ func (l *lowerer) bindArgs(what string, ca *CallArgs, names []string, required i
 				l.fail(a.Pos, "positional argument after a named one in %s", what)
 			}
 			if i >= len(names) {
-				l.fail(a.Pos, "%s takes at most %d arguments, got %d", what, len(names), len(ca.Args))
+				l.fail(a.Pos, "%s takes at most %s, got %d", what, plural(len(names), "argument"), len(ca.Args))
 			}
 			name = names[i]
 		} else {
@@ -116,6 +124,14 @@ func (l *lowerer) bindArgs(what string, ca *CallArgs, names []string, required i
 		}
 	}
 	return out
+}
+
+// plural writes a count and a noun: "1 argument", "2 arguments".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func (l *lowerer) constInt(v val, what string) int {

@@ -7,13 +7,14 @@ import (
 )
 
 // CheckDecl type-checks one declaration. Mods are checked with scalar
-// arguments (they are shape-polymorphic); kernels are instantiated with
-// their defaults. Compile-time parameters without a default take a
-// placeholder (16, 1.0, false, f32, the none/identity mods), so a file can
-// be checked before it is used.
+// arguments, and with tiles the way kernels call them (they are
+// shape-polymorphic); kernels are instantiated with their defaults.
+// Compile-time parameters without a default take a placeholder (16, 1.0,
+// false, f32, the none/identity mods), so a file can be checked before it
+// is used.
 func (p *Program) CheckDecl(name string) error {
 	l := p.newLowerer()
-	var m *tir.Module
+	var m, tiles *tir.Module
 	err := l.catch(func() {
 		switch {
 		case p.consts[name] != nil:
@@ -29,6 +30,15 @@ func (p *Program) CheckDecl(name string) error {
 				panic(failure{err})
 			}
 			m = mod
+			// Kernels call mods with a column of query positions and a row
+			// of key positions (and a tile of scores). Check that too, so
+			// that code that only works on scalars, like `if q_idx > 0`, is
+			// reported now rather than when a kernel uses the mod.
+			tl := p.newLowerer()
+			if err := tl.catch(func() { tl.modFunc(inst, tileArgTypes(md.Kind), md.Pos) }); err != nil {
+				panic(failure{err})
+			}
+			tiles = tl.mod
 		case p.kernels[name] != nil:
 			kd := p.kernels[name]
 			l.kernel(kd, l.placeholders(kd.CParams))
@@ -40,12 +50,25 @@ func (p *Program) CheckDecl(name string) error {
 	if err != nil {
 		return err
 	}
-	if m != nil {
-		if err := tir.Verify(m); err != nil {
+	for _, mod := range []*tir.Module{m, tiles} {
+		if mod == nil {
+			continue
+		}
+		if err := tir.Verify(mod); err != nil {
 			return fmt.Errorf("internal compiler error: lowering %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// tileArgTypes are the argument types of a mod called from a kernel with
+// 16x16 tiles: b and h scalars, q_idx a column, kv_idx a row, s a tile.
+func tileArgTypes(kind string) []tir.Type {
+	types := []tir.Type{tir.Scalar(tir.I32), tir.Scalar(tir.I32), tir.Tensor(tir.I32, 16, 1), tir.Tensor(tir.I32, 1, 16)}
+	if kind == "score" {
+		types = append([]tir.Type{tir.Tensor(tir.F32, 16, 16)}, types...)
+	}
+	return types
 }
 
 func (l *lowerer) placeholders(cps []*CParam) map[string]Const {

@@ -444,11 +444,11 @@ func (l *lowerer) globalConst(cd *ConstDecl, pos lexer.Position) val {
 		}
 	}
 	l.modStack = append(l.modStack, "const "+cd.Name)
-	saved := l.scope
-	l.scope = nil
+	saved, savedB := l.scope, l.b
+	l.scope, l.b = nil, scratchBuilder() // a constant adds no ops to the function being lowered
 	l.push()
 	v := l.expr(cd.Value)
-	l.scope = saved
+	l.scope, l.b = saved, savedB
 	l.modStack = l.modStack[:len(l.modStack)-1]
 	if v.c == nil {
 		l.fail(cd.Value.Pos, "constant %s must have a compile-time value", cd.Name)

@@ -79,6 +79,19 @@ func (p *Program) EvalConst(e *Expr) (Const, error) {
 
 // ResolveMod evaluates e to a mod of the given kind ("mask" or "score").
 func (p *Program) ResolveMod(e *Expr, kind string) (*ModInst, error) {
+	// Name the common mistakes plainly: an unknown name, and arguments
+	// given to a mod that takes no compile-time parameters.
+	if pf := e.bare(); pf != nil && pf.Primary.Ident != nil && len(pf.Suffix) <= 1 {
+		name := *pf.Primary.Ident
+		md, isMod := p.mods[name]
+		_, isConst := p.consts[name]
+		switch {
+		case !isMod && !isConst:
+			return nil, p.errorf(e.Pos, "unknown %s mod %s (%s mods: %s)", kind, name, kind, strings.Join(p.Mods(kind), ", "))
+		case isMod && md.Kind == kind && len(md.CParams) == 0 && len(pf.Suffix) == 1 && pf.Suffix[0].Call != nil:
+			return nil, p.errorf(pf.Suffix[0].Pos, "%s mod %s takes no compile-time arguments; write just %s", kind, name, name)
+		}
+	}
 	c, err := p.EvalConst(e)
 	if err != nil {
 		return nil, err
@@ -114,8 +127,13 @@ type lowerer struct {
 }
 
 func (p *Program) newLowerer() *lowerer {
-	return &lowerer{p: p, mod: &tir.Module{}, funcs: map[string]*tir.Func{}}
+	// Until a kernel or mod body is being lowered, run-time ops (such as
+	// program_id in a compile-time argument) go to a scratch block and are
+	// refused by the caller, which wanted a constant.
+	return &lowerer{p: p, mod: &tir.Module{}, funcs: map[string]*tir.Func{}, b: scratchBuilder()}
 }
+
+func scratchBuilder() *tir.Builder { return &tir.Builder{Block: &tir.Block{}} }
 
 // failure carries a positioned error out of deep recursion.
 type failure struct{ err error }
@@ -153,7 +171,14 @@ type binding struct {
 }
 
 func (l *lowerer) push() { l.scope = &scope{parent: l.scope, vars: map[string]*binding{}} }
-func (l *lowerer) pop()  { l.scope = l.scope.parent }
+
+// pop is nil-safe: it also runs, deferred, while a failure unwinds past
+// code that had swapped the scope chain out (instantiate, globalConst).
+func (l *lowerer) pop() {
+	if l.scope != nil {
+		l.scope = l.scope.parent
+	}
+}
 
 func (l *lowerer) lookup(name string) *binding {
 	for s := l.scope; s != nil; s = s.parent {
@@ -201,6 +226,7 @@ func (l *lowerer) bindCParams(owner string, cps []*CParam, args map[string]Const
 		known[cp.Name] = true
 		kind := l.cparamKind(cp)
 		c, ok := args[cp.Name]
+		at := cp.Pos // a wrong kind of value is reported at the parameter, or at its default
 		if !ok {
 			if cp.Default == nil {
 				l.fail(pos, "%s needs a value for compile-time parameter %s (%s)", owner, cp.Name, cp.Kind)
@@ -209,9 +235,9 @@ func (l *lowerer) bindCParams(owner string, cps []*CParam, args map[string]Const
 			if v.c == nil {
 				l.fail(cp.Default.Pos, "default of %s must be a compile-time constant", cp.Name)
 			}
-			c = *v.c
+			c, at = *v.c, cp.Default.Pos
 		}
-		c = l.coerceConst(c, kind, cp, owner, pos)
+		c = l.coerceConst(c, kind, cp, owner, at)
 		out[i] = c
 		l.define(cp.Name, constVal(c, cp.Pos), false, cp.Pos)
 	}

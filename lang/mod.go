@@ -44,7 +44,7 @@ func (l *lowerer) callMod(m *ModInst, ca *CallArgs) val {
 		types = append(types, x.Type)
 	}
 	if l.seqlenQ == nil || l.seqlenK == nil {
-		l.fail(ca.Pos, "calling %s needs seqlen_q and seqlen_k in scope (declare them as i32 kernel parameters)", m.Name())
+		l.fail(ca.Pos, "calling %s %s needs seqlen_q and seqlen_k in scope (declare them as i32 kernel parameters)", m.Kind(), m.Name())
 	}
 	args = append(args, l.seqlenQ, l.seqlenK)
 	if auxs := m.AuxParams(); len(auxs) > 0 {

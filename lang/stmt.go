@@ -2,6 +2,7 @@ package lang
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/alecthomas/participle/v2/lexer"
 
@@ -207,6 +208,9 @@ func (l *lowerer) ifStmt(s *IfStmt, inKernel bool) {
 		return
 	}
 	if cond.v == nil || !cond.v.Type.Equal(tir.Scalar(tir.I1)) {
+		if cond.v != nil && cond.v.Type.Elem == tir.I1 && !cond.v.Type.Ptr && l.inMod() {
+			l.fail(s.Cond.Pos, "if condition must be a scalar bool, but here it is %s: kernels call mods with tiles of positions (use select(cond, a, b) instead of if)", cond.describe())
+		}
 		l.fail(s.Cond.Pos, "if condition must be a scalar bool, got %s (use select for tensors)", cond.describe())
 	}
 	stmts := append([]*Stmt(nil), s.Then.Stmts...)
@@ -255,4 +259,14 @@ func (l *lowerer) ifStmt(s *IfStmt, inKernel bool) {
 	for i, b := range binds {
 		b.v = val{v: op.Results[i], pos: b.pos}
 	}
+}
+
+// inMod reports whether a mod body is being lowered.
+func (l *lowerer) inMod() bool {
+	for _, n := range l.modStack {
+		if !strings.HasPrefix(n, "const ") {
+			return true
+		}
+	}
+	return false
 }

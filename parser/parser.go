@@ -6,7 +6,9 @@ package parser
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -14,12 +16,17 @@ import (
 	"github.com/fac-compiler/fac/lang"
 )
 
+// Keywords are reserved: they lex as Keyword, never as Ident, so a missing
+// expression before one (`let x =` then `return ...`) is a syntax error at
+// the keyword instead of a confusing error later. mask and score are not
+// reserved: they also name a kernel's mod parameters.
 var lex = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Comment", Pattern: `//[^\n]*`},
 	{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
 	{Name: "Float", Pattern: `\d+\.\d*([eE][+-]?\d+)?|\d+[eE][+-]?\d+`},
 	{Name: "Int", Pattern: `\d+`},
 	{Name: "Arrow", Pattern: `->`},
+	{Name: "Keyword", Pattern: `(const|kernel|let|var|for|in|range|if|else|return|true|false|None)\b`},
 	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
 	{Name: "Punct", Pattern: `==|!=|<=|>=|&&|\|\||[-+*/%<>=!(),:\[\]{};]`},
 })
@@ -35,13 +42,25 @@ var (
 		participle.Elide("Comment", "Whitespace"),
 		participle.UseLookahead(4),
 	)
+	// stmtParser and declParser re-parse one statement or declaration to
+	// find where it really fails (see refine).
+	stmtParser = participle.MustBuild[lang.Stmt](
+		participle.Lexer(lex),
+		participle.Elide("Comment", "Whitespace"),
+		participle.UseLookahead(4),
+	)
+	declParser = participle.MustBuild[lang.Decl](
+		participle.Lexer(lex),
+		participle.Elide("Comment", "Whitespace"),
+		participle.UseLookahead(4),
+	)
 )
 
 // ParseFile parses one source file. Errors are *lang.Error values.
 func ParseFile(filename, src string) (*lang.File, error) {
 	f, err := fileParser.ParseString(filename, src)
 	if err != nil {
-		return nil, convert(filename, src, err)
+		return nil, convert(filename, src, err, true)
 	}
 	return f, nil
 }
@@ -51,18 +70,165 @@ func ParseFile(filename, src string) (*lang.File, error) {
 func ParseExpr(filename, src string) (*lang.Expr, error) {
 	e, err := exprParser.ParseString(filename, src)
 	if err != nil {
-		return nil, convert(filename, src, err)
+		return nil, convert(filename, src, err, false)
 	}
 	return e, nil
 }
 
-func convert(filename, src string, err error) error {
+func convert(filename, src string, err error, file bool) error {
 	var perr participle.Error
 	if errors.As(err, &perr) {
 		pos := perr.Position()
-		msg := perr.Message()
-		msg = strings.ReplaceAll(msg, `"Ident"`, "a name")
-		return &lang.Error{Pos: pos, Msg: "syntax error: " + msg, Src: src}
+		if file {
+			perr, pos = refine(filename, src, perr, pos)
+		}
+		if pos.Filename == "" {
+			pos.Filename = filename
+		}
+		return &lang.Error{Pos: pos, Msg: "syntax error: " + message(perr, pos, src, file), Src: src}
 	}
 	return &lang.Error{Pos: lexer.Position{Filename: filename}, Msg: fmt.Sprint(err), Src: src}
+}
+
+// refine looks for a deeper error where participle backtracked. With
+// lookahead, a statement or declaration that fails within its first few
+// tokens is dropped as "no match", and the error lands on its first token
+// (`unexpected "let" (expected "}")`). Parsing that one statement or
+// declaration alone, at the same line and column, finds where it really
+// goes wrong.
+func refine(filename, src string, perr participle.Error, pos lexer.Position) (participle.Error, lexer.Position) {
+	for range 8 {
+		var uerr *participle.UnexpectedTokenError
+		if !errors.As(perr, &uerr) || uerr.Unexpected.EOF() || pos.Offset < 0 || pos.Offset > len(src) {
+			break
+		}
+		// Blank everything before the failing token, keeping lines and columns.
+		var b strings.Builder
+		for _, r := range src[:pos.Offset] {
+			if r == '\n' {
+				b.WriteRune(r)
+			} else {
+				b.WriteByte(' ')
+			}
+		}
+		shift := pos.Offset - b.Len() // bytes lost to multi-byte runes
+		b.WriteString(src[pos.Offset:])
+		var err error
+		if braceDepth(src, pos.Offset) > 0 {
+			_, err = stmtParser.ParseString(filename, b.String(), participle.AllowTrailing(true))
+		} else {
+			_, err = declParser.ParseString(filename, b.String(), participle.AllowTrailing(true))
+		}
+		var deeper participle.Error
+		if !errors.As(err, &deeper) {
+			break
+		}
+		p := deeper.Position()
+		if p.Line < pos.Line || p.Line == pos.Line && p.Column <= pos.Column {
+			break
+		}
+		p.Offset += shift
+		perr, pos = deeper, p
+	}
+	return perr, pos
+}
+
+// message rewrites participle's messages in the user's terms: no grammar
+// dumps, no token-type names.
+func message(perr participle.Error, pos lexer.Position, src string, file bool) string {
+	var lerr *lexer.Error
+	if errors.As(perr, &lerr) {
+		if pos.Offset >= 0 && pos.Offset < len(src) {
+			r, _ := utf8.DecodeRuneInString(src[pos.Offset:])
+			if r == '"' || r == '\'' {
+				return "unexpected character " + strconv.QuoteRune(r) + " (the language has no strings)"
+			}
+			return "unexpected character " + strconv.QuoteRune(r)
+		}
+		return strings.TrimPrefix(lerr.Message(), "lexer: ")
+	}
+	var uerr *participle.UnexpectedTokenError
+	if !errors.As(perr, &uerr) {
+		return strings.ReplaceAll(perr.Message(), `"Ident"`, "a name")
+	}
+	got := "end of file"
+	if !uerr.Unexpected.EOF() {
+		got = strconv.Quote(uerr.Unexpected.Value)
+	}
+	msg := "unexpected " + got
+	full := uerr.Message()
+	if i := strings.Index(full, " (expected "); i >= 0 {
+		if want := expected(strings.TrimSuffix(full[i+len(" (expected "):], ")")); want != "" {
+			return msg + " (expected " + want + ")"
+		}
+		return msg
+	}
+	if file && braceDepth(src, pos.Offset) <= 0 {
+		return msg + " (expected a declaration: const, mask, score or kernel)"
+	}
+	return msg
+}
+
+var ruleWords = map[string]string{
+	"Expr": "an expression", "AndExpr": "an expression", "CmpExpr": "an expression", "AddExpr": "an expression",
+	"MulExpr": "an expression", "Unary": "an expression", "Postfix": "an expression", "Primary": "an expression",
+	"Arg": "an argument", "IndexItem": "an index (:, None or an expression)", "TypeRef": "a type",
+	"Block": `"{"`, "Param": "a parameter", "CParam": "a compile-time parameter", "Stmt": "a statement",
+	"Decl": "a declaration", "List": `"["`, "CallArgs": `"("`,
+	"<ident>": "a name", "<int>": "a number", "<float>": "a number", "<keyword>": "a keyword",
+}
+
+// expected turns participle's EBNF of what it expected into a short hint:
+// the first element when it is required, else nothing.
+func expected(ebnf string) string {
+	ebnf = strings.TrimSpace(ebnf)
+	if ebnf == "" {
+		return ""
+	}
+	var first, rest string
+	if ebnf[0] == '"' {
+		end := strings.IndexByte(ebnf[1:], '"')
+		if end < 0 {
+			return ""
+		}
+		first, rest = ebnf[:end+2], ebnf[end+2:]
+	} else {
+		end := strings.IndexAny(ebnf, " ()?*+|")
+		if end < 0 {
+			end = len(ebnf)
+		}
+		first, rest = ebnf[:end], ebnf[end:]
+	}
+	rest = strings.TrimLeft(rest, " ")
+	if rest != "" && strings.ContainsAny(rest[:1], "?*|") {
+		return "" // optional or one of several: no single answer
+	}
+	if first == "" {
+		return ""
+	}
+	if first[0] == '"' {
+		return first
+	}
+	return ruleWords[first]
+}
+
+// braceDepth counts unclosed "{" before offset.
+func braceDepth(src string, offset int) int {
+	depth := 0
+	toks, err := lex.Lex("", strings.NewReader(src))
+	if err != nil {
+		return 0
+	}
+	for {
+		t, err := toks.Next()
+		if err != nil || t.EOF() || t.Pos.Offset >= offset {
+			return depth
+		}
+		switch t.Value {
+		case "{":
+			depth++
+		case "}":
+			depth--
+		}
+	}
 }

@@ -3,7 +3,11 @@
 // compare every kernel against it.
 package reference
 
-import "math"
+import (
+	"math"
+	"runtime"
+	"sync"
+)
 
 // Shape is the problem size. Tensors are contiguous: q and o are
 // [B, H, Sq, D], k and v are [B, HKV, Sk, D], lse is [B, H, Sq].
@@ -16,16 +20,34 @@ type MaskFunc func(b, h, i, j int) bool
 type ScoreFunc func(s float64, b, h, i, j int) float64
 
 // Attention computes O and LSE (natural log). A row with no kept key gets
-// O = 0 and LSE = -inf. mask and score may be nil.
+// O = 0 and LSE = -inf. mask and score may be nil; they are called from
+// several goroutines at once.
 func Attention(q, k, v []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc) (o, lse []float64) {
 	o = make([]float64, sh.B*sh.H*sh.Sq*sh.D)
 	lse = make([]float64, sh.B*sh.H*sh.Sq)
 	group := sh.H / sh.HKV
-	s := make([]float64, sh.Sk)
-	keep := make([]bool, sh.Sk)
+	// Heads are independent: compute them in parallel.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for b := 0; b < sh.B; b++ {
 		for h := 0; h < sh.H; h++ {
-			hk := h / group
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(b, h int) {
+				defer func() { <-sem; wg.Done() }()
+				head(q, k, v, o, lse, sh, scale, mask, score, b, h, h/group)
+			}(b, h)
+		}
+	}
+	wg.Wait()
+	return o, lse
+}
+
+func head(q, k, v, o, lse []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc, b, h, hk int) {
+	s := make([]float64, sh.Sk)
+	keep := make([]bool, sh.Sk)
+	{
+		{
 			for i := 0; i < sh.Sq; i++ {
 				qrow := q[((b*sh.H+h)*sh.Sq+i)*sh.D:][:sh.D]
 				m := math.Inf(-1)
@@ -70,5 +92,4 @@ func Attention(q, k, v []float64, sh Shape, scale float64, mask MaskFunc, score 
 			}
 		}
 	}
-	return o, lse
 }

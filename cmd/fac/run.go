@@ -11,6 +11,7 @@ import (
 
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/runtime/bundle"
 )
 
 func runCmd() *cobra.Command {
@@ -24,6 +25,7 @@ func runCmd() *cobra.Command {
 		seed                               uint64
 		scale                              float32
 		docLen                             int
+		bundles                            []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -31,8 +33,8 @@ func runCmd() *cobra.Command {
 		Example: `  fac run --device cpu --mask causal --batch 2 --heads 4 --seqlen-q 100 --seqlen-k 257 --dim 64
   fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy --out o.npy`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if device != "cpu" {
-				return fmt.Errorf("--device %s: only the cpu reference device is available in this build", device)
+			if device != "cpu" && device != "cuda" {
+				return fmt.Errorf("--device %q: want cpu or cuda", device)
 			}
 			srcs, err := readSources(cf.files)
 			if err != nil {
@@ -74,9 +76,24 @@ func runCmd() *cobra.Command {
 			if err := auxArgs(in.Aux, auxFlags, fwd, sh, docLen); err != nil {
 				return err
 			}
+			var o, lse []float32
 			t1 := time.Now()
-			o, lse, err := fwd.RunCPU(in, sh)
-			if err != nil {
+			if device == "cuda" {
+				gpu, err := fac.OpenCUDA(0)
+				if err != nil {
+					return err
+				}
+				for _, path := range bundles {
+					b, err := bundle.Read(path)
+					if err != nil {
+						return err
+					}
+					gpu.AddBundle(b)
+				}
+				if o, lse, err = fwd.RunCUDA(gpu, in, sh); err != nil {
+					return err
+				}
+			} else if o, lse, err = fwd.RunCPU(in, sh); err != nil {
 				return err
 			}
 			runTime := time.Since(t1)
@@ -106,7 +123,7 @@ func runCmd() *cobra.Command {
 	}
 	cf.add(cmd, false)
 	fs := cmd.Flags()
-	fs.StringVar(&device, "device", "cpu", "device: cpu (reference interpreter)")
+	fs.StringVar(&device, "device", "cpu", "device: cpu (reference interpreter) or cuda (GPU 0; time includes compile or cache load)")
 	fs.IntVar(&batch, "batch", 2, "batch size")
 	fs.IntVar(&heads, "heads", 2, "query heads")
 	fs.IntVar(&kvHeads, "kv-heads", 0, "key/value heads (grouped-query attention); 0 = heads")
@@ -122,6 +139,7 @@ func runCmd() *cobra.Command {
 	fs.StringArrayVar(&auxFlags, "aux", nil, "aux tensor NAME=FILE.npy for the mods (e.g. doc=doc.npy)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the random inputs")
 	fs.Float32Var(&scale, "scale", 0, "softmax scale (0 = 1/sqrt(dim))")
+	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable; no llc needed)")
 	fs.IntVar(&docLen, "doc-len", 0, "when no doc aux is given: tokens per random-length document (0 = about seqlen/4)")
 	return cmd
 }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fac-compiler/fac/codegen"
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/runtime/cache"
+)
+
+func compileCmd() *cobra.Command {
+	var cf compileFlags
+	var arch, emit, out, cacheDir string
+	var verbose, noCache bool
+	cmd := &cobra.Command{
+		Use:   "compile [FILE...]",
+		Short: "compile a kernel to tile IR, LLVM IR or PTX",
+		Example: `  fac compile --mask causal --const DTYPE=bf16 --arch sm_90a --emit ptx -o fwd.ptx -v
+  fac compile mymask.fa --mask my_mask --emit llvm`,
+		RunE: func(cmd *cobra.Command, files []string) error {
+			srcs, err := readSources(append(files, cf.files...))
+			if err != nil {
+				return err
+			}
+			consts, err := cf.constMap()
+			if err != nil {
+				return err
+			}
+			po, err := cf.passOptions()
+			if err != nil {
+				return err
+			}
+			req := compiler.Request{Sources: srcs, Kernel: cf.kernel, Mask: cf.mask, Score: cf.score, Consts: consts, Passes: po}
+			var text string
+			switch emit {
+			case "tir":
+				t0 := time.Now()
+				res, err := compiler.Compile(req)
+				if err != nil {
+					return err
+				}
+				text = res.Module.String()
+				if verbose {
+					fmt.Fprintf(os.Stderr, "compile: tir in %.2fms\n", float64(time.Since(t0).Microseconds())/1000)
+				}
+			case "llvm":
+				res, err := compiler.Compile(req)
+				if err != nil {
+					return err
+				}
+				cg, err := codegen.Lower(res.Module, cf.kernel, codegen.Options{Arch: arch})
+				if err != nil {
+					return err
+				}
+				text = cg.LL
+			case "ptx":
+				tool, err := llc.Find()
+				if err != nil {
+					return err
+				}
+				var t compiler.Timings
+				var a *compiler.Artifact
+				if noCache {
+					a, err = compiler.BuildPTX(context.Background(), req, arch, tool, &t)
+				} else {
+					c, cerr := cache.Open(cacheDir)
+					if cerr != nil {
+						return cerr
+					}
+					a, err = compiler.CachedPTX(context.Background(), c, req, arch, tool, &t)
+				}
+				if err != nil {
+					return err
+				}
+				text = a.PTX
+				if verbose {
+					fmt.Fprintf(os.Stderr, "compile: %s (llc %s, %s, cache %s)\n", t.String(), tool.Version, arch, t.Cache)
+					fmt.Fprintf(os.Stderr, "compile: %d threads, %d bytes of dynamic shared memory\n", a.Threads, a.SharedBytes)
+				}
+			default:
+				return fmt.Errorf("--emit %q: want tir, llvm or ptx", emit)
+			}
+			if out == "" || out == "-" {
+				_, err = fmt.Fprint(os.Stdout, text)
+				return err
+			}
+			return npy.WriteFile(out, []byte(text))
+		},
+	}
+	cf.add(cmd, true)
+	fs := cmd.Flags()
+	fs.StringVar(&arch, "arch", "sm_90a", "GPU target: sm_80, sm_90, sm_90a")
+	fs.StringVar(&emit, "emit", "ptx", "output: tir, llvm or ptx")
+	fs.StringVarP(&out, "output", "o", "", "output file (default stdout)")
+	fs.BoolVarP(&verbose, "verbose", "v", false, "print per-stage compile times to stderr")
+	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir)")
+	fs.BoolVar(&noCache, "no-cache", false, "compile without the kernel cache")
+	return cmd
+}
+
+func cacheCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{Use: "cache", Short: "list or clear the kernel cache"}
+	cmd.PersistentFlags().StringVar(&dir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir)")
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "list cached kernels",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cache.Open(dir)
+			if err != nil {
+				return err
+			}
+			entries, err := c.List()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s: %d entries\n", c.Dir(), len(entries))
+			for _, e := range entries {
+				fmt.Fprintf(w, "%s  %8d B  %s  %s\n", e.Key.Short(), e.Size, e.ModTime.Format(time.DateTime), e.Meta)
+			}
+			return nil
+		},
+	}
+	clear := &cobra.Command{
+		Use:   "clear",
+		Short: "remove every cached kernel",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cache.Open(dir)
+			if err != nil {
+				return err
+			}
+			if err := c.Clear(); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cleared %s\n", c.Dir())
+			return nil
+		},
+	}
+	cmd.AddCommand(ls, clear)
+	return cmd
+}

@@ -1,0 +1,416 @@
+package codegen
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/runtime/cpu"
+	"github.com/fac-compiler/fac/tir"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden LLVM IR files in testdata/golden")
+
+// loadKernel parses and verifies testdata/name.tir and returns the module
+// and its first kernel's name.
+func loadKernel(t *testing.T, name string) (*tir.Module, string) {
+	t.Helper()
+	m, ks := loadKernels(t, name)
+	return m, ks[0]
+}
+
+// loadKernels parses and verifies testdata/name.tir and returns the module
+// and its kernels' names.
+func loadKernels(t *testing.T, name string) (*tir.Module, []string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".tir")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tir.Parse(path, string(src))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	if err := tir.Verify(m); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	var ks []string
+	for _, f := range m.Funcs {
+		if f.Kernel {
+			ks = append(ks, f.Name)
+		}
+	}
+	if len(ks) == 0 {
+		t.Fatalf("%s: no kernel", path)
+	}
+	return m, ks
+}
+
+// kernels lists every testdata kernel with what its PTX must contain.
+var kernels = []struct {
+	name string
+	mma  bool
+}{
+	{"elementwise", false},
+	{"reduce", false},
+	{"loop", false},
+	{"if", false},
+	{"dot_bf16", true},
+	{"dot_f16", true},
+	{"dot_f32", false},
+	{"convert", false},
+	{"flash_fwd_d64", true},
+	{"flash_fwd_d128_causal", true},
+	{"frontend_flash_none", true},
+	{"frontend_flash_causal", true},
+	{"frontend_flash_document", true},
+	{"frontend_flash_window", true},
+	{"frontend_flash_f32", false},
+}
+
+var archs = []string{"sm_80", "sm_90", "sm_90a"}
+
+func findLLC(t *testing.T) *llc.Tool {
+	t.Helper()
+	tool, err := llc.Find()
+	if err != nil {
+		t.Skipf("no llc: %v", err)
+	}
+	return tool
+}
+
+// TestPTX lowers every testdata kernel for every arch, runs llc and checks
+// the PTX: an .entry, no .extern .func (misspelled intrinsic), mma.sync for
+// 16-bit dots. ptxas is not run here (no CUDA on dev machines); see
+// docs/codegen.md for the command the GPU check uses.
+func TestPTX(t *testing.T) {
+	tool := findLLC(t)
+	for _, k := range kernels {
+		m, names := loadKernels(t, k.name)
+		for _, name := range names {
+			for _, arch := range archs {
+				t.Run(k.name+"/"+name+"/"+arch, func(t *testing.T) {
+					ptx, res, err := CompilePTX(context.Background(), m, name, Options{Arch: arch}, tool)
+					if err != nil {
+						t.Fatal(err)
+					}
+					s := string(ptx)
+					if !strings.Contains(s, ".entry "+res.Name) {
+						t.Errorf("no .entry %s in PTX", res.Name)
+					}
+					if strings.Contains(s, ".extern .func") {
+						t.Errorf("PTX declares an external function")
+					}
+					if got := strings.Contains(s, "mma.sync.aligned.m16n8k16"); got != k.mma {
+						t.Errorf("mma.sync.aligned.m16n8k16 in PTX: %v, want %v", got, k.mma)
+					}
+					if !strings.Contains(s, fmt.Sprintf(".maxntid %d", res.Threads)) {
+						t.Errorf("no .maxntid %d", res.Threads)
+					}
+					if dir := os.Getenv("FAC_PTX_OUT"); dir != "" {
+						os.WriteFile(filepath.Join(dir, res.Name+"_"+arch+".ptx"), ptx, 0o644)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestGolden compares the LLVM IR of tiny kernels with testdata/golden.
+func TestGolden(t *testing.T) {
+	for _, name := range []string{"tiny_elementwise", "tiny_reduce"} {
+		t.Run(name, func(t *testing.T) {
+			m, k := loadKernel(t, name)
+			res, err := Lower(m, k, Options{Arch: "sm_80"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", "golden", name+".ll")
+			if *update {
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				if err := os.WriteFile(path, []byte(res.LL), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./codegen -run TestGolden -update)", err)
+			}
+			if !bytes.Equal(want, []byte(res.LL)) {
+				t.Errorf("LLVM IR differs from %s (rerun with -update if intended):\n%s", path, firstDiff(string(want), res.LL))
+			}
+		})
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, x, y)
+		}
+	}
+	return ""
+}
+
+func TestErrors(t *testing.T) {
+	src := `func @m(%a: tensor<4xi32>) -> tensor<4xi1> {
+  %0 = const {value = 0} : tensor<4xi32>
+  %1 = cmp %a, %0 {pred = gt} : tensor<4xi1>
+  return %1
+}
+
+kernel @k(%p: ptr<i32>) attributes {num_warps = 1} {
+  %0 = arange {start = 0, end = 4} : tensor<4xi32>
+  %1 = call %0 {callee = @m} : tensor<4xi1>
+  %2 = cast %1 : tensor<4xi32>
+  %3 = splat %p : tensor<4xptr<i32>>
+  %4 = addptr %3, %0 : tensor<4xptr<i32>>
+  store %4, %2
+  return
+}
+`
+	m, err := tir.Parse("calls.tir", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lower(m, "k", Options{}); err == nil || !strings.Contains(err.Error(), "not inlined") {
+		t.Errorf("call: got %v, want a 'not inlined' error", err)
+	}
+	if _, err := Lower(m, "m", Options{}); err == nil || !strings.Contains(err.Error(), "not a kernel") {
+		t.Errorf("func: got %v", err)
+	}
+	if _, err := Lower(m, "k", Options{Arch: "sm_75"}); err == nil {
+		t.Errorf("sm_75 accepted")
+	}
+	src2 := `kernel @k(%p: ptr<i32>) {
+  %0 = arange {start = 0, end = 6} : tensor<6xi32>
+  %1 = splat %p : tensor<6xptr<i32>>
+  %2 = addptr %1, %0 : tensor<6xptr<i32>>
+  store %2, %0
+  return
+}
+`
+	m2, err := tir.Parse("pow2.tir", src2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lower(m2, "k", Options{}); err == nil || !strings.Contains(err.Error(), "power-of-two") {
+		t.Errorf("non-power-of-two: got %v", err)
+	}
+}
+
+// ---- numerical checks on the simulator ----
+
+func randBuf(rng *rand.Rand, name string, e tir.Elem, n int, scale float64) *cpu.Buffer {
+	xs := make([]float64, n)
+	for i := range xs {
+		switch e {
+		case tir.I32, tir.I64:
+			xs[i] = float64(rng.Intn(2001) - 1000)
+		case tir.I1:
+			xs[i] = float64(rng.Intn(2))
+		default:
+			xs[i] = (rng.Float64()*2 - 1) * scale
+		}
+	}
+	return cpu.FromFloats(name, e, xs)
+}
+
+func cloneArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if b, ok := a.(*cpu.Buffer); ok {
+			c := *b
+			c.Vals = append([]float64(nil), b.Vals...)
+			out[i] = &c
+		} else {
+			out[i] = a
+		}
+	}
+	return out
+}
+
+type simCase struct {
+	kernel     string // testdata file
+	fn         string // kernel in it; "" for the first
+	grid       [3]int
+	args       func(rng *rand.Rand) []any
+	rtol, atol float64
+	numWarps   int
+}
+
+func simCases() []simCase {
+	buf := func(name string, e tir.Elem, n int, scale float64) func(*rand.Rand) *cpu.Buffer {
+		return func(rng *rand.Rand) *cpu.Buffer { return randBuf(rng, name, e, n, scale) }
+	}
+	zeros := func(name string, e tir.Elem, n int) *cpu.Buffer { return cpu.NewBuffer(name, e, n) }
+	flash := func(kernel string, D, sq, sk, bh int) simCase {
+		return simCase{kernel: kernel, grid: [3]int{(sq + 63) / 64, bh, 1}, rtol: 1e-2, atol: 2e-3,
+			args: func(rng *rand.Rand) []any {
+				return []any{
+					buf("q", tir.BF16, bh*sq*D, 1)(rng), buf("k", tir.BF16, bh*sk*D, 1)(rng),
+					buf("v", tir.BF16, bh*sk*D, 1)(rng), zeros("o", tir.BF16, bh*sq*D),
+					zeros("lse", tir.F32, bh*sq), sq, sk, float32(1 / math.Sqrt(float64(D))),
+				}
+			}}
+	}
+	return []simCase{
+		{kernel: "elementwise", grid: [3]int{2, 1, 1}, rtol: 1e-5, atol: 1e-6, args: func(rng *rand.Rand) []any {
+			return []any{buf("x", tir.F32, 2000, 2)(rng), buf("y", tir.BF16, 2000, 2)(rng), zeros("out", tir.F32, 2048), 2000}
+		}},
+		{kernel: "reduce", grid: [3]int{1, 1, 1}, rtol: 1e-5, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("x", tir.F32, 4096, 100)(rng), zeros("rowmax", tir.F32, 64), zeros("colsum", tir.F32, 64),
+				zeros("total", tir.F32, 1), zeros("imin", tir.I32, 64)}
+		}},
+		{kernel: "loop", grid: [3]int{1, 1, 1}, rtol: 1e-5, atol: 1e-5, args: func(rng *rand.Rand) []any {
+			return []any{buf("x", tir.F32, 128*5, 1)(rng), zeros("out", tir.F32, 128), zeros("cnt", tir.I32, 1), 5}
+		}},
+		{kernel: "if", grid: [3]int{1, 1, 1}, rtol: 1e-5, atol: 1e-6, args: func(rng *rand.Rand) []any {
+			return []any{buf("x", tir.F32, 64, 2)(rng), zeros("out", tir.F32, 64), zeros("flag", tir.I32, 1), 50}
+		}},
+		{kernel: "if", grid: [3]int{1, 1, 1}, rtol: 1e-5, atol: 1e-6, args: func(rng *rand.Rand) []any {
+			return []any{buf("x", tir.F32, 64, 2)(rng), zeros("out", tir.F32, 64), zeros("flag", tir.I32, 1), 5}
+		}},
+		{kernel: "dot_bf16", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.BF16, 4096, 1)(rng), buf("b", tir.BF16, 4096, 1)(rng), zeros("c", tir.F32, 4096)}
+		}},
+		{kernel: "dot_f16", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.F16, 4096, 1)(rng), buf("b", tir.F16, 4096, 1)(rng), zeros("c", tir.F32, 4096)}
+		}},
+		{kernel: "dot_bf16", numWarps: 8, grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.BF16, 4096, 1)(rng), buf("b", tir.BF16, 4096, 1)(rng), zeros("c", tir.F32, 4096)}
+		}},
+		{kernel: "dot_f32", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.F32, 32*16, 1)(rng), buf("b", tir.F32, 16*64, 1)(rng), zeros("c", tir.F32, 32*64)}
+		}},
+		{kernel: "convert", grid: [3]int{1, 1, 1}, rtol: 1e-5, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("x", tir.F32, 64*32, 10)(rng), zeros("out", tir.F32, 32*64), zeros("rows", tir.F32, 64*32)}
+		}},
+		flash("flash_fwd_d64", 64, 128, 128, 2),
+		flash("flash_fwd_d64", 64, 100, 75, 1),
+		flash("flash_fwd_d128_causal", 128, 128, 128, 1),
+		flash("flash_fwd_d128_causal", 128, 70, 70, 1),
+		withWarps(flash("flash_fwd_d64", 64, 128, 96, 1), 8),
+		withWarps(flash("flash_fwd_d64", 64, 64, 64, 1), 2),
+		frontend("frontend_flash_none", "", tir.BF16, 64, 2, 2, 1, 128, 192, false),
+		frontend("frontend_flash_none", "flash_fwd.full", tir.BF16, 64, 1, 2, 2, 100, 130, false),
+		frontend("frontend_flash_causal", "", tir.BF16, 128, 1, 2, 1, 130, 130, false),
+		frontend("frontend_flash_document", "", tir.F16, 64, 1, 1, 1, 150, 150, true),
+		frontend("frontend_flash_window", "", tir.BF16, 64, 1, 1, 1, 200, 200, false),
+		frontend("frontend_flash_f32", "", tir.F32, 64, 1, 1, 1, 64, 100, false),
+	}
+}
+
+func withWarps(c simCase, nw int) simCase {
+	c.numWarps = nw
+	return c
+}
+
+// frontend is a case for the stdlib flash_fwd kernel as the front end
+// emits it: q, o [B, H, sq, D], k, v [B, H/kvGroup, sk, D], lse [B, H, sq].
+func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
+	Hk := H / kvGroup
+	return simCase{kernel: file, fn: fn, grid: [3]int{(sq + 63) / 64, B * H, 1}, rtol: 1e-2, atol: 2e-3,
+		args: func(rng *rand.Rand) []any {
+			args := []any{
+				randBuf(rng, "q", e, B*H*sq*D, 1), randBuf(rng, "k", e, B*Hk*sk*D, 1),
+				randBuf(rng, "v", e, B*Hk*sk*D, 1), cpu.NewBuffer("o", e, B*H*sq*D),
+				cpu.NewBuffer("lse", tir.F32, B*H*sq),
+				H * sq * D, sq * D, D, // q strides
+				Hk * sk * D, sk * D, D, // k
+				Hk * sk * D, sk * D, D, // v
+				H * sq * D, sq * D, D, // o
+				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
+			}
+			if doc {
+				n := max(sq, sk)
+				ids := make([]int32, n)
+				for i := range ids {
+					ids[i] = int32(i / 37)
+				}
+				args = append(args, cpu.FromI32("doc", ids), n)
+			}
+			return args
+		}}
+}
+
+// TestSimulate runs each kernel's LLVM IR on the SIMT simulator and
+// compares every output buffer with the CPU interpreter.
+func TestSimulate(t *testing.T) {
+	for i, c := range simCases() {
+		t.Run(fmt.Sprintf("%s%s/%d", c.kernel, c.fn, i), func(t *testing.T) {
+			if testing.Short() && strings.HasPrefix(c.kernel, "flash") {
+				t.Skip("short")
+			}
+			m, name := loadKernel(t, c.kernel)
+			if c.fn != "" {
+				name = c.fn
+			}
+			rng := rand.New(rand.NewSource(int64(i + 1)))
+			args := c.args(rng)
+			simArgs := cloneArgs(args)
+			if err := cpu.Launch(m, name, c.grid, args...); err != nil {
+				t.Fatalf("cpu: %v", err)
+			}
+			res, err := Lower(m, name, Options{Arch: "sm_80", NumWarps: c.numWarps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := simulate(res.LL, res, c.grid, simArgs); err != nil {
+				t.Fatalf("simulate: %v", err)
+			}
+			for j, a := range args {
+				want, ok := a.(*cpu.Buffer)
+				if !ok {
+					continue
+				}
+				got := simArgs[j].(*cpu.Buffer)
+				bad := 0
+				maxErr := 0.0
+				for k := range want.Vals {
+					w, g := want.Vals[k], got.Vals[k]
+					if e := math.Abs(w - g); e > maxErr && !math.IsInf(w, 0) {
+						maxErr = e
+					}
+					if math.IsInf(w, 0) && w == g || math.IsNaN(w) && math.IsNaN(g) {
+						continue
+					}
+					if !(math.Abs(w-g) <= c.atol+c.rtol*math.Abs(w)) {
+						if bad < 5 {
+							t.Errorf("%s[%d] = %v, want %v", want.Name, k, g, w)
+						}
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Errorf("%s: %d of %d elements differ", want.Name, bad, len(want.Vals))
+				}
+				nz := 0
+				for _, w := range want.Vals {
+					if w != 0 {
+						nz++
+					}
+				}
+				t.Logf("%s: max abs error %.3g, %d of %d nonzero", want.Name, maxErr, nz, len(want.Vals))
+			}
+		})
+	}
+}

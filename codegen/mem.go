@@ -1,0 +1,385 @@
+package codegen
+
+import (
+	"fmt"
+
+	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// ---- global memory ----
+
+func (l *lowerer) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
+	e := op.Result().Type.Elem
+	ptrs := l.get(op.Args[0], ws[0])
+	var mask, other []value.Value
+	if len(op.Args) == 3 {
+		mask, other = l.get(op.Args[1], ws[1]), l.get(op.Args[2], ws[2])
+	}
+	out := make([]value.Value, len(ptrs))
+	for r, p := range ptrs {
+		if mask == nil {
+			v := l.b.NewLoad(memType(e), p)
+			out[r] = l.fromMem(v, e)
+		} else {
+			out[r] = l.maskedLoad(p, mask[r], other[r], e)
+		}
+	}
+	return out
+}
+
+func (l *lowerer) fromMem(v value.Value, e tir.Elem) value.Value {
+	if e == tir.I1 {
+		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I8, 0))
+	}
+	return v
+}
+
+// ptxBits gives the PTX width suffix, inline-asm constraint and the
+// integer register type used to move an element through asm.
+func ptxBits(e tir.Elem) (suffix, constraint string, rt *types.IntType) {
+	switch e {
+	case tir.I1:
+		return "u8", "h", types.I16
+	case tir.F16, tir.BF16:
+		return "b16", "h", types.I16
+	case tir.I32, tir.F32:
+		return "b32", "r", types.I32
+	case tir.I64:
+		return "b64", "l", types.I64
+	}
+	fail("no PTX width for %s", e)
+	return "", "", nil
+}
+
+// toBits/fromBits move a register to and from the integer type of ptxBits.
+func (l *lowerer) toBits(v value.Value, e tir.Elem) value.Value {
+	switch e {
+	case tir.I1:
+		return l.b.NewZExt(v, types.I16)
+	case tir.F32:
+		return l.b.NewBitCast(v, types.I32)
+	}
+	return v
+}
+
+func (l *lowerer) fromBits(v value.Value, e tir.Elem) value.Value {
+	switch e {
+	case tir.I1:
+		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I16, 0))
+	case tir.F32:
+		return l.b.NewBitCast(v, types.Float)
+	}
+	return v
+}
+
+// maskedLoad is a predicated ld.global: a masked-off lane never touches
+// memory and yields other.
+func (l *lowerer) maskedLoad(p, m, other value.Value, e tir.Elem) value.Value {
+	sfx, c, rt := ptxBits(e)
+	mov := sfx
+	if e == tir.I1 {
+		mov = "b16"
+	}
+	text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\tmov.%s $0, $3;\n\t@p ld.global.%s $0, [$1];\n\t}", mov, sfx)
+	v := l.asm(rt, text, fmt.Sprintf("=%s,l,r,%s", c, c), false, p, l.b.NewZExt(m, types.I32), l.toBits(other, e))
+	return l.fromBits(v, e)
+}
+
+func (l *lowerer) lowerStore(op *tir.Op) {
+	lay := l.a.storeLayout(op)
+	ws := l.a.operandWants(op, lay)
+	pt := op.Args[0].Type
+	e := pt.Elem
+	ptrs := l.get(op.Args[0], ws[0])
+	vals := l.get(op.Args[1], ws[1])
+	var mask []value.Value
+	if len(op.Args) == 3 {
+		mask = l.get(op.Args[2], ws[2])
+	}
+	// Threads holding copies (zero lane/warp bases) leave the store to the
+	// one whose copy bits are zero.
+	x := l.lin(lay, pt.Shape)
+	var cont *ir.Block
+	if zl, zw := x.zeroLaneMask(), x.zeroWarpMask(); zl != 0 || zw != 0 {
+		var cond value.Value
+		if zl != 0 {
+			cond = l.b.NewICmp(enum.IPredEQ, l.b.NewAnd(l.lane, ci32(int64(zl))), ci32(0))
+		}
+		if zw != 0 {
+			c := l.b.NewICmp(enum.IPredEQ, l.b.NewAnd(l.warp, ci32(int64(zw))), ci32(0))
+			if cond == nil {
+				cond = c
+			} else {
+				cond = l.b.NewAnd(cond, c)
+			}
+		}
+		then := l.newBlock("store")
+		cont = l.newBlock("store.end")
+		l.b.NewCondBr(cond, then, cont)
+		l.b = then
+	}
+	for r, p := range ptrs {
+		if mask == nil {
+			v := vals[r]
+			if e == tir.I1 {
+				v = l.b.NewZExt(v, types.I8)
+			}
+			l.b.NewStore(v, p)
+			continue
+		}
+		sfx, c, _ := ptxBits(e)
+		text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p st.global.%s [$0], $1;\n\t}", sfx)
+		l.asm(types.Void, text, fmt.Sprintf("l,%s,r,~{memory}", c), true, p, l.toBits(vals[r], e), l.b.NewZExt(mask[r], types.I32))
+	}
+	if cont != nil {
+		l.b.NewBr(cont)
+		l.b = cont
+	}
+}
+
+// ---- layout changes ----
+
+func rowMajorStrides(shape []int) []int {
+	st := make([]int, len(shape))
+	n := 1
+	for d := len(shape) - 1; d >= 0; d-- {
+		st[d] = n
+		n *= shape[d]
+	}
+	return st
+}
+
+// remap re-indexes registers when lout's element at every (register, lane,
+// warp) is, through the coordinate map f (out coordinate -> in coordinate),
+// an element the same thread holds in lin: no data moves.
+func remap(src []value.Value, lin, lout *linear, f func([]int) []int) ([]value.Value, bool) {
+	for i := range lout.lane {
+		if !equalVec(f(lout.lane[i]), lin.lane[i]) {
+			return nil, false
+		}
+	}
+	if len(lout.warp) != len(lin.warp) {
+		return nil, false
+	}
+	for i := range lout.warp {
+		if !equalVec(f(lout.warp[i]), lin.warp[i]) {
+			return nil, false
+		}
+	}
+	idx := lin.regIndex()
+	out := make([]value.Value, lout.numRegs())
+	for r := range out {
+		j, ok := idx[fmt.Sprint(f(lout.regOffset(r)))]
+		if !ok {
+			return nil, false
+		}
+		out[r] = src[j]
+	}
+	return out, true
+}
+
+func identity(c []int) []int { return c }
+
+// convert changes a value's layout: by register re-indexing when the two
+// layouts put the same elements in the same threads, else through shared
+// memory.
+func (l *lowerer) convert(src []value.Value, from, to Layout, t tir.Type) []value.Value {
+	lin, lout := l.lin(from, t.Shape), l.lin(to, t.Shape)
+	if out, ok := remap(src, lin, lout, identity); ok {
+		return out
+	}
+	if d, ok := to.(DotOperand); ok {
+		if out, ok := l.ldmatrixConvert(src, lin, d, lout, t); ok {
+			return out
+		}
+	}
+	st := rowMajorStrides(t.Shape)
+	return l.exchange(src, lin, st, lout, st, t)
+}
+
+// shapeOp lowers broadcast, reshape and trans from layout inLay to outLay.
+func (l *lowerer) shapeOp(op *tir.Op, inLay, outLay Layout) []value.Value {
+	x := op.Args[0]
+	in, out := x.Type.Shape, op.Result().Type.Shape
+	src := l.get(x, inLay)
+	lin, lout := l.lin(inLay, in), l.lin(outLay, out)
+	inSt := rowMajorStrides(in)
+	var f func([]int) []int
+	outSt := rowMajorStrides(out)
+	switch op.Kind {
+	case tir.OpBroadcast:
+		if len(in) != len(out) {
+			fail("%s: broadcast from %v to %v changes rank", op.Pos, in, out)
+		}
+		outSt = make([]int, len(out))
+		for d := range out {
+			if in[d] == out[d] {
+				outSt[d] = inSt[d]
+			}
+		}
+		f = func(c []int) []int {
+			o := make([]int, len(c))
+			for d := range c {
+				if in[d] == out[d] {
+					o[d] = c[d]
+				}
+			}
+			return o
+		}
+	case tir.OpReshape:
+		if d, ok := expandDim(in, out); ok {
+			f = func(c []int) []int { return removeDim(c, d) }
+		} else if d, ok := expandDim(out, in); ok {
+			f = func(c []int) []int { return insertDim(c, d, 0) }
+		}
+	case tir.OpTrans:
+		if len(in) != 2 {
+			fail("%s: trans of rank %d", op.Pos, len(in))
+		}
+		outSt = []int{inSt[1], inSt[0]}
+		f = func(c []int) []int { return []int{c[1], c[0]} }
+	}
+	if f != nil {
+		if regs, ok := remap(src, lin, lout, f); ok {
+			return regs
+		}
+	}
+	return l.exchange(src, lin, inSt, lout, outSt, x.Type)
+}
+
+// sharedRepr is how an element is kept in shared memory.
+func (l *lowerer) sharedRepr(t tir.Type) types.Type {
+	if t.Ptr {
+		return types.I64
+	}
+	return memType(t.Elem)
+}
+
+func (l *lowerer) toShared(v value.Value, t tir.Type) value.Value {
+	switch {
+	case t.Ptr:
+		return l.b.NewPtrToInt(v, types.I64)
+	case t.Elem == tir.I1:
+		return l.b.NewZExt(v, types.I8)
+	}
+	return v
+}
+
+func (l *lowerer) fromShared(v value.Value, t tir.Type) value.Value {
+	switch {
+	case t.Ptr:
+		return l.b.NewIntToPtr(v, ptrType(t.Elem))
+	case t.Elem == tir.I1:
+		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I8, 0))
+	}
+	return v
+}
+
+// addOff is base + off (i32), folding off == 0.
+func (l *lowerer) addOff(base value.Value, off int64) value.Value {
+	if off == 0 {
+		return base
+	}
+	return l.b.NewAdd(base, ci32(off))
+}
+
+// exchange moves a tensor between layouts through shared memory: every
+// thread writes its registers of lin at address sum(coord*inSt), a barrier,
+// then every thread reads its registers of lout at sum(coord*outSt)
+// (outSt encodes broadcast, transposition and reshape). A barrier before
+// the writes protects readers of the previous use of the scratch area.
+//
+// Accesses are vectorized (up to 16 bytes) where a thread's consecutive
+// registers are consecutive and aligned in shared memory; there is no
+// swizzling yet, so some layout pairs have bank conflicts.
+func (l *lowerer) exchange(src []value.Value, lin *linear, inSt []int, lout *linear, outSt []int, t tir.Type) []value.Value {
+	l.conversions++
+	n := 1
+	for d, s := range lin.shape {
+		n += (s - 1) * inSt[d]
+	}
+	l.useShared(n * typeBytes(l.sharedRepr(t)))
+	l.sharedWrite(src, lin, inSt, t)
+	return l.sharedRead(lout, outSt, t)
+}
+
+// vecWidth is how many consecutive registers of x, starting at any
+// multiple of the width, sit at consecutive, width-aligned element
+// addresses under strides st (at most maxVec).
+func vecWidth(x *linear, st []int, maxVec int) int {
+	v := 1
+	for i, b := range x.reg {
+		if v >= maxVec || int(dotInts(b, st)) != 1<<i {
+			break
+		}
+		v *= 2
+	}
+	if v == 1 {
+		return 1
+	}
+	// Alignment: every other basis must move the address by a multiple of v.
+	for _, bs := range [][][]int{x.reg[log2(v):], x.lane, x.warp} {
+		for _, b := range bs {
+			if int(dotInts(b, st))%v != 0 {
+				return 1
+			}
+		}
+	}
+	return v
+}
+
+// sharedWrite stores x's registers at element address sum(coord*st) of
+// the scratch area, between two barriers (before: earlier readers are
+// done; after: the data is visible).
+func (l *lowerer) sharedWrite(src []value.Value, x *linear, st []int, t tir.Type) {
+	mt := l.sharedRepr(t)
+	sz := typeBytes(mt)
+	v := vecWidth(x, st, max(1, 16/sz))
+	l.barrier()
+	base := l.flatBase(x, st)
+	for r := 0; r < len(src); r += v {
+		idx := l.addOff(base, dotInts(x.regOffset(r), st))
+		if v == 1 {
+			l.b.NewStore(l.toShared(src[r], t), l.sharedAt(mt, 0, idx))
+			continue
+		}
+		vt := types.NewVector(uint64(v), mt)
+		var vec value.Value = constant.NewUndef(vt)
+		for i := 0; i < v; i++ {
+			vec = l.b.NewInsertElement(vec, l.toShared(src[r+i], t), ci32(int64(i)))
+		}
+		p := l.b.NewBitCast(l.sharedAt(mt, 0, idx), sharedPtr(vt))
+		l.b.NewStore(vec, p).Align = ir.Align(v * sz)
+	}
+	l.barrier()
+}
+
+// sharedRead loads x's registers from element address sum(coord*st).
+func (l *lowerer) sharedRead(x *linear, st []int, t tir.Type) []value.Value {
+	mt := l.sharedRepr(t)
+	sz := typeBytes(mt)
+	v := vecWidth(x, st, max(1, 16/sz))
+	base := l.flatBase(x, st)
+	out := make([]value.Value, x.numRegs())
+	for r := 0; r < len(out); r += v {
+		idx := l.addOff(base, dotInts(x.regOffset(r), st))
+		if v == 1 {
+			out[r] = l.fromShared(l.b.NewLoad(mt, l.sharedAt(mt, 0, idx)), t)
+			continue
+		}
+		vt := types.NewVector(uint64(v), mt)
+		p := l.b.NewBitCast(l.sharedAt(mt, 0, idx), sharedPtr(vt))
+		ld := l.b.NewLoad(vt, p)
+		ld.Align = ir.Align(v * sz)
+		for i := 0; i < v; i++ {
+			out[r+i] = l.fromShared(l.b.NewExtractElement(ld, ci32(int64(i))), t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,422 @@
+package fac
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/fac-compiler/fac/codegen"
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/internal/half"
+	"github.com/fac-compiler/fac/runtime/bundle"
+	"github.com/fac-compiler/fac/runtime/cache"
+	"github.com/fac-compiler/fac/runtime/cuda"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// CUDA is an NVIDIA GPU opened through the driver API (no cgo). Kernels are
+// compiled with llc on first use, through the on-disk kernel cache, and
+// their modules stay loaded.
+type CUDA struct {
+	Dev   cuda.Device
+	Ctx   *cuda.Context
+	Arch  string
+	Name  string
+	Cache *cache.Cache // nil: no disk cache
+
+	mu      sync.Mutex
+	llc     *llc.Tool
+	modules map[cache.Key]*loaded
+	bundles []*bundle.Bundle
+}
+
+// AddBundle makes the kernels of an AOT bundle available: a kernel found in
+// a bundle for this GPU's arch is loaded from it, with no llc needed.
+func (d *CUDA) AddBundle(b *bundle.Bundle) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.bundles = append(d.bundles, b)
+}
+
+// fromBundle finds f's kernel for this arch in the added bundles.
+func (d *CUDA) fromBundle(f *Forward) *compiler.Artifact {
+	kernel, mask, score, consts := f.bundleIdent()
+	for _, b := range d.bundles {
+		for _, k := range b.FindAll(kernel, mask, score, consts) {
+			if k.Arch == d.Arch {
+				return artifactOf(k)
+			}
+		}
+	}
+	return nil
+}
+
+type loaded struct {
+	art *compiler.Artifact
+	mod *cuda.Module
+	fn  *cuda.Function
+}
+
+// OpenCUDA opens GPU ordinal with its primary context and the default
+// kernel cache. On a machine without a driver it returns a clear error.
+func OpenCUDA(ordinal int) (*CUDA, error) {
+	dev, err := cuda.GetDevice(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := cuda.PrimaryContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.SetCurrent(); err != nil {
+		return nil, err
+	}
+	arch, err := dev.Arch()
+	if err != nil {
+		return nil, err
+	}
+	name, _ := dev.Name()
+	c, err := cache.Open("")
+	if err != nil {
+		c = nil // a read-only home still runs, without the disk cache
+	}
+	return &CUDA{Dev: dev, Ctx: ctx, Arch: arch, Name: name, Cache: c, modules: map[cache.Key]*loaded{}}, nil
+}
+
+// kernel finds (in memory, then in bundles), or compiles through the
+// disk cache, and loads f's kernel.
+func (d *CUDA) kernel(f *Forward, t *compiler.Timings) (*loaded, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	req := f.req
+	key := compiler.Key(req, d.Arch, nil)
+	if l, ok := d.modules[key]; ok {
+		return l, nil
+	}
+	if art := d.fromBundle(f); art != nil {
+		return d.load(key, art)
+	}
+	if d.llc == nil {
+		tool, err := llc.Find()
+		if err != nil {
+			return nil, err
+		}
+		d.llc = tool
+	}
+	var art *compiler.Artifact
+	var err error
+	if d.Cache != nil {
+		art, err = compiler.CachedPTX(context.Background(), d.Cache, req, d.Arch, d.llc, t)
+	} else {
+		art, err = compiler.BuildPTX(context.Background(), req, d.Arch, d.llc, t)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d.load(key, art)
+}
+
+// load puts an artifact (built here or read from a bundle) on the device.
+func (d *CUDA) load(key cache.Key, art *compiler.Artifact) (*loaded, error) {
+	mod, err := cuda.LoadModule([]byte(art.PTX))
+	if err != nil {
+		return nil, fmt.Errorf("loading kernel %s: %w", art.Kernel, err)
+	}
+	fn, err := mod.Function(art.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	if art.SharedBytes > 48*1024 {
+		if err := fn.SetMaxDynamicSharedMemory(art.SharedBytes); err != nil {
+			return nil, err
+		}
+	}
+	l := &loaded{art: art, mod: mod, fn: fn}
+	d.modules[key] = l
+	return l, nil
+}
+
+// RunCUDA runs the forward kernel on the GPU with host tensors and returns
+// O and LSE like RunCPU. Outputs are poisoned (NaN) before the launch.
+func (f *Forward) RunCUDA(d *CUDA, in Inputs, sh Shape) (o, lse []float32, err error) {
+	l, err := f.prepareCUDA(d, in, sh)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.free()
+	if err := l.run(cuda.Stream{}); err != nil {
+		return nil, nil, err
+	}
+	if err := d.Ctx.Synchronize(); err != nil {
+		return nil, nil, err
+	}
+	return l.results(f.dtype)
+}
+
+// BenchCUDA times the kernel with CUDA events: warmup launches, then reps
+// timed launches; it returns each launch's time in milliseconds.
+func (f *Forward) BenchCUDA(d *CUDA, in Inputs, sh Shape, warmup, reps int) ([]float64, error) {
+	l, err := f.prepareCUDA(d, in, sh)
+	if err != nil {
+		return nil, err
+	}
+	defer l.free()
+	s, err := cuda.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Destroy()
+	for i := 0; i < warmup; i++ {
+		if err := l.run(s); err != nil {
+			return nil, err
+		}
+	}
+	start, err := cuda.NewEvent()
+	if err != nil {
+		return nil, err
+	}
+	defer start.Destroy()
+	end, err := cuda.NewEvent()
+	if err != nil {
+		return nil, err
+	}
+	defer end.Destroy()
+	times := make([]float64, 0, reps)
+	for i := 0; i < reps; i++ {
+		if err := start.Record(s); err != nil {
+			return nil, err
+		}
+		if err := l.run(s); err != nil {
+			return nil, err
+		}
+		if err := end.Record(s); err != nil {
+			return nil, err
+		}
+		if err := end.Synchronize(); err != nil {
+			return nil, err
+		}
+		ms, err := cuda.ElapsedMs(start, end)
+		if err != nil {
+			return nil, err
+		}
+		times = append(times, float64(ms))
+	}
+	// The last run must have written everything: no poison (NaN) left.
+	o, lse, err := l.results(f.dtype)
+	if err != nil {
+		return nil, err
+	}
+	for _, xs := range [][]float32{o, lse} {
+		for i, x := range xs {
+			if x != x {
+				return nil, fmt.Errorf("benchmark run left NaN at element %d of an output", i)
+			}
+		}
+	}
+	return times, nil
+}
+
+// cudaLaunch is a kernel with its device buffers and arguments, ready to run.
+type cudaLaunch struct {
+	k           *loaded
+	grid, block [3]uint32
+	args        []any
+	bufs        []cuda.DevicePtr
+	o, lse      cuda.DevicePtr
+	nO, nLSE    int
+}
+
+func (l *cudaLaunch) free() {
+	for _, p := range l.bufs {
+		cuda.MemFree(p)
+	}
+}
+
+func (l *cudaLaunch) run(s cuda.Stream) error {
+	return l.k.fn.Launch(l.grid, l.block, uint32(l.k.art.SharedBytes), s, l.args...)
+}
+
+// results copies O and LSE back.
+func (l *cudaLaunch) results(e tir.Elem) (o, lse []float32, err error) {
+	o, err = copyOut(l.o, l.nO, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	lse = make([]float32, l.nLSE)
+	if err := cuda.DtoH(lse, l.lse); err != nil {
+		return nil, nil, err
+	}
+	return o, lse, nil
+}
+
+func (f *Forward) prepareCUDA(d *CUDA, in Inputs, sh Shape) (_ *cudaLaunch, err error) {
+	if err := f.check(in, sh); err != nil {
+		return nil, err
+	}
+	k, err := d.kernel(f, nil)
+	if err != nil {
+		return nil, err
+	}
+	l := &cudaLaunch{k: k, nO: sh.Batch * sh.Heads * sh.SeqQ * sh.Dim, nLSE: sh.Batch * sh.Heads * sh.SeqQ}
+	defer func() {
+		if err != nil {
+			l.free()
+		}
+	}()
+	alloc := func(bytes int) (cuda.DevicePtr, error) {
+		p, err := cuda.MemAlloc(max(bytes, 4))
+		if err == nil {
+			l.bufs = append(l.bufs, p)
+		}
+		return p, err
+	}
+	ptrs := map[string]cuda.DevicePtr{}
+	for name, xs := range map[string][]float32{"q": in.Q, "k": in.K, "v": in.V} {
+		p, err := alloc(len(xs) * f.dtype.Bytes())
+		if err != nil {
+			return nil, err
+		}
+		if err := copyIn(p, xs, f.dtype); err != nil {
+			return nil, err
+		}
+		ptrs[name] = p
+	}
+	if l.o, err = alloc(l.nO * f.dtype.Bytes()); err != nil {
+		return nil, err
+	}
+	if l.lse, err = alloc(l.nLSE * 4); err != nil {
+		return nil, err
+	}
+	ptrs["o"], ptrs["lse"] = l.o, l.lse
+	// All-ones bytes are NaN in f32, f16 and bf16: unwritten outputs show.
+	if err := cuda.MemsetD8(l.o, 0xff, l.nO*f.dtype.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := cuda.MemsetD8(l.lse, 0xff, l.nLSE*4); err != nil {
+		return nil, err
+	}
+	scalars := f.scalars(in, sh)
+	for _, p := range k.art.Params {
+		if ptr, ok := ptrs[p.Name]; ok {
+			l.args = append(l.args, ptr)
+			continue
+		}
+		if v, ok := scalars[p.Name]; ok {
+			switch p.Kind {
+			case codegen.ParamI32:
+				l.args = append(l.args, int32(v.(int)))
+			case codegen.ParamF32:
+				l.args = append(l.args, v.(float32))
+			default:
+				return nil, fmt.Errorf("kernel %s: parameter %s has unexpected kind %s", k.art.Kernel, p.Name, p.Kind)
+			}
+			continue
+		}
+		buf, n, err := auxArg(p.Name, in.Aux)
+		if err != nil {
+			return nil, err
+		}
+		if isLen(p.Name) {
+			l.args = append(l.args, int32(n))
+			continue
+		}
+		dp, err := alloc(n * 4)
+		if err != nil {
+			return nil, err
+		}
+		if buf.Elem == tir.I32 {
+			err = cuda.HtoD(dp, buf.I32())
+		} else {
+			err = cuda.HtoD(dp, buf.F32())
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.args = append(l.args, dp)
+	}
+	l.grid = [3]uint32{uint32((sh.SeqQ + f.blockM - 1) / f.blockM), uint32(sh.Batch * sh.Heads), 1}
+	l.block = [3]uint32{uint32(k.art.Threads), 1, 1}
+	return l, nil
+}
+
+// copyIn uploads float32 values converted to the element type e.
+func copyIn(p cuda.DevicePtr, xs []float32, e tir.Elem) error {
+	switch e {
+	case tir.F32:
+		return cuda.HtoD(p, xs)
+	case tir.BF16, tir.F16:
+		conv := half.F32ToBF16
+		if e == tir.F16 {
+			conv = half.F32ToF16
+		}
+		hs := make([]uint16, len(xs))
+		for i, x := range xs {
+			hs[i] = conv(x)
+		}
+		return cuda.HtoD(p, hs)
+	}
+	return fmt.Errorf("unsupported element type %s", e)
+}
+
+func copyOut(p cuda.DevicePtr, n int, e tir.Elem) ([]float32, error) {
+	out := make([]float32, n)
+	if e == tir.F32 {
+		return out, cuda.DtoH(out, p)
+	}
+	hs := make([]uint16, n)
+	if err := cuda.DtoH(hs, p); err != nil {
+		return nil, err
+	}
+	conv := half.BF16ToF32
+	if e == tir.F16 {
+		conv = half.F16ToF32
+	}
+	for i, h := range hs {
+		out[i] = conv(h)
+	}
+	return out, nil
+}
+
+// bundleIdent names f's kernel in a bundle: kernel, canonical mod strings
+// and the compile-time constants of the request.
+func (f *Forward) bundleIdent() (kernel, mask, score string, consts map[string]string) {
+	mask, score = "none", "identity"
+	if f.res.Mask != nil {
+		mask = f.res.Mask.String()
+	}
+	if f.res.Score != nil {
+		score = f.res.Score.String()
+	}
+	return f.kernel, mask, score, f.req.Consts
+}
+
+// BundleKernel compiles f for arch (through the cache c, which may be nil)
+// and returns it as a bundle entry.
+func (f *Forward) BundleKernel(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool, t *compiler.Timings) (bundle.Kernel, error) {
+	var art *compiler.Artifact
+	var err error
+	if c != nil {
+		art, err = compiler.CachedPTX(ctx, c, f.req, arch, tool, t)
+	} else {
+		art, err = compiler.BuildPTX(ctx, f.req, arch, tool, t)
+	}
+	if err != nil {
+		return bundle.Kernel{}, err
+	}
+	kernel, mask, score, consts := f.bundleIdent()
+	k := bundle.Kernel{Name: art.Kernel, Kernel: kernel, Mask: mask, Score: score, Arch: arch, Consts: consts,
+		Block: [3]uint32{uint32(art.Threads), 1, 1}, SharedBytes: uint32(art.SharedBytes), PTX: art.PTX}
+	for _, p := range art.Params {
+		k.Params = append(k.Params, bundle.Param{Name: p.Name, Type: string(p.Kind)})
+	}
+	return k, nil
+}
+
+func artifactOf(k *bundle.Kernel) *compiler.Artifact {
+	a := &compiler.Artifact{Kernel: k.Name, Arch: k.Arch, PTX: k.PTX, Threads: int(k.Block[0]), SharedBytes: int(k.SharedBytes)}
+	for _, p := range k.Params {
+		a.Params = append(a.Params, codegen.Param{Name: p.Name, Kind: codegen.ParamKind(p.Type)})
+	}
+	return a
+}
