@@ -3,7 +3,10 @@ package fac
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
@@ -45,7 +48,7 @@ func (d *CUDA) fromBundle(f *Forward) *compiler.Artifact {
 	for _, b := range d.bundles {
 		for _, k := range b.FindAll(kernel, mask, score, consts) {
 			if k.Arch == d.Arch {
-				return artifactOf(k)
+				return ArtifactOf(k)
 			}
 		}
 	}
@@ -118,8 +121,23 @@ func (d *CUDA) kernel(f *Forward, t *compiler.Timings) (*loaded, error) {
 }
 
 // load puts an artifact (built here or read from a bundle) on the device.
+// With a disk cache, the driver's JIT output (cubin) is cached too, keyed by
+// the PTX, the GPU and the driver: loading a cubin takes about a
+// millisecond, loading PTX runs ptxas inside the driver.
 func (d *CUDA) load(key cache.Key, art *compiler.Artifact) (*loaded, error) {
-	mod, err := cuda.LoadModule([]byte(art.PTX))
+	image := []byte(art.PTX)
+	if d.Cache != nil {
+		drv, _ := cuda.DriverVersion()
+		ck := cache.NewKey("cubin", d.Name, d.Arch, strconv.Itoa(drv), bundle.Checksum(art.PTX))
+		cubin, _, err := d.Cache.GetOrBuild(ck, "cubin "+art.Kernel+" "+d.Arch, func() ([]byte, error) {
+			return cuda.CompilePTX(image)
+		})
+		if cubin == nil {
+			return nil, fmt.Errorf("compiling kernel %s for %s: %w", art.Kernel, d.Name, err)
+		}
+		image = cubin
+	}
+	mod, err := cuda.LoadModule(image)
 	if err != nil {
 		return nil, fmt.Errorf("loading kernel %s: %w", art.Kernel, err)
 	}
@@ -297,29 +315,14 @@ func (f *Forward) prepareCUDA(d *CUDA, in Inputs, sh Shape) (_ *cudaLaunch, err 
 		return nil, err
 	}
 	scalars := f.scalars(in, sh)
+	// Aux tensors go to the device under their kernel parameter names.
 	for _, p := range k.art.Params {
-		if ptr, ok := ptrs[p.Name]; ok {
-			l.args = append(l.args, ptr)
-			continue
-		}
-		if v, ok := scalars[p.Name]; ok {
-			switch p.Kind {
-			case codegen.ParamI32:
-				l.args = append(l.args, int32(v.(int)))
-			case codegen.ParamF32:
-				l.args = append(l.args, v.(float32))
-			default:
-				return nil, fmt.Errorf("kernel %s: parameter %s has unexpected kind %s", k.art.Kernel, p.Name, p.Kind)
-			}
+		if _, ok := scalars[p.Name]; ok || ptrs[p.Name] != 0 || isLen(p.Name) {
 			continue
 		}
 		buf, n, err := auxArg(p.Name, in.Aux)
 		if err != nil {
 			return nil, err
-		}
-		if isLen(p.Name) {
-			l.args = append(l.args, int32(n))
-			continue
 		}
 		dp, err := alloc(n * 4)
 		if err != nil {
@@ -333,7 +336,11 @@ func (f *Forward) prepareCUDA(d *CUDA, in Inputs, sh Shape) (_ *cudaLaunch, err 
 		if err != nil {
 			return nil, err
 		}
-		l.args = append(l.args, dp)
+		ptrs[p.Name] = dp
+		scalars[p.Name+".len"] = n
+	}
+	if l.args, err = launchArgs(k.art, ptrs, scalars); err != nil {
+		return nil, err
 	}
 	l.grid = [3]uint32{uint32((sh.SeqQ + f.blockM - 1) / f.blockM), uint32(sh.Batch * sh.Heads), 1}
 	l.block = [3]uint32{uint32(k.art.Threads), 1, 1}
@@ -413,10 +420,166 @@ func (f *Forward) BundleKernel(ctx context.Context, c *cache.Cache, arch string,
 	return k, nil
 }
 
-func artifactOf(k *bundle.Kernel) *compiler.Artifact {
+// ArtifactOf converts a bundle entry to an artifact the runtime can load.
+func ArtifactOf(k *bundle.Kernel) *compiler.Artifact {
 	a := &compiler.Artifact{Kernel: k.Name, Arch: k.Arch, PTX: k.PTX, Threads: int(k.Block[0]), SharedBytes: int(k.SharedBytes)}
 	for _, p := range k.Params {
 		a.Params = append(a.Params, codegen.Param{Name: p.Name, Kind: codegen.ParamKind(p.Type)})
 	}
 	return a
+}
+
+// CacheHitTime measures the kernel cache's hit path on this GPU for one
+// artifact: the entry is stored in a fresh cache in dir, loaded once (which
+// fills the cubin entry), then timed from disk entry to loaded function.
+func (d *CUDA) CacheHitTime(dir string, art *compiler.Artifact) (first, hit time.Duration, err error) {
+	c, err := cache.Open(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	payload, err := art.Encode()
+	if err != nil {
+		return 0, 0, err
+	}
+	key := cache.NewKey("artifact", art.Arch, art.Kernel, bundle.Checksum(art.PTX))
+	if err := c.Put(key, "timing "+art.Kernel, payload); err != nil {
+		return 0, 0, err
+	}
+	probe := &CUDA{Dev: d.Dev, Ctx: d.Ctx, Arch: d.Arch, Name: d.Name, Cache: c, modules: map[cache.Key]*loaded{}}
+	for i := 0; i < 2; i++ {
+		t0 := time.Now()
+		b, status, err := c.Get(key)
+		if err != nil || status != cache.Hit {
+			return 0, 0, fmt.Errorf("cache entry: %v (%v)", err, status)
+		}
+		a, err := compiler.DecodeArtifact(b)
+		if err != nil {
+			return 0, 0, err
+		}
+		l, err := probe.load(key, a)
+		if err != nil {
+			return 0, 0, err
+		}
+		took := time.Since(t0)
+		l.mod.Unload()
+		delete(probe.modules, key)
+		if i == 0 {
+			first = took
+		} else {
+			hit = took
+		}
+	}
+	return first, hit, nil
+}
+
+// launchArgs orders a kernel's arguments by its parameters, by name.
+func launchArgs(art *compiler.Artifact, ptrs map[string]cuda.DevicePtr, scalars map[string]any) ([]any, error) {
+	args := make([]any, 0, len(art.Params))
+	for _, p := range art.Params {
+		if ptr, ok := ptrs[p.Name]; ok {
+			args = append(args, ptr)
+			continue
+		}
+		v, ok := scalars[p.Name]
+		if !ok {
+			return nil, fmt.Errorf("kernel %s: no value for parameter %s", art.Kernel, p.Name)
+		}
+		switch p.Kind {
+		case codegen.ParamI32:
+			args = append(args, int32(v.(int)))
+		case codegen.ParamF32:
+			args = append(args, v.(float32))
+		default:
+			return nil, fmt.Errorf("kernel %s: parameter %s has unexpected kind %s", art.Kernel, p.Name, p.Kind)
+		}
+	}
+	return args, nil
+}
+
+// DeviceTensors are device buffers for LaunchCUDA, as raw pointers (a
+// gorgonia.org/cu DevicePtr converts with uintptr(p)). Q and O are
+// [B, H, SeqQ, Dim], K and V [B, KVHeads, SeqK, Dim], in the kernel's DType,
+// with the last dimension contiguous and the other strides (in elements)
+// given as {batch, head, seq}; a zero stride array means contiguous. LSE is
+// [B, H, SeqQ] f32, contiguous. Aux holds the mods' aux tensors (int32 or
+// f32 elements) by name, e.g. "doc".
+type DeviceTensors struct {
+	Q, K, V, O, LSE                    uintptr
+	QStride, KStride, VStride, OStride [3]int
+	Aux                                map[string]DeviceAux
+	Scale                              float32 // 0 means 1/sqrt(Dim)
+}
+
+// DeviceAux is an aux tensor on the device.
+type DeviceAux struct {
+	Ptr uintptr
+	Len int
+}
+
+// LaunchCUDA runs the forward kernel on device buffers, asynchronously on
+// stream s (the zero Stream is the default stream). Nothing is copied.
+func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) error {
+	if err := sh.Validate(); err != nil {
+		return err
+	}
+	if sh.Dim != f.dim {
+		return fmt.Errorf("shape: head dim %d, but the kernel was compiled for %d", sh.Dim, f.dim)
+	}
+	for name, p := range map[string]uintptr{"q": t.Q, "k": t.K, "v": t.V, "o": t.O, "lse": t.LSE} {
+		if p == 0 {
+			return fmt.Errorf("LaunchCUDA: %s is a null device pointer", name)
+		}
+	}
+	k, err := d.kernel(f, nil)
+	if err != nil {
+		return err
+	}
+	scalars := f.scalars(Inputs{Scale: t.Scale}, sh)
+	for _, st := range []struct {
+		name string
+		s    [3]int
+		seq  int
+		rows int
+	}{{"q", t.QStride, sh.SeqQ, sh.Heads}, {"k", t.KStride, sh.SeqK, sh.kvHeads()}, {"v", t.VStride, sh.SeqK, sh.kvHeads()}, {"o", t.OStride, sh.SeqQ, sh.Heads}} {
+		if st.s == [3]int{} {
+			continue
+		}
+		for i, v := range st.s {
+			if v <= 0 {
+				return fmt.Errorf("LaunchCUDA: %s stride %d is %d; strides must be positive (the last dimension is contiguous)", st.name, i, v)
+			}
+		}
+		if st.s[2] < sh.Dim {
+			return fmt.Errorf("LaunchCUDA: %s seq stride %d is smaller than the head dim %d: rows overlap", st.name, st.s[2], sh.Dim)
+		}
+		for i, suffix := range []string{"b", "h", "s"} {
+			scalars["stride_"+st.name+suffix] = st.s[i]
+		}
+	}
+	ptrs := map[string]cuda.DevicePtr{"q": cuda.DevicePtr(t.Q), "k": cuda.DevicePtr(t.K), "v": cuda.DevicePtr(t.V),
+		"o": cuda.DevicePtr(t.O), "lse": cuda.DevicePtr(t.LSE)}
+	for _, p := range k.art.Params {
+		if _, ok := scalars[p.Name]; ok || ptrs[p.Name] != 0 || isLen(p.Name) {
+			continue
+		}
+		short := p.Name
+		if i := strings.IndexByte(short, '.'); i >= 0 {
+			short = short[i+1:]
+		}
+		a, ok := t.Aux[p.Name]
+		if !ok {
+			a, ok = t.Aux[short]
+		}
+		if !ok || a.Ptr == 0 {
+			return fmt.Errorf("LaunchCUDA: missing aux tensor %q", short)
+		}
+		ptrs[p.Name] = cuda.DevicePtr(a.Ptr)
+		scalars[p.Name+".len"] = a.Len
+	}
+	args, err := launchArgs(k.art, ptrs, scalars)
+	if err != nil {
+		return err
+	}
+	grid := [3]uint32{uint32((sh.SeqQ + f.blockM - 1) / f.blockM), uint32(sh.Batch * sh.Heads), 1}
+	return k.fn.Launch(grid, [3]uint32{uint32(k.art.Threads), 1, 1}, uint32(k.art.SharedBytes), s, args...)
 }

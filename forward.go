@@ -80,6 +80,12 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 	if dt == "" {
 		dt = "f32"
 	}
+	if dt != "f32" && dt != "bf16" && dt != "f16" {
+		return nil, fmt.Errorf("unsupported dtype %q: flash_fwd takes f32, bf16 or f16", dt)
+	}
+	if dim <= 0 || dim > 256 {
+		return nil, fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
+	}
 	consts["DTYPE"] = dt
 	req := compiler.Request{Sources: opts.Sources, Kernel: "flash_fwd", Mask: opts.Mask,
 		Score: opts.Score, Consts: consts, Passes: opts.Passes}

@@ -91,18 +91,11 @@ func (a *assigner) set(v *tir.Value, flex bool, l Layout) {
 	a.info[v] = &vinfo{flex: flex, lay: l}
 }
 
-func elemBytes(t tir.Type) int {
-	if t.Ptr {
-		return 8
-	}
-	return t.Elem.Bytes()
-}
-
 func (a *assigner) defaultFor(t tir.Type) Layout {
 	if t.IsScalar() {
 		return scalarL
 	}
-	return defaultBlocked(t.Shape, elemBytes(t), a.nw)
+	return defaultBlocked(t.Shape, a.nw)
 }
 
 // layoutOrDefault is v's primary layout, or the default one for a flexible

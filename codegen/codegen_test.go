@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/passes"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
 )
@@ -21,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden LLVM IR files in tes
 
 // loadKernel parses and verifies testdata/name.tir and returns the module
 // and its first kernel's name.
-func loadKernel(t *testing.T, name string) (*tir.Module, string) {
+func loadKernel(t testing.TB, name string) (*tir.Module, string) {
 	t.Helper()
 	m, ks := loadKernels(t, name)
 	return m, ks[0]
@@ -29,9 +30,12 @@ func loadKernel(t *testing.T, name string) (*tir.Module, string) {
 
 // loadKernels parses and verifies testdata/name.tir and returns the module
 // and its kernels' names.
-func loadKernels(t *testing.T, name string) (*tir.Module, []string) {
+func loadKernels(t testing.TB, name string) (*tir.Module, []string) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".tir")
+	if strings.Contains(name, "/") {
+		path = name
+	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +72,7 @@ var kernels = []struct {
 	{"dot_f16", true},
 	{"dot_f32", false},
 	{"convert", false},
+	{"misc", false},
 	{"flash_fwd_d64", true},
 	{"flash_fwd_d128_causal", true},
 	{"frontend_flash_none", true},
@@ -79,13 +84,27 @@ var kernels = []struct {
 
 var archs = []string{"sm_80", "sm_90", "sm_90a"}
 
-func findLLC(t *testing.T) *llc.Tool {
+// findLLCs returns the llc that llc.Find picks plus every other usable
+// /usr/lib/llvm-NN/bin/llc of another major version (e.g. 19 and 22), so
+// both ends of the supported range are checked where installed.
+func findLLCs(t *testing.T) []*llc.Tool {
 	t.Helper()
 	tool, err := llc.Find()
 	if err != nil {
 		t.Skipf("no llc: %v", err)
 	}
-	return tool
+	tools := []*llc.Tool{tool}
+	seen := map[int]bool{tool.Major: true}
+	for v := llc.MinMajor; v <= 30; v++ {
+		if seen[v] {
+			continue
+		}
+		if x, err := llc.Probe(fmt.Sprintf("/usr/lib/llvm-%d/bin/llc", v)); err == nil {
+			tools = append(tools, x)
+			seen[v] = true
+		}
+	}
+	return tools
 }
 
 // TestPTX lowers every testdata kernel for every arch, runs llc and checks
@@ -93,7 +112,12 @@ func findLLC(t *testing.T) *llc.Tool {
 // 16-bit dots. ptxas is not run here (no CUDA on dev machines); see
 // docs/codegen.md for the command the GPU check uses.
 func TestPTX(t *testing.T) {
-	tool := findLLC(t)
+	for _, tool := range findLLCs(t) {
+		t.Run(fmt.Sprintf("llvm%d", tool.Major), func(t *testing.T) { testPTX(t, tool) })
+	}
+}
+
+func testPTX(t *testing.T, tool *llc.Tool) {
 	for _, k := range kernels {
 		m, names := loadKernels(t, k.name)
 		for _, name := range names {
@@ -122,6 +146,30 @@ func TestPTX(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestConversions guards the layout assignment: the attention kernels
+// convert only Q, K and V through shared memory (P stays in registers,
+// softmax runs in the accumulator layout, O and LSE are stored from it),
+// and the demand analysis never misses a conversion.
+func TestConversions(t *testing.T) {
+	before := lateConversions.Load()
+	for _, k := range kernels {
+		m, names := loadKernels(t, k.name)
+		for _, n := range names {
+			res, err := Lower(m, n, Options{Arch: "sm_90a"})
+			if err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+			t.Logf("%-24s %-16s conversions=%d shared=%d", k.name, n, res.Conversions, res.SharedBytes)
+			if k.mma && strings.Contains(k.name, "flash") && res.Conversions != 3 {
+				t.Errorf("%s/%s: %d shared-memory conversions, want 3 (Q, K, V)", k.name, n, res.Conversions)
+			}
+		}
+	}
+	if n := lateConversions.Load() - before; n != 0 {
+		t.Errorf("%d conversions were not announced by the demand pass", n)
 	}
 }
 
@@ -249,6 +297,7 @@ func cloneArgs(args []any) []any {
 }
 
 type simCase struct {
+	inline     bool   // run the passes up to inline first
 	kernel     string // testdata file
 	fn         string // kernel in it; "" for the first
 	grid       [3]int
@@ -308,6 +357,19 @@ func simCases() []simCase {
 		flash("flash_fwd_d64", 64, 100, 75, 1),
 		flash("flash_fwd_d128_causal", 128, 128, 128, 1),
 		flash("flash_fwd_d128_causal", 128, 70, 70, 1),
+		{kernel: "misc", grid: [3]int{1, 1, 1}, rtol: 1e-5, atol: 1e-5, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.I32, 128, 0)(rng), buf("h", tir.F16, 128, 3)(rng), buf("b", tir.I1, 128, 0)(rng),
+				buf("w", tir.I64, 16, 0)(rng), zeros("oi", tir.I32, 128), zeros("oh", tir.F16, 128), zeros("ob", tir.I1, 128),
+				zeros("ow", tir.I64, 16), zeros("os", tir.F32, 1), 6}
+		}},
+		{kernel: "../tir/testdata/sample.tir", fn: "sample", inline: true, grid: [3]int{3, 1, 1}, rtol: 1e-5, atol: 1e-5,
+			args: func(rng *rand.Rand) []any {
+				return []any{buf("x", tir.F32, 96, 2)(rng), zeros("out", tir.F32, 12), 11}
+			}},
+		{kernel: "../tir/testdata/sample.tir", fn: "sample", inline: true, grid: [3]int{3, 1, 1}, rtol: 1e-5, atol: 1e-5,
+			args: func(rng *rand.Rand) []any {
+				return []any{buf("x", tir.F32, 96, 2)(rng), zeros("out", tir.F32, 12), 0}
+			}},
 		withWarps(flash("flash_fwd_d64", 64, 128, 96, 1), 8),
 		withWarps(flash("flash_fwd_d64", 64, 64, 64, 1), 2),
 		frontend("frontend_flash_none", "", tir.BF16, 64, 2, 2, 1, 128, 192, false),
@@ -356,11 +418,16 @@ func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc boo
 // compares every output buffer with the CPU interpreter.
 func TestSimulate(t *testing.T) {
 	for i, c := range simCases() {
-		t.Run(fmt.Sprintf("%s%s/%d", c.kernel, c.fn, i), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s%s/%d", filepath.Base(c.kernel), c.fn, i), func(t *testing.T) {
 			if testing.Short() && strings.HasPrefix(c.kernel, "flash") {
 				t.Skip("short")
 			}
 			m, name := loadKernel(t, c.kernel)
+			if c.inline {
+				if err := passes.RunUntil(m, passes.Options{VerifyEach: true}, "inline"); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if c.fn != "" {
 				name = c.fn
 			}

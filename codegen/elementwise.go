@@ -114,6 +114,9 @@ func (l *lowerer) unary(k tir.Kind, e tir.Elem, x value.Value) value.Value {
 			}
 			return b.NewSub(constant.NewInt(it, 0), x)
 		case tir.OpNot:
+			if e == tir.I1 {
+				return b.NewXor(x, constant.NewBool(true))
+			}
 			return b.NewXor(x, constant.NewInt(it, -1))
 		case tir.OpAbs:
 			if e == tir.I1 {

@@ -1,9 +1,6 @@
 package codegen
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // Layout is a distributed (register) layout template, in the manner of
 // Triton's TTGIR encodings: it says how a tensor's elements are spread over
@@ -91,7 +88,7 @@ func (b Blocked) permute(perm []int) Blocked {
 // along the last dim, lanes filling the last dim first, warps filling dim 0
 // first. It does not depend on the element type, so that loads of
 // different types feeding one elementwise op agree without conversions.
-func defaultBlocked(shape []int, elemBytes, numWarps int) Blocked {
+func defaultBlocked(shape []int, numWarps int) Blocked {
 	r := len(shape)
 	b := Blocked{make([]int, r), make([]int, r), make([]int, r), make([]int, r)}
 	n := 1
@@ -271,9 +268,9 @@ func (scalarLayout) linear(shape []int, numWarps int) *linear {
 // Shared describes a tensor's placement in shared memory (Triton's
 // SharedEncoding): elements in Order (fastest dim first), with rows XOR
 // swizzled in units of Vec elements: the Vec-group index within a row is
-// XORed with (row/PerPhase) % MaxPhase. MaxPhase 1 is the plain row-major
-// placement the current lowering uses for every exchange; swizzled
-// placements (for ldmatrix without bank conflicts) plug in here.
+// XORed with (row/PerPhase) % Max. Max 1 is an unswizzled placement, which
+// is what every exchange uses today (row-major, or rows padded by 16 bytes
+// for ldmatrix); swizzled placements plug in here (docs/codegen.md).
 type Shared struct {
 	Order              []int
 	Vec, PerPhase, Max int
@@ -281,25 +278,6 @@ type Shared struct {
 
 func (s Shared) String() string {
 	return fmt.Sprintf("shared{order=%v, vec=%d, perPhase=%d, maxPhase=%d}", s.Order, s.Vec, s.PerPhase, s.Max)
-}
-
-// strides gives the element strides of an unswizzled Shared placement.
-func (s Shared) strides(shape []int) []int {
-	st := make([]int, len(shape))
-	n := 1
-	for _, d := range s.Order {
-		st[d] = n
-		n *= shape[d]
-	}
-	return st
-}
-
-func rowMajor(rank int) Shared {
-	o := make([]int, rank)
-	for i := range o {
-		o[i] = rank - 1 - i
-	}
-	return Shared{Order: o, Vec: 1, PerPhase: 1, Max: 1}
 }
 
 func insertDim(s []int, d, v int) []int {
@@ -315,8 +293,9 @@ func removeDim(s []int, d int) []int {
 	return append(out, s[d+1:]...)
 }
 
-// isMMAFamily reports layouts derived from an mma accumulator; values in
-// them win over blocked ones when elementwise ops meet (priority).
+// priority ranks layouts for elementwise ops whose anchored operands
+// disagree: mma-derived layouts win over blocked ones, so the softmax of
+// the attention kernel stays in the accumulator layout.
 func priority(l Layout) int {
 	switch l := l.(type) {
 	case MMA:
@@ -338,12 +317,4 @@ func mmaWarps(M, N, numWarps int) [2]int {
 		wm *= 2
 	}
 	return [2]int{wm, numWarps / wm}
-}
-
-func layoutsString(ls []Layout) string {
-	s := make([]string, len(ls))
-	for i, l := range ls {
-		s[i] = l.String()
-	}
-	return strings.Join(s, ", ")
 }

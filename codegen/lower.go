@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -59,6 +60,9 @@ type Result struct {
 	// (a cost indicator; register re-indexing is not counted).
 	Conversions int
 }
+
+// lateConversions counts conversions the demand analysis missed.
+var lateConversions atomic.Int64
 
 type lowerError struct{ msg string }
 
@@ -293,7 +297,8 @@ func (l *lowerer) get(v *tir.Value, lay Layout) []value.Value {
 	if in != nil && !in.flex {
 		if src, ok := l.env[v][in.lay.String()]; ok {
 			// Not announced by the demand pass: convert here (correct, but
-			// not hoisted to the definition).
+			// not hoisted to the definition). Tests check this never runs.
+			lateConversions.Add(1)
 			return l.convert(src, in.lay, lay, v.Type)
 		}
 	}
@@ -383,7 +388,7 @@ func (l *lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 		start := op.IntAttr("start")
 		out := make([]value.Value, n)
 		for r := range out {
-			out[r] = l.b.NewAdd(base, ci32(int64(lout.regOffset(r)[0])+start))
+			out[r] = l.addOff(base, int64(lout.regOffset(r)[0])+start)
 		}
 		return out
 	case k == tir.OpProgramID:

@@ -157,7 +157,7 @@ func CachedPTX(ctx context.Context, c *cache.Cache, req Request, arch string, to
 			return nil, err
 		}
 		built = a
-		return json.Marshal(a)
+		return a.Encode()
 	})
 	t.Cache = status
 	if err != nil && payload == nil {
@@ -166,11 +166,23 @@ func CachedPTX(ctx context.Context, c *cache.Cache, req Request, arch string, to
 	if built != nil {
 		return built, nil
 	}
-	var a Artifact
-	if err := json.Unmarshal(payload, &a); err != nil {
+	a, err := DecodeArtifact(payload)
+	if err != nil {
 		return nil, fmt.Errorf("cache entry %s: %w", key.Short(), err)
 	}
 	t.add("cache hit", start)
+	return a, nil
+}
+
+// Encode serializes an artifact for the cache.
+func (a *Artifact) Encode() ([]byte, error) { return json.Marshal(a) }
+
+// DecodeArtifact reads what Encode wrote.
+func DecodeArtifact(b []byte) (*Artifact, error) {
+	var a Artifact
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, err
+	}
 	return &a, nil
 }
 

@@ -80,6 +80,9 @@ func compileCmd() *cobra.Command {
 					return err
 				}
 				text = a.PTX
+				if t.Cache == cache.Corrupt {
+					fmt.Fprintln(os.Stderr, "fac: cache entry was corrupt (checksum or length); rebuilt it")
+				}
 				if verbose {
 					fmt.Fprintf(os.Stderr, "compile: %s (llc %s, %s, cache %s)\n", t.String(), tool.Version, arch, t.Cache)
 					fmt.Fprintf(os.Stderr, "compile: %d threads, %d bytes of dynamic shared memory\n", a.Threads, a.SharedBytes)

@@ -206,6 +206,11 @@ func WriteFile(path string, b []byte) error {
 		return err
 	}
 	tmp := f.Name()
+	if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600; outputs are ordinary files
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		os.Remove(tmp)

@@ -86,6 +86,10 @@ const (
 	fEventElapsedTime
 	fEventDestroy
 	fTensorMapEncodeTiled
+	fLinkCreate
+	fLinkAddData
+	fLinkComplete
+	fLinkDestroy
 	numFn
 )
 
@@ -113,6 +117,10 @@ var syms = [numFn]symbol{
 	fCtxGetCurrent:           {name: "cuCtxGetCurrent"},
 	fCtxSynchronize:          {name: "cuCtxSynchronize"},
 	fModuleLoadDataEx:        {name: "cuModuleLoadDataEx"},
+	fLinkCreate:              {name: "cuLinkCreate_v2"},
+	fLinkAddData:             {name: "cuLinkAddData_v2"},
+	fLinkComplete:            {name: "cuLinkComplete"},
+	fLinkDestroy:             {name: "cuLinkDestroy"},
 	fModuleGetFunction:       {name: "cuModuleGetFunction"},
 	fModuleGetGlobal:         {name: "cuModuleGetGlobal_v2"},
 	fModuleUnload:            {name: "cuModuleUnload"},

@@ -214,3 +214,47 @@ func putArg(dst []uint64, a any) int {
 	}
 	return 1
 }
+
+// jitInputPTX is CU_JIT_INPUT_PTX.
+const jitInputPTX = 1
+
+// CompilePTX has the driver's JIT compile PTX for the current device and
+// returns the cubin, so a kernel cache can keep machine code: loading a
+// cubin takes about a millisecond where loading PTX runs ptxas, which can
+// take a second for a large kernel. The JIT error log is in the error.
+func CompilePTX(ptx []byte) ([]byte, error) {
+	if len(ptx) == 0 {
+		return nil, errors.New("cuda: CompilePTX: empty PTX")
+	}
+	img := make([]byte, len(ptx)+1)
+	copy(img, ptx)
+	errLog := make([]byte, jitLogSize)
+	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize}
+	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog))}
+	var state uintptr
+	if err := ctxCall(fLinkCreate, uintptr(len(opts)), uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])), uintptr(unsafe.Pointer(&state))); err != nil {
+		return nil, err
+	}
+	defer ctxCall(fLinkDestroy, state)
+	name := []byte("fac.ptx\x00")
+	err := ctxCall(fLinkAddData, state, jitInputPTX, uintptr(unsafe.Pointer(&img[0])), uintptr(len(img)),
+		uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
+	if err == nil {
+		var cubin unsafe.Pointer
+		var size uintptr
+		err = ctxCall(fLinkComplete, state, uintptr(unsafe.Pointer(&cubin)), uintptr(unsafe.Pointer(&size)))
+		if err == nil {
+			// The cubin belongs to the link state: copy it out before destroy.
+			out := make([]byte, size)
+			copy(out, unsafe.Slice((*byte)(cubin), size))
+			runtime.KeepAlive(errLog)
+			return out, nil
+		}
+	}
+	runtime.KeepAlive(errLog)
+	var ce *Error
+	if errors.As(err, &ce) {
+		ce.Log = strings.TrimSpace(goString(errLog))
+	}
+	return nil, err
+}

@@ -11,25 +11,23 @@ entry:
 	br label %body1
 
 body1:
-	%6 = add i32 %4, 0
-	%7 = add i32 %5, 0
-	%8 = mul i32 %6, 8
-	%9 = add i32 %8, %7
-	%10 = getelementptr float, float addrspace(1)* %x, i32 %9
-	%11 = load float, float addrspace(1)* %10
-	%12 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %11, i32 1, i32 31)
+	%6 = mul i32 %4, 8
+	%7 = add i32 %6, %5
+	%8 = getelementptr float, float addrspace(1)* %x, i32 %7
+	%9 = load float, float addrspace(1)* %8
+	%10 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %9, i32 1, i32 31)
+	%11 = call float @llvm.maximum.f32(float %9, float %10)
+	%12 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %11, i32 2, i32 31)
 	%13 = call float @llvm.maximum.f32(float %11, float %12)
-	%14 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %13, i32 2, i32 31)
+	%14 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %13, i32 4, i32 31)
 	%15 = call float @llvm.maximum.f32(float %13, float %14)
-	%16 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %15, i32 4, i32 31)
-	%17 = call float @llvm.maximum.f32(float %15, float %16)
-	%18 = getelementptr float, float addrspace(1)* %out, i32 %6
-	%19 = and i32 %1, 7
-	%20 = icmp eq i32 %19, 0
-	br i1 %20, label %store2, label %store.end3
+	%16 = getelementptr float, float addrspace(1)* %out, i32 %4
+	%17 = and i32 %1, 7
+	%18 = icmp eq i32 %17, 0
+	br i1 %18, label %store2, label %store.end3
 
 store2:
-	store float %17, float addrspace(1)* %18
+	store float %15, float addrspace(1)* %16
 	br label %store.end3
 
 store.end3:

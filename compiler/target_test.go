@@ -1,0 +1,112 @@
+package compiler
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/runtime/cache"
+)
+
+// TestStdlibPTX compiles flash_fwd with every stdlib mask and score to PTX
+// with llc and checks the PTX: an entry, tensor-core mma, no calls to
+// undefined functions (a misspelled intrinsic).
+func TestStdlibPTX(t *testing.T) {
+	tool, err := llc.Find()
+	if err != nil {
+		t.Skipf("no llc: %v", err)
+	}
+	type cfg struct{ mask, score, dtype, dim string }
+	var cfgs []cfg
+	for _, m := range []string{"none", "causal", "causal_bottom_right", "sliding_window(128, 0)", "prefix_lm(64)", "document", "chunked(32)"} {
+		cfgs = append(cfgs, cfg{m, "identity", "bf16", "64"})
+	}
+	for _, s := range []string{"softcap(30.0)", "alibi"} {
+		cfgs = append(cfgs, cfg{"causal", s, "f16", "128"})
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for _, c := range cfgs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(c cfg) {
+			defer func() { <-sem; wg.Done() }()
+			req := Request{Kernel: "flash_fwd", Mask: c.mask, Score: c.score, Consts: map[string]string{"DTYPE": c.dtype, "HEAD_DIM": c.dim}}
+			a, err := BuildPTX(context.Background(), req, "sm_90a", tool, nil)
+			if err != nil {
+				t.Errorf("%v: %v", c, err)
+				return
+			}
+			for _, want := range []string{".entry " + a.Kernel, "mma.sync.aligned.m16n8k16.row.col.f32"} {
+				if !strings.Contains(a.PTX, want) {
+					t.Errorf("%v: PTX lacks %q", c, want)
+				}
+			}
+			if err := llc.CheckPTX([]byte(a.PTX)); err != nil {
+				t.Errorf("%v: %v", c, err)
+			}
+			if a.Threads <= 0 || len(a.Params) == 0 {
+				t.Errorf("%v: bad launch metadata: %d threads, %d params", c, a.Threads, len(a.Params))
+			}
+		}(c)
+	}
+	wg.Wait()
+}
+
+// TestCacheCorruptRebuild damages a cache entry by hand: the next compile
+// reports it and rebuilds; two compiles at once of the same kernel both
+// succeed with the same PTX.
+func TestCacheCorruptRebuild(t *testing.T) {
+	tool, err := llc.Find()
+	if err != nil {
+		t.Skipf("no llc: %v", err)
+	}
+	c, err := cache.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "64"}}
+	ctx := context.Background()
+	var tm Timings
+	var wg sync.WaitGroup
+	arts := make([]*Artifact, 2)
+	for i := range arts {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			a, err := CachedPTX(ctx, c, req, "sm_90a", tool, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			arts[i] = a
+		}(i)
+	}
+	wg.Wait()
+	if t.Failed() || arts[0].PTX != arts[1].PTX {
+		t.Fatal("concurrent compiles disagree")
+	}
+	entries, _ := filepath.Glob(filepath.Join(c.Dir(), "*.facc"))
+	if len(entries) != 1 {
+		t.Fatalf("want one cache entry, have %v", entries)
+	}
+	b, _ := os.ReadFile(entries[0])
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(entries[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := CachedPTX(ctx, c, req, "sm_90a", tool, &tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm.Cache != cache.Corrupt || a.PTX != arts[0].PTX {
+		t.Fatalf("after corruption: status %v, same PTX %v", tm.Cache, a.PTX == arts[0].PTX)
+	}
+	tm = Timings{}
+	if _, err := CachedPTX(ctx, c, req, "sm_90a", tool, &tm); err != nil || tm.Cache != cache.Hit {
+		t.Fatalf("after rebuild: %v %v", tm.Cache, err)
+	}
+}
