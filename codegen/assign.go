@@ -40,6 +40,9 @@ type assigner struct {
 	opWants map[*tir.Op]map[string][]Layout
 	// storeLays records the layout each store writes from.
 	storeLays map[*tir.Op]Layout
+	// blockOf is the block defining each value (op results, region args).
+	blockOf map[*tir.Value]*tir.Block
+	axes    map[*tir.Value]axisInfo
 }
 
 type vinfo struct {
@@ -73,7 +76,8 @@ var scalarL Layout = scalarLayout{}
 
 func newAssigner(numWarps int) *assigner {
 	return &assigner{nw: numWarps, info: map[*tir.Value]*vinfo{}, forLays: map[*tir.Op][]Layout{},
-		opWants: map[*tir.Op]map[string][]Layout{}, storeLays: map[*tir.Op]Layout{}}
+		opWants: map[*tir.Op]map[string][]Layout{}, storeLays: map[*tir.Op]Layout{}, blockOf: map[*tir.Value]*tir.Block{},
+		axes: map[*tir.Value]axisInfo{}}
 }
 
 func (a *assigner) get(v *tir.Value) *vinfo {
@@ -162,7 +166,13 @@ func transPerm(rank int) []int {
 // ---- forward ----
 
 func (a *assigner) fwdBlock(b *tir.Block) {
+	for _, v := range b.Args {
+		a.blockOf[v] = b
+	}
 	for _, op := range b.Ops {
+		for _, r := range op.Results {
+			a.blockOf[r] = b
+		}
 		a.fwdOp(op)
 	}
 }
@@ -422,8 +432,13 @@ func (a *assigner) computeWants(op *tir.Op, l Layout) []Layout {
 		}
 	case k == tir.OpDot:
 		if m, ok := a.mmaDot(op); ok {
-			w[0] = DotOperand{OpIdx: 0, Parent: m}
-			w[1] = DotOperand{OpIdx: 1, Parent: m}
+			for i := 0; i < 2; i++ {
+				if a.fuseOperand(op, m, i) {
+					w[i] = a.get(op.Args[i]).lay
+				} else {
+					w[i] = DotOperand{OpIdx: i, Parent: m}
+				}
+			}
 			w[2] = l
 		} else {
 			w[0] = a.layoutOrDefault(op.Args[0])
@@ -438,6 +453,28 @@ func (a *assigner) computeWants(op *tir.Op, l Layout) []Layout {
 		}
 	}
 	return w
+}
+
+// fuseOperand reports whether operand i (0: A, 1: B) of an mma dot is
+// staged through shared memory by the dot itself, with ldmatrix issued just
+// before the mmas that use each fragment (few operand registers live, as
+// in FlashAttention-2), instead of converted whole at its definition: a
+// 16-bit anchored value defined in the dot's own block (so not a
+// loop-invariant like Q, which stays in registers) whose layout cannot be
+// re-indexed into the operand layout.
+func (a *assigner) fuseOperand(op *tir.Op, m MMA, i int) bool {
+	x := op.Args[i]
+	in := a.get(x)
+	if in.flex || a.blockOf[x] != a.blockOf[op.Result()] {
+		return false
+	}
+	to := DotOperand{OpIdx: i, Parent: m}
+	lin, lout := in.lay.linear(x.Type.Shape, a.nw), to.linear(x.Type.Shape, a.nw)
+	if remappable(lin, lout, identity) {
+		return false
+	}
+	_, ok := planFrag(lin, to, lout, x.Type)
+	return ok
 }
 
 // demand records that v is wanted in layout l.

@@ -80,6 +80,7 @@ var kernels = []struct {
 	{"frontend_flash_document", true},
 	{"frontend_flash_window", true},
 	{"frontend_flash_f32", false},
+	{"frontend_flash_128x128", true},
 }
 
 var archs = []string{"sm_80", "sm_90", "sm_90a"}
@@ -304,6 +305,7 @@ type simCase struct {
 	args       func(rng *rand.Rand) []any
 	rtol, atol float64
 	numWarps   int
+	misalign   bool // buffers off vector alignment (scalar fallbacks)
 }
 
 func simCases() []simCase {
@@ -323,6 +325,9 @@ func simCases() []simCase {
 	}
 	return []simCase{
 		{kernel: "elementwise", grid: [3]int{2, 1, 1}, rtol: 1e-5, atol: 1e-6, args: func(rng *rand.Rand) []any {
+			return []any{buf("x", tir.F32, 2000, 2)(rng), buf("y", tir.BF16, 2000, 2)(rng), zeros("out", tir.F32, 2048), 1998}
+		}},
+		{kernel: "elementwise", grid: [3]int{2, 1, 1}, rtol: 1e-5, atol: 1e-6, misalign: true, args: func(rng *rand.Rand) []any {
 			return []any{buf("x", tir.F32, 2000, 2)(rng), buf("y", tir.BF16, 2000, 2)(rng), zeros("out", tir.F32, 2048), 2000}
 		}},
 		{kernel: "reduce", grid: [3]int{1, 1, 1}, rtol: 1e-5, atol: 1e-4, args: func(rng *rand.Rand) []any {
@@ -371,6 +376,7 @@ func simCases() []simCase {
 				return []any{buf("x", tir.F32, 96, 2)(rng), zeros("out", tir.F32, 12), 0}
 			}},
 		withWarps(flash("flash_fwd_d64", 64, 128, 96, 1), 8),
+		misaligned(flash("flash_fwd_d64", 64, 100, 75, 1)),
 		withWarps(flash("flash_fwd_d64", 64, 64, 64, 1), 2),
 		frontend("frontend_flash_none", "", tir.BF16, 64, 2, 2, 1, 128, 192, false),
 		frontend("frontend_flash_none", "flash_fwd.full", tir.BF16, 64, 1, 2, 2, 100, 130, false),
@@ -378,7 +384,13 @@ func simCases() []simCase {
 		frontend("frontend_flash_document", "", tir.F16, 64, 1, 1, 1, 150, 150, true),
 		frontend("frontend_flash_window", "", tir.BF16, 64, 1, 1, 1, 200, 200, false),
 		frontend("frontend_flash_f32", "", tir.F32, 64, 1, 1, 1, 64, 100, false),
+		withWarps(frontend("frontend_flash_128x128", "", tir.BF16, 128, 1, 1, 1, 200, 200, false), 8),
 	}
+}
+
+func misaligned(c simCase) simCase {
+	c.misalign = true
+	return c
 }
 
 func withWarps(c simCase, nw int) simCase {
@@ -390,7 +402,11 @@ func withWarps(c simCase, nw int) simCase {
 // emits it: q, o [B, H, sq, D], k, v [B, H/kvGroup, sk, D], lse [B, H, sq].
 func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
 	Hk := H / kvGroup
-	return simCase{kernel: file, fn: fn, grid: [3]int{(sq + 63) / 64, B * H, 1}, rtol: 1e-2, atol: 2e-3,
+	bm := 64
+	if strings.Contains(file, "128x128") {
+		bm = 128
+	}
+	return simCase{kernel: file, fn: fn, grid: [3]int{(sq + bm - 1) / bm, B * H, 1}, rtol: 1e-2, atol: 2e-3,
 		args: func(rng *rand.Rand) []any {
 			args := []any{
 				randBuf(rng, "q", e, B*H*sq*D, 1), randBuf(rng, "k", e, B*Hk*sk*D, 1),
@@ -441,7 +457,7 @@ func TestSimulate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := simulate(res.LL, res, c.grid, simArgs); err != nil {
+			if err := simulate(res.LL, res, c.grid, simArgs, c.misalign); err != nil {
 				t.Fatalf("simulate: %v", err)
 			}
 			for j, a := range args {

@@ -25,11 +25,9 @@ func (l *lowerer) mmaDot(op *tir.Op, m MMA, ws []Layout) []value.Value {
 	M, K, N := at.Shape[0], at.Shape[1], bt.Shape[1]
 	wm, wn := m.WarpsPerCTA[0], m.WarpsPerCTA[1]
 	nM, nN, nK := max(1, M/(16*wm)), max(1, N/(8*wn)), K/16
-	a := l.get(op.Args[0], ws[0])
-	b := l.get(op.Args[1], ws[1])
 	c := l.get(op.Args[2], ws[2])
-	if len(a) != 8*nK*nM || len(b) != 4*nK*nN || len(c) != 4*nM*nN {
-		fail("internal error: mma register counts a=%d b=%d c=%d for %dx%dx%d %s", len(a), len(b), len(c), M, N, K, m)
+	if len(c) != 4*nM*nN {
+		fail("internal error: mma accumulator has %d registers for %dx%d %s", len(c), M, N, m)
 	}
 	f16 := at.Elem == tir.F16
 	half2 := types.NewVector(2, types.Half)
@@ -40,14 +38,99 @@ func (l *lowerer) mmaDot(op *tir.Op, m MMA, ws []Layout) []value.Value {
 		}
 		return w
 	}
-	ap := make([]value.Value, len(a)/2)
-	for i := range ap {
-		ap[i] = pack(a[2*i], a[2*i+1])
+	packAll := func(regs []value.Value) []value.Value {
+		out := make([]value.Value, len(regs)/2)
+		for i := range out {
+			out[i] = pack(regs[2*i], regs[2*i+1])
+		}
+		return out
 	}
-	bp := make([]value.Value, len(b)/2)
-	for i := range bp {
-		bp[i] = pack(b[2*i], b[2*i+1])
+
+	// Operands: in registers already (converted at their definition), or
+	// staged here (fuseOperand) and read fragment by fragment.
+	var loaders [2]*fragLoader
+	var srcs [2][]value.Value
+	var lins [2]*linear
+	var plans [2]*fragPlan
+	off := 0
+	for i := 0; i < 2; i++ {
+		x := op.Args[i]
+		if _, ok := ws[i].(DotOperand); ok {
+			continue
+		}
+		to := DotOperand{OpIdx: i, Parent: m}
+		lins[i] = l.lin(ws[i], x.Type.Shape)
+		p, ok := planFrag(lins[i], to, l.lin(to, x.Type.Shape), x.Type)
+		if !ok {
+			fail("internal error: fused mma operand %d has no ldmatrix plan", i)
+		}
+		plans[i] = p
+		srcs[i] = l.get(x, ws[i])
+		loaders[i] = l.newFragLoader(p, off)
+		off = (off + p.bytes + 127) &^ 127
+		l.conversions++
 	}
+	if off > 0 {
+		l.useShared(off)
+		l.barrier()
+		for i := 0; i < 2; i++ {
+			if loaders[i] != nil {
+				l.sharedStore(srcs[i], lins[i], plans[i].st, op.Args[i].Type, loaders[i].byteOff)
+			}
+		}
+		l.barrier()
+	}
+	var ap, bp []value.Value // packed registers, nil when fused
+	if loaders[0] == nil {
+		a := l.get(op.Args[0], ws[0])
+		if len(a) != 8*nK*nM {
+			fail("internal error: mma A operand has %d registers", len(a))
+		}
+		ap = packAll(a)
+	}
+	if loaders[1] == nil {
+		b := l.get(op.Args[1], ws[1])
+		if len(b) != 4*nK*nN {
+			fail("internal error: mma B operand has %d registers", len(b))
+		}
+		bp = packAll(b)
+	}
+	aFrag := map[[2]int][]value.Value{}
+	aTile := func(kk, i int) []value.Value { // a0..a3 of tile (i, kk)
+		first := 4 * (i*nK + kk)
+		if ap != nil {
+			return ap[first : first+4]
+		}
+		key := [2]int{kk, i}
+		if f, ok := aFrag[key]; ok {
+			return f
+		}
+		f := packAll(loaders[0].load(first, []int{0, 1, 2, 3}))
+		aFrag[key] = f
+		return f
+	}
+	bFrag := map[[2]int][]value.Value{}
+	bTile := func(kk, j int) []value.Value { // b0, b1 of tile (kk, j)
+		first := 2 * (j*nK + kk)
+		if bp != nil {
+			return bp[first : first+2]
+		}
+		key := [2]int{kk, j}
+		if f, ok := bFrag[key]; ok {
+			return f
+		}
+		if j%2 == 0 && j+1 < nN {
+			// One x4 for tiles j and j+1 (packed registers first+{0,1}
+			// and first+2nK+{0,1}).
+			f := packAll(loaders[1].load(first, []int{0, 1, 2 * nK, 2*nK + 1}))
+			bFrag[key], bFrag[[2]int{kk, j + 1}] = f[:2], f[2:]
+			return f[:2]
+		}
+		f := packAll(loaders[1].load(first, []int{0, 1}))
+		bFrag[key] = f
+		return f
+	}
+
 	acc := append([]value.Value(nil), c...)
 	name := "llvm.nvvm.mma.m16n8k16.row.col.bf16"
 	if f16 {
@@ -57,11 +140,9 @@ func (l *lowerer) mmaDot(op *tir.Op, m MMA, ws []Layout) []value.Value {
 	for kk := 0; kk < nK; kk++ {
 		for i := 0; i < nM; i++ {
 			for j := 0; j < nN; j++ {
-				ab := 4 * (i*nK + kk) // packed A index: (8 regs per tile)/2
-				bb := 2 * (j*nK + kk)
+				a, b := aTile(kk, i), bTile(kk, j)
 				cb := 4 * (i*nN + j)
-				args := []value.Value{ap[ab], ap[ab+1], ap[ab+2], ap[ab+3], bp[bb], bp[bb+1],
-					acc[cb], acc[cb+1], acc[cb+2], acc[cb+3]}
+				args := []value.Value{a[0], a[1], a[2], a[3], b[0], b[1], acc[cb], acc[cb+1], acc[cb+2], acc[cb+3]}
 				r := l.call(name, ret, args...)
 				for q := 0; q < 4; q++ {
 					acc[cb+q] = l.b.NewExtractValue(r, uint64(q))

@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -15,20 +16,165 @@ import (
 // ---- global memory ----
 
 func (l *lowerer) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
-	e := op.Result().Type.Elem
+	t := op.Result().Type
+	e := t.Elem
 	ptrs := l.get(op.Args[0], ws[0])
 	var mask, other []value.Value
 	if len(op.Args) == 3 {
 		mask, other = l.get(op.Args[1], ws[1]), l.get(op.Args[2], ws[2])
 	}
-	out := make([]value.Value, len(ptrs))
-	for r, p := range ptrs {
-		if mask == nil {
-			v := l.b.NewLoad(memType(e), p)
-			out[r] = l.fromMem(v, e)
-		} else {
-			out[r] = l.maskedLoad(p, mask[r], other[r], e)
+	scalar := func() []value.Value {
+		out := make([]value.Value, len(ptrs))
+		for r, p := range ptrs {
+			if mask == nil {
+				out[r] = l.fromMem(l.b.NewLoad(memType(e), p), e)
+			} else {
+				out[r] = l.maskedLoad(p, mask[r], other[r], e)
+			}
 		}
+		return out
+	}
+	v, check := l.memVec(op, lay, t)
+	if v == 1 {
+		return scalar()
+	}
+	var uniform []value.Value
+	if check {
+		uniform = mask
+	}
+	return l.alignedOr(ptrs, uniform, v, e, func() []value.Value {
+		out := make([]value.Value, 0, len(ptrs))
+		for g := 0; g < len(ptrs); g += v {
+			if mask == nil {
+				vt := types.NewVector(uint64(v), memType(e))
+				p := l.b.NewBitCast(ptrs[g], ptrTo(vt, 1))
+				ld := l.b.NewLoad(vt, p)
+				ld.Align = ir.Align(v * e.Bytes())
+				for i := 0; i < v; i++ {
+					out = append(out, l.b.NewExtractElement(ld, ci32(int64(i))))
+				}
+			} else {
+				out = append(out, l.maskedLoadVec(ptrs[g], mask[g], other[g:g+v], e)...)
+			}
+		}
+		return out
+	}, scalar)
+}
+
+// memVec is how many consecutive registers of a load or store (op, in
+// layout lay, tensor type t) can move as one vector access, provided the
+// first address of each group is aligned: the registers must step by one
+// along the last dim (layout) and the pointers be contiguous there
+// (axisInfo), at most 16 bytes. maskCheck reports that the mask is not
+// provably constant over a group, so the caller must check that at run
+// time too (a tail mask such as offs < n).
+func (l *lowerer) memVec(op *tir.Op, lay Layout, t tir.Type) (v int, maskCheck bool) {
+	if t.IsScalar() || t.Elem == tir.I1 {
+		return 1, false
+	}
+	x := l.lin(lay, t.Shape)
+	last := t.Rank() - 1
+	v = 1
+	for i, b := range x.reg {
+		if v*2*t.Elem.Bytes() > 16 || !onlyDim(b, last) || b[last] != 1<<i {
+			break
+		}
+		v *= 2
+	}
+	if v == 1 {
+		return 1, false
+	}
+	v = min(v, l.a.axis(op.Args[0]).contig[last])
+	mi := -1
+	switch {
+	case op.Kind == tir.OpLoad && len(op.Args) == 3:
+		mi = 1
+	case op.Kind == tir.OpStore && len(op.Args) == 3:
+		mi = 2
+	}
+	return v, mi >= 0 && l.a.axis(op.Args[mi]).constancy[last] < v
+}
+
+// alignedOr branches once on whether the first pointer of every group of
+// v is aligned to v elements (and, with uniform, every group's mask
+// values are equal): then fast runs, else slow; both return the same
+// registers, merged by phis (a result of nil: nothing to merge).
+func (l *lowerer) alignedOr(ptrs, uniform []value.Value, v int, e tir.Elem, fast, slow func() []value.Value) []value.Value {
+	var bad value.Value
+	for g := 0; g < len(ptrs); g += v {
+		lo := l.b.NewAnd(l.b.NewPtrToInt(ptrs[g], types.I64), ci64(int64(v*e.Bytes()-1)))
+		if bad == nil {
+			bad = lo
+		} else {
+			bad = l.b.NewOr(bad, lo)
+		}
+	}
+	var ok value.Value = l.b.NewICmp(enum.IPredEQ, bad, ci64(0))
+	if uniform != nil {
+		var diff value.Value
+		for g := 0; g < len(uniform); g += v {
+			for i := 1; i < v; i++ {
+				d := l.b.NewXor(uniform[g], uniform[g+i])
+				if diff == nil {
+					diff = d
+				} else {
+					diff = l.b.NewOr(diff, d)
+				}
+			}
+		}
+		ok = l.b.NewAnd(ok, l.b.NewXor(diff, constant.NewBool(true)))
+	}
+	fb, sb, merge := l.newBlock("vec"), l.newBlock("novec"), l.newBlock("vec.end")
+	l.b.NewCondBr(ok, fb, sb)
+	l.b = fb
+	fr := fast()
+	fe := l.b
+	fe.NewBr(merge)
+	l.b = sb
+	sr := slow()
+	se := l.b
+	se.NewBr(merge)
+	l.b = merge
+	if fr == nil {
+		return nil
+	}
+	out := make([]value.Value, len(fr))
+	for i := range fr {
+		out[i] = merge.NewPhi(ir.NewIncoming(fr[i], fe), ir.NewIncoming(sr[i], se))
+	}
+	return out
+}
+
+func ptrTo(t types.Type, space int) *types.PointerType {
+	p := types.NewPointer(t)
+	p.AddrSpace = types.AddrSpace(space)
+	return p
+}
+
+// maskedLoadVec is a predicated vector ld.global of len(others) elements
+// sharing one mask.
+func (l *lowerer) maskedLoadVec(p, m value.Value, others []value.Value, e tir.Elem) []value.Value {
+	sfx, c, rt := ptxBits(e)
+	v := len(others)
+	var b strings.Builder
+	fmt.Fprintf(&b, "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $%d, 0;\n\t", v+1)
+	outs := make([]string, v)
+	for i := range outs {
+		outs[i] = fmt.Sprintf("$%d", i)
+		fmt.Fprintf(&b, "mov.%s $%d, $%d;\n\t", sfx, i, v+2+i)
+	}
+	fmt.Fprintf(&b, "@p ld.global.v%d.%s {%s}, [$%d];\n\t}", v, sfx, strings.Join(outs, ", "), v)
+	cons := strings.Repeat("="+c+",", v) + "l,r" + strings.Repeat(","+c, v)
+	fields := make([]types.Type, v)
+	args := []value.Value{p, l.b.NewZExt(m, types.I32)}
+	for i := range fields {
+		fields[i] = rt
+		args = append(args, l.toBits(others[i], e))
+	}
+	r := l.asm(types.NewStruct(fields...), b.String(), cons, false, args...)
+	out := make([]value.Value, v)
+	for i := range out {
+		out[i] = l.fromBits(l.b.NewExtractValue(r, uint64(i)), e)
 	}
 	return out
 }
@@ -124,18 +270,53 @@ func (l *lowerer) lowerStore(op *tir.Op) {
 		l.b.NewCondBr(cond, then, cont)
 		l.b = then
 	}
-	for r, p := range ptrs {
-		if mask == nil {
-			v := vals[r]
-			if e == tir.I1 {
-				v = l.b.NewZExt(v, types.I8)
+	scalar := func() []value.Value {
+		for r, p := range ptrs {
+			if mask == nil {
+				v := vals[r]
+				if e == tir.I1 {
+					v = l.b.NewZExt(v, types.I8)
+				}
+				l.b.NewStore(v, p)
+				continue
 			}
-			l.b.NewStore(v, p)
-			continue
+			sfx, c, _ := ptxBits(e)
+			text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p st.global.%s [$0], $1;\n\t}", sfx)
+			l.asm(types.Void, text, fmt.Sprintf("l,%s,r,~{memory}", c), true, p, l.toBits(vals[r], e), l.b.NewZExt(mask[r], types.I32))
 		}
-		sfx, c, _ := ptxBits(e)
-		text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p st.global.%s [$0], $1;\n\t}", sfx)
-		l.asm(types.Void, text, fmt.Sprintf("l,%s,r,~{memory}", c), true, p, l.toBits(vals[r], e), l.b.NewZExt(mask[r], types.I32))
+		return nil
+	}
+	if v, check := l.memVec(op, lay, pt); v == 1 {
+		scalar()
+	} else {
+		var uniform []value.Value
+		if check {
+			uniform = mask
+		}
+		l.alignedOr(ptrs, uniform, v, e, func() []value.Value {
+			for g := 0; g < len(ptrs); g += v {
+				if mask == nil {
+					vt := types.NewVector(uint64(v), memType(e))
+					var vec value.Value = constant.NewUndef(vt)
+					for i := 0; i < v; i++ {
+						vec = l.b.NewInsertElement(vec, vals[g+i], ci32(int64(i)))
+					}
+					st := l.b.NewStore(vec, l.b.NewBitCast(ptrs[g], ptrTo(vt, 1)))
+					st.Align = ir.Align(v * e.Bytes())
+					continue
+				}
+				sfx, c, _ := ptxBits(e)
+				ins := make([]string, v)
+				args := []value.Value{ptrs[g], l.b.NewZExt(mask[g], types.I32)}
+				for i := range ins {
+					ins[i] = fmt.Sprintf("$%d", i+2)
+					args = append(args, l.toBits(vals[g+i], e))
+				}
+				text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p st.global.v%d.%s [$0], {%s};\n\t}", v, sfx, strings.Join(ins, ", "))
+				l.asm(types.Void, text, "l,r"+strings.Repeat(","+c, v)+",~{memory}", true, args...)
+			}
+			return nil
+		}, scalar)
 	}
 	if cont != nil {
 		l.b.NewBr(cont)
@@ -185,6 +366,12 @@ func remap(src []value.Value, lin, lout *linear, f func([]int) []int) ([]value.V
 }
 
 func identity(c []int) []int { return c }
+
+// remappable reports whether remap would succeed.
+func remappable(lin, lout *linear, f func([]int) []int) bool {
+	_, ok := remap(make([]value.Value, lin.numRegs()), lin, lout, f)
+	return ok
+}
 
 // convert changes a value's layout: by register re-indexing when the two
 // layouts put the same elements in the same threads, else through shared
@@ -305,7 +492,7 @@ func (l *lowerer) exchange(src []value.Value, lin *linear, inSt []int, lout *lin
 		n += (s - 1) * inSt[d]
 	}
 	l.useShared(n * typeBytes(l.sharedRepr(t)))
-	l.sharedWrite(src, lin, inSt, t)
+	l.sharedWrite(src, lin, inSt, t, 0)
 	return l.sharedRead(lout, outSt, t)
 }
 
@@ -335,18 +522,24 @@ func vecWidth(x *linear, st []int, maxVec int) int {
 }
 
 // sharedWrite stores x's registers at element address sum(coord*st) of
-// the scratch area, between two barriers (before: earlier readers are
-// done; after: the data is visible).
-func (l *lowerer) sharedWrite(src []value.Value, x *linear, st []int, t tir.Type) {
+// the scratch area (from byte byteOff), between two barriers (before:
+// earlier readers are done; after: the data is visible).
+func (l *lowerer) sharedWrite(src []value.Value, x *linear, st []int, t tir.Type, byteOff int) {
+	l.barrier()
+	l.sharedStore(src, x, st, t, byteOff)
+	l.barrier()
+}
+
+// sharedStore is sharedWrite without the barriers.
+func (l *lowerer) sharedStore(src []value.Value, x *linear, st []int, t tir.Type, byteOff int) {
 	mt := l.sharedRepr(t)
 	sz := typeBytes(mt)
 	v := vecWidth(x, st, max(1, 16/sz))
-	l.barrier()
 	base := l.flatBase(x, st)
 	for r := 0; r < len(src); r += v {
 		idx := l.addOff(base, dotInts(x.regOffset(r), st))
 		if v == 1 {
-			l.b.NewStore(l.toShared(src[r], t), l.sharedAt(mt, 0, idx))
+			l.b.NewStore(l.toShared(src[r], t), l.sharedAt(mt, byteOff, idx))
 			continue
 		}
 		vt := types.NewVector(uint64(v), mt)
@@ -354,10 +547,9 @@ func (l *lowerer) sharedWrite(src []value.Value, x *linear, st []int, t tir.Type
 		for i := 0; i < v; i++ {
 			vec = l.b.NewInsertElement(vec, l.toShared(src[r+i], t), ci32(int64(i)))
 		}
-		p := l.b.NewBitCast(l.sharedAt(mt, 0, idx), sharedPtr(vt))
+		p := l.b.NewBitCast(l.sharedAt(mt, byteOff, idx), sharedPtr(vt))
 		l.b.NewStore(vec, p).Align = ir.Align(v * sz)
 	}
-	l.barrier()
 }
 
 // sharedRead loads x's registers from element address sum(coord*st).

@@ -147,7 +147,10 @@ type simThread struct {
 // simulate runs the kernel in ll on a grid; args follow res.Params: *cpu.Buffer
 // for pointers (read before, written back after), int/int32 for i32,
 // float32/float64 for f32.
-func simulate(ll string, res *Result, grid [3]int, args []any) error {
+//
+// misalign places every buffer one element past a 256-byte boundary, so
+// vectorized accesses must take their scalar fallback.
+func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) error {
 	mod, err := asm.ParseString("kernel.ll", ll)
 	if err != nil {
 		return fmt.Errorf("parse LLVM IR: %v", err)
@@ -174,7 +177,13 @@ func simulate(ll string, res *Result, grid [3]int, args []any) error {
 		case ParamU64:
 			b := a.(*cpu.Buffer)
 			sz := memBytes(b.Elem)
-			addr := m.alloc(len(b.Vals) * sz)
+			var addr uint64
+			if misalign {
+				addr = m.alloc((len(b.Vals)+1)*sz) + uint64(sz)
+				m.allocs[len(m.allocs)-1] = simAlloc{addr, uint64(len(b.Vals) * sz)}
+			} else {
+				addr = m.alloc(len(b.Vals) * sz)
+			}
 			for j, v := range b.Vals {
 				putElem(m.global[addr+uint64(j*sz):], b.Elem, v)
 			}
@@ -615,6 +624,9 @@ func b2u(b bool) uint64 {
 
 func (t *simThread) mem(ptr value.Value, addr uint64, n int) []byte {
 	pt := ptr.Type().(*types.PointerType)
+	if addr%uint64(n) != 0 && n > 1 && n&(n-1) == 0 {
+		t.cta.m.fail("misaligned %d-byte access at 0x%x", n, addr)
+	}
 	switch pt.AddrSpace {
 	case 1:
 		t.cta.m.checkGlobal(addr, n)
@@ -654,15 +666,39 @@ func (t *simThread) call(in *ir.InstCall) {
 		s := ia.Asm
 		switch {
 		case strings.Contains(s, "ld.global"):
-			w := widthOf(s, "ld.global.")
-			if args[1] != 0 {
+			n, w := vecOf(s, "ld.global.")
+			switch {
+			case n > 1:
+				out := make([]uint64, n)
+				if args[1] != 0 {
+					b := t.mem(in.Args[0], args[0], n*w)
+					for i := range out {
+						var buf [8]byte
+						copy(buf[:], b[i*w:(i+1)*w])
+						out[i] = binary.LittleEndian.Uint64(buf[:])
+					}
+				} else {
+					copy(out, args[2:])
+				}
+				t.aggs[in] = out
+			case args[1] != 0:
 				set(t.load(in.Args[0], w))
-			} else {
+			default:
 				set(args[2])
 			}
 		case strings.Contains(s, "st.global"):
-			w := widthOf(s, "st.global.")
-			if args[2] != 0 {
+			n, w := vecOf(s, "st.global.")
+			switch {
+			case n > 1:
+				if args[1] != 0 {
+					b := t.mem(in.Args[0], args[0], n*w)
+					for i := 0; i < n; i++ {
+						var buf [8]byte
+						binary.LittleEndian.PutUint64(buf[:], args[2+i])
+						copy(b[i*w:(i+1)*w], buf[:w])
+					}
+				}
+			case args[2] != 0:
 				t.store(in.Args[0], w, args[1])
 			}
 		case strings.HasPrefix(s, "cvt.rn.bf16.f32"):
@@ -737,6 +773,19 @@ func ftz(f float32) float32 {
 		return 0
 	}
 	return f
+}
+
+// vecOf parses the vector count and element bytes after prefix, e.g.
+// "v4.b16" -> 4, 2 and "b32" -> 1, 4.
+func vecOf(s, prefix string) (int, int) {
+	i := strings.Index(s, prefix)
+	rest := s[i+len(prefix):]
+	n := 1
+	if strings.HasPrefix(rest, "v") {
+		n = int(rest[1] - '0')
+		rest = rest[3:]
+	}
+	return n, widthOf(rest, "")
 }
 
 func widthOf(s, prefix string) int {
