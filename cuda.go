@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
@@ -300,6 +301,20 @@ func (f *Forward) prepareCUDA(d *CUDA, in Inputs, sh Shape) (_ *cudaLaunch, err 
 		}
 		ptrs[name] = p
 	}
+	bm, err := f.blockMaskCUDA(d, in, sh)
+	if err != nil {
+		return nil, err
+	}
+	for name, xs := range bmTensors(bm) {
+		p, err := alloc(len(xs) * 4)
+		if err != nil {
+			return nil, err
+		}
+		if err := cuda.HtoD(p, xs); err != nil {
+			return nil, err
+		}
+		ptrs[name] = p
+	}
 	if l.o, err = alloc(l.nO * f.dtype.Bytes()); err != nil {
 		return nil, err
 	}
@@ -315,6 +330,9 @@ func (f *Forward) prepareCUDA(d *CUDA, in Inputs, sh Shape) (_ *cudaLaunch, err 
 		return nil, err
 	}
 	scalars := f.scalars(in, sh)
+	for k, v := range bmScalars(bm) {
+		scalars[k] = v
+	}
 	// Aux tensors go to the device under their kernel parameter names.
 	for _, p := range k.art.Params {
 		if _, ok := scalars[p.Name]; ok || ptrs[p.Name] != 0 || isLen(p.Name) {
@@ -396,6 +414,24 @@ func (f *Forward) bundleIdent() (kernel, mask, score string, consts map[string]s
 		score = f.res.Score.String()
 	}
 	return f.kernel, mask, score, f.req.Consts
+}
+
+// BundleKernels compiles f and its block classifier (used for masks the
+// analytic builder cannot bound) for arch and returns them as bundle entries.
+func (f *Forward) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]bundle.Kernel, error) {
+	k, err := f.BundleKernel(ctx, c, arch, tool, nil)
+	if err != nil {
+		return nil, err
+	}
+	cls, err := f.classifier()
+	if err != nil {
+		return nil, err
+	}
+	kc, err := cls.BundleKernel(ctx, c, arch, tool, nil)
+	if err != nil {
+		return nil, err
+	}
+	return []bundle.Kernel{k, kc}, nil
 }
 
 // BundleKernel compiles f for arch (through the cache c, which may be nil)
@@ -508,6 +544,44 @@ type DeviceTensors struct {
 	QStride, KStride, VStride, OStride [3]int
 	Aux                                map[string]DeviceAux
 	Scale                              float32 // 0 means 1/sqrt(Dim)
+	// BlockMask is the block mask on the device (see UploadBlockMask); nil
+	// builds one on the host and uploads it for this call only.
+	BlockMask *DeviceBlockMask
+}
+
+// DeviceBlockMask is a block mask's kernel tensors on the device.
+type DeviceBlockMask struct {
+	Mask *blockmask.BlockMask
+	ptrs map[string]cuda.DevicePtr
+}
+
+// UploadBlockMask copies a block mask to the GPU once, for many launches.
+func (d *CUDA) UploadBlockMask(bm *blockmask.BlockMask) (*DeviceBlockMask, error) {
+	if err := bm.Validate(); err != nil {
+		return nil, err
+	}
+	dm := &DeviceBlockMask{Mask: bm, ptrs: map[string]cuda.DevicePtr{}}
+	for name, xs := range bmTensors(bm) {
+		p, err := cuda.MemAlloc(max(len(xs), 1) * 4)
+		if err != nil {
+			dm.Free()
+			return nil, err
+		}
+		dm.ptrs[name] = p
+		if err := cuda.HtoD(p, xs); err != nil {
+			dm.Free()
+			return nil, err
+		}
+	}
+	return dm, nil
+}
+
+// Free releases the device copy.
+func (dm *DeviceBlockMask) Free() {
+	for _, p := range dm.ptrs {
+		cuda.MemFree(p)
+	}
+	dm.ptrs = nil
 }
 
 // DeviceAux is an aux tensor on the device.
@@ -558,6 +632,26 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 	}
 	ptrs := map[string]cuda.DevicePtr{"q": cuda.DevicePtr(t.Q), "k": cuda.DevicePtr(t.K), "v": cuda.DevicePtr(t.V),
 		"o": cuda.DevicePtr(t.O), "lse": cuda.DevicePtr(t.LSE)}
+	dm := t.BlockMask
+	if dm == nil {
+		bm, _, err := f.BuildBlockMask(sh, hostAux(t.Aux))
+		if err != nil {
+			return err
+		}
+		if dm, err = d.UploadBlockMask(bm); err != nil {
+			return err
+		}
+		// The launch is asynchronous: free after the stream is done with it.
+		defer func() { s.Synchronize(); dm.Free() }()
+	} else if _, err := f.blockMask(Inputs{BlockMask: dm.Mask}, sh); err != nil {
+		return err
+	}
+	for name, p := range dm.ptrs {
+		ptrs[name] = p
+	}
+	for k, v := range bmScalars(dm.Mask) {
+		scalars[k] = v
+	}
 	for _, p := range k.art.Params {
 		if _, ok := scalars[p.Name]; ok || ptrs[p.Name] != 0 || isLen(p.Name) {
 			continue
@@ -582,4 +676,133 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 	}
 	grid := [3]uint32{uint32((sh.SeqQ + f.blockM - 1) / f.blockM), uint32(sh.Batch * sh.Heads), 1}
 	return k.fn.Launch(grid, [3]uint32{uint32(k.art.Threads), 1, 1}, uint32(k.art.SharedBytes), s, args...)
+}
+
+// blockMaskCUDA is blockMask for a GPU call: given, else analytic where the
+// mask can be bounded, else evaluated on the GPU.
+func (f *Forward) blockMaskCUDA(d *CUDA, in Inputs, sh Shape) (*blockmask.BlockMask, error) {
+	if in.BlockMask != nil {
+		return f.blockMask(in, sh)
+	}
+	bm, err := blockmask.Analytic(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK},
+		blockmask.Options{BlockQ: f.sparseQ, BlockK: f.sparseK})
+	if err == nil {
+		return bm, nil
+	}
+	return f.BuildBlockMaskCUDA(d, sh, in.Aux)
+}
+
+// hostAux copies device aux tensors back for building a block mask on the
+// host (the slow path of LaunchCUDA without a block mask).
+func hostAux(aux map[string]DeviceAux) map[string]any {
+	out := map[string]any{}
+	for name, a := range aux {
+		xs := make([]int32, a.Len)
+		if err := cuda.DtoH(xs, cuda.DevicePtr(a.Ptr)); err == nil {
+			out[name] = xs
+		}
+	}
+	return out
+}
+
+// BuildBlockMaskCUDA classifies the mask's blocks on the GPU with the
+// stdlib's block_classify kernel (the mask inlined, one program per q
+// block), then makes the lists on the host. It is the builder for masks the
+// analytic classifier cannot bound, such as document masks; shared reports
+// whether the mask ignores b and h (one mask for all).
+func (f *Forward) BuildBlockMaskCUDA(d *CUDA, sh Shape, aux map[string]any) (*blockmask.BlockMask, error) {
+	usesB, usesH, err := blockmask.UsesBH(f.res.Program, f.res.Mask, sh.SeqQ, sh.SeqK)
+	if err != nil {
+		return nil, err
+	}
+	b, h := 1, 1
+	if usesB {
+		b = sh.Batch
+	}
+	if usesH {
+		h = sh.Heads
+	}
+	cls, err := f.classifier()
+	if err != nil {
+		return nil, err
+	}
+	k, err := d.kernel(cls, nil)
+	if err != nil {
+		return nil, err
+	}
+	nq, nk := (sh.SeqQ+f.sparseQ-1)/f.sparseQ, (sh.SeqK+f.sparseK-1)/f.sparseK
+	out, err := cuda.MemAlloc(b * h * nq * nk * 4)
+	if err != nil {
+		return nil, err
+	}
+	defer cuda.MemFree(out)
+	ptrs := map[string]cuda.DevicePtr{"classes": out}
+	scalars := map[string]any{"heads": h, "num_q": nq, "num_k": nk, "seqlen_q": sh.SeqQ, "seqlen_k": sh.SeqK}
+	var bufs []cuda.DevicePtr
+	defer func() {
+		for _, p := range bufs {
+			cuda.MemFree(p)
+		}
+	}()
+	for _, p := range k.art.Params {
+		if _, ok := scalars[p.Name]; ok || ptrs[p.Name] != 0 || isLen(p.Name) {
+			continue
+		}
+		buf, n, err := auxArg(p.Name, aux)
+		if err != nil {
+			return nil, err
+		}
+		dp, err := cuda.MemAlloc(max(n, 1) * 4)
+		if err != nil {
+			return nil, err
+		}
+		bufs = append(bufs, dp)
+		if buf.Elem == tir.I32 {
+			err = cuda.HtoD(dp, buf.I32())
+		} else {
+			err = cuda.HtoD(dp, buf.F32())
+		}
+		if err != nil {
+			return nil, err
+		}
+		ptrs[p.Name] = dp
+		scalars[p.Name+".len"] = n
+	}
+	args, err := launchArgs(k.art, ptrs, scalars)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.fn.Launch([3]uint32{uint32(nq), uint32(b * h), 1}, [3]uint32{uint32(k.art.Threads), 1, 1}, uint32(k.art.SharedBytes), cuda.Stream{}, args...); err != nil {
+		return nil, err
+	}
+	classes := make([]int32, b*h*nq*nk)
+	if err := cuda.DtoH(classes, out); err != nil {
+		return nil, err
+	}
+	g, err := blockmask.NewGrid(b, h, sh.SeqQ, sh.SeqK, f.sparseQ, f.sparseK)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range classes {
+		if c < int32(blockmask.Empty) || c > int32(blockmask.Full) {
+			return nil, fmt.Errorf("internal error: block classifier wrote class %d at %d", c, i)
+		}
+		g.Classes[i] = blockmask.Class(c)
+	}
+	return blockmask.FromClasses(g)
+}
+
+// classifier is the block_classify kernel for f's mask and block sizes.
+func (f *Forward) classifier() (*Forward, error) {
+	f.clsOnce.Do(func() {
+		req := compiler.Request{Sources: f.req.Sources, Kernel: "block_classify", Mask: f.req.Mask,
+			Consts: map[string]string{"BLOCK_Q": strconv.Itoa(f.sparseQ), "BLOCK_K": strconv.Itoa(f.sparseK)}}
+		res, err := compiler.Compile(req)
+		if err != nil {
+			f.clsErr = err
+			return
+		}
+		f.cls = &Forward{req: req, res: res, kernel: "block_classify"}
+	})
+	return f.cls, f.clsErr
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/passes"
@@ -62,12 +63,18 @@ type Options struct {
 
 // Forward is a compiled forward kernel for one head dimension.
 type Forward struct {
-	req    compiler.Request
-	res    *compiler.Result
-	kernel string
-	dim    int
-	blockM int
-	dtype  tir.Elem
+	req     compiler.Request
+	res     *compiler.Result
+	kernel  string
+	dim     int
+	blockM  int
+	sparseQ int // mask block sizes (SPARSE_Q × SPARSE_K)
+	sparseK int
+	dtype   tir.Elem
+
+	clsOnce sync.Once // the block-classification kernel, made on first use
+	cls     *Forward
+	clsErr  error
 }
 
 // CompileForward compiles flash_fwd for head dimension dim.
@@ -100,6 +107,13 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 	}
 	bm, _ := k.Attr("BLOCK_M").(int64)
 	f.blockM = int(bm)
+	sq, _ := k.Attr("SPARSE_Q").(int64)
+	sk, _ := k.Attr("SPARSE_K").(int64)
+	bn, _ := k.Attr("BLOCK_N").(int64)
+	f.sparseQ, f.sparseK = int(sq), int(sk)
+	if f.sparseQ%f.blockM != 0 || f.sparseK%int(bn) != 0 {
+		return nil, fmt.Errorf("mask blocks %d×%d must be multiples of the kernel tile %d×%d", f.sparseQ, f.sparseK, f.blockM, bn)
+	}
 	f.dtype = k.Params[0].Type.Elem
 	return f, nil
 }
@@ -114,10 +128,14 @@ func (f *Forward) Score() *lang.ModInst { return f.res.Score }
 // Inputs are the tensors of one call, contiguous row-major. Aux holds the
 // mods' aux tensors by name (e.g. "doc" → []int32, "slopes" → []float32);
 // "mask.doc" also works. Scale 0 means 1/sqrt(Dim).
+//
+// BlockMask, when set, is the block mask to use (e.g. loaded from
+// FlexAttention's tensors); else one is built from the mask for each call.
 type Inputs struct {
-	Q, K, V []float32
-	Aux     map[string]any
-	Scale   float32
+	Q, K, V   []float32
+	Aux       map[string]any
+	Scale     float32
+	BlockMask *blockmask.BlockMask
 }
 
 func (in Inputs) scale(sh Shape) float32 {
@@ -166,8 +184,19 @@ func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
 			bufs[n].Vals[i] = math.NaN()
 		}
 	}
+	bm, err := f.blockMask(in, sh)
+	if err != nil {
+		return nil, nil, err
+	}
+	for name, xs := range bmTensors(bm) {
+		bufs[name] = cpu.FromI32(name, xs)
+	}
+	scalars := f.scalars(in, sh)
+	for k, v := range bmScalars(bm) {
+		scalars[k] = v
+	}
 	k := f.res.Module.Func(f.kernel)
-	args, err := bindArgs(k, bufs, f.scalars(in, sh), in.Aux)
+	args, err := bindArgs(k, bufs, scalars, in.Aux)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,6 +205,55 @@ func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
 		return nil, nil, err
 	}
 	return bufs["o"].F32(), bufs["lse"].F32(), nil
+}
+
+// BuildBlockMask classifies the mask's blocks for a shape on the host:
+// analytically where the mask can be bounded (causal, windows, prefix,
+// chunks: microseconds), else by evaluating it on the CPU device.
+func (f *Forward) BuildBlockMask(sh Shape, aux map[string]any) (*blockmask.BlockMask, blockmask.Method, error) {
+	return blockmask.Build(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK},
+		blockmask.Options{BlockQ: f.sparseQ, BlockK: f.sparseK}, aux)
+}
+
+// blockMask is the call's block mask: the given one, checked against the
+// shape and the kernel's block sizes, or one built for it.
+func (f *Forward) blockMask(in Inputs, sh Shape) (*blockmask.BlockMask, error) {
+	bm := in.BlockMask
+	if bm == nil {
+		var err error
+		if bm, _, err = f.BuildBlockMask(sh, in.Aux); err != nil {
+			return nil, err
+		}
+		return bm, nil
+	}
+	switch {
+	case bm.SeqQ != sh.SeqQ || bm.SeqK != sh.SeqK:
+		return nil, fmt.Errorf("block mask is for seqlens %d×%d, the call has %d×%d", bm.SeqQ, bm.SeqK, sh.SeqQ, sh.SeqK)
+	case bm.BlockQ != f.sparseQ || bm.BlockK != f.sparseK:
+		return nil, fmt.Errorf("block mask has %d×%d blocks, the kernel was compiled for %d×%d (set SPARSE_Q/SPARSE_K)", bm.BlockQ, bm.BlockK, f.sparseQ, f.sparseK)
+	case bm.B != 1 && bm.B != sh.Batch, bm.H != 1 && bm.H != sh.Heads:
+		return nil, fmt.Errorf("block mask has batch %d and heads %d; the call has %d and %d (a mask shared over b or h has 1)", bm.B, bm.H, sh.Batch, sh.Heads)
+	}
+	return bm, bm.Validate()
+}
+
+// bmTensors are the block-mask kernel arguments the forward kernel reads.
+func bmTensors(bm *blockmask.BlockMask) map[string][]int32 {
+	return map[string][]int32{"kv_num_blocks": bm.KVNumBlocks, "kv_indices": bm.KVIndices,
+		"full_kv_num_blocks": bm.FullKVNumBlocks, "full_kv_indices": bm.FullKVIndices}
+}
+
+// bmScalars are the strides of the block mask's count tensors (0 over a
+// dimension the mask is shared across) and the index row length.
+func bmScalars(bm *blockmask.BlockMask) map[string]any {
+	sb, sh := bm.H*bm.NumQ, bm.NumQ
+	if bm.B == 1 {
+		sb = 0
+	}
+	if bm.H == 1 {
+		sh = 0
+	}
+	return map[string]any{"bm_stride_b": sb, "bm_stride_h": sh, "num_kv_blocks": bm.NumK}
 }
 
 // scalars are the kernel's scalar arguments for a contiguous layout.
@@ -365,9 +443,8 @@ func (f *Forward) FullVariant() (*Forward, error) {
 	if f.res.Module.Func(name) == nil {
 		return nil, fmt.Errorf("kernel %s has no %s variant (no mask, or specialize-mask disabled)", f.kernel, name)
 	}
-	g := *f
-	g.kernel = name
-	return &g, nil
+	return &Forward{req: f.req, res: f.res, kernel: name, dim: f.dim, blockM: f.blockM,
+		sparseQ: f.sparseQ, sparseK: f.sparseK, dtype: f.dtype}, nil
 }
 
 // CountPairs counts the (q, kv) pairs the mask keeps for batch 0, head 0,

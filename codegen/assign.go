@@ -43,6 +43,8 @@ type assigner struct {
 	// blockOf is the block defining each value (op results, region args).
 	blockOf map[*tir.Value]*tir.Block
 	axes    map[*tir.Value]axisInfo
+	// async marks loads staged straight to shared memory for a dot.
+	async map[*tir.Op]*asyncTile
 }
 
 type vinfo struct {
@@ -77,7 +79,7 @@ var scalarL Layout = scalarLayout{}
 func newAssigner(numWarps int) *assigner {
 	return &assigner{nw: numWarps, info: map[*tir.Value]*vinfo{}, forLays: map[*tir.Op][]Layout{},
 		opWants: map[*tir.Op]map[string][]Layout{}, storeLays: map[*tir.Op]Layout{}, blockOf: map[*tir.Value]*tir.Block{},
-		axes: map[*tir.Value]axisInfo{}}
+		axes: map[*tir.Value]axisInfo{}, async: map[*tir.Op]*asyncTile{}}
 }
 
 func (a *assigner) get(v *tir.Value) *vinfo {
@@ -229,6 +231,8 @@ func (a *assigner) fwdOp(op *tir.Op) {
 			a.set(op.Result(), false, a.defaultFor(op.Result().Type))
 		}
 		a.info[op.Result()].weak = in.weak
+	case k == tir.OpLoad && a.async[op] != nil:
+		a.set(op.Result(), false, chunkLayout(op.Result().Type.Shape, a.nw))
 	case k == tir.OpLoad:
 		p := a.get(op.Args[0])
 		if !p.flex && !op.Args[0].Type.IsScalar() {
@@ -313,6 +317,7 @@ func (a *assigner) fwdIf(op *tir.Op) {
 	}
 	for i, res := range op.Results {
 		var l Layout
+		weak := true
 		for _, r := range op.Regions {
 			y := terminator(r)
 			if y == nil || i >= len(y.Args) {
@@ -322,6 +327,7 @@ func (a *assigner) fwdIf(op *tir.Op) {
 			if in.flex || res.Type.IsScalar() {
 				continue
 			}
+			weak = weak && in.weak
 			if l == nil || priority(in.lay) > priority(l) {
 				l = in.lay
 			}
@@ -331,6 +337,10 @@ func (a *assigner) fwdIf(op *tir.Op) {
 		}
 		lays[i] = l
 		a.set(res, false, l)
+		// Yields that are flexible or weak can be produced in any layout:
+		// the result may move to its consumers' layout (e.g. a mask built
+		// under `if is_partial`, consumed in the accumulator layout).
+		a.info[res].weak = weak && !res.Type.IsScalar()
 	}
 	a.forLays[op] = lays
 }
@@ -511,8 +521,14 @@ func (a *assigner) bwdOp(op *tir.Op) {
 	case tir.OpFor:
 		a.bwdBlock(op.Regions[0], a.forLays[op])
 	case tir.OpIf:
+		lays := a.forLays[op]
+		for i, res := range op.Results {
+			if in := a.get(res); in.weak && len(in.wants) == 1 && priority(in.wants[0]) == 3 {
+				in.lay, lays[i] = in.wants[0], in.wants[0]
+			}
+		}
 		for _, r := range op.Regions {
-			a.bwdBlock(r, a.forLays[op])
+			a.bwdBlock(r, lays)
 		}
 	}
 	var lays []Layout
@@ -546,6 +562,7 @@ func (a *assigner) assign(f *tir.Func) {
 		}
 		a.set(p, false, scalarL)
 	}
+	a.findAsync(f.Body)
 	a.fwdBlock(f.Body)
 	a.bwdBlock(f.Body, nil)
 }

@@ -52,10 +52,16 @@ func (l *lowerer) mmaDot(op *tir.Op, m MMA, ws []Layout) []value.Value {
 	var srcs [2][]value.Value
 	var lins [2]*linear
 	var plans [2]*fragPlan
+	var tiles []*asyncTile
 	off := 0
 	for i := 0; i < 2; i++ {
 		x := op.Args[i]
 		if _, ok := ws[i].(DotOperand); ok {
+			continue
+		}
+		if at := l.smemTiles[x]; at != nil {
+			loaders[i] = l.newFragLoader(at.plan, at.byteOff)
+			tiles = append(tiles, at)
 			continue
 		}
 		to := DotOperand{OpIdx: i, Parent: m}
@@ -66,7 +72,7 @@ func (l *lowerer) mmaDot(op *tir.Op, m MMA, ws []Layout) []value.Value {
 		}
 		plans[i] = p
 		srcs[i] = l.get(x, ws[i])
-		loaders[i] = l.newFragLoader(p, off)
+		loaders[i] = l.newFragLoader(p, l.scratch()+off)
 		off = (off + p.bytes + 127) &^ 127
 		l.conversions++
 	}
@@ -74,10 +80,15 @@ func (l *lowerer) mmaDot(op *tir.Op, m MMA, ws []Layout) []value.Value {
 		l.useShared(off)
 		l.barrier()
 		for i := 0; i < 2; i++ {
-			if loaders[i] != nil {
-				l.sharedStore(srcs[i], lins[i], plans[i].st, op.Args[i].Type, loaders[i].byteOff)
+			if plans[i] != nil {
+				l.sharedStore(srcs[i], lins[i], plans[i].st, op.Args[i].Type, loaders[i].byteOff-l.scratch())
 			}
 		}
+	}
+	for _, at := range tiles {
+		l.waitFor(at)
+	}
+	if off > 0 || len(tiles) > 0 {
 		l.barrier()
 	}
 	var ap, bp []value.Value // packed registers, nil when fused
@@ -150,6 +161,7 @@ func (l *lowerer) mmaDot(op *tir.Op, m MMA, ws []Layout) []value.Value {
 			}
 		}
 	}
+	l.inFlight -= len(tiles)
 	return acc
 }
 

@@ -72,8 +72,8 @@ func planFrag(lin *linear, to DotOperand, lout *linear, t tir.Type) (*fragPlan, 
 	return p, true
 }
 
-// fragLoader issues ldmatrix for one planned tile at byteOff of shared
-// memory.
+// fragLoader issues ldmatrix for one planned tile at byte byteOff from
+// the start of shared memory.
 type fragLoader struct {
 	l       *lowerer
 	p       *fragPlan
@@ -119,7 +119,7 @@ func (f *fragLoader) load(first int, deltas []int) []value.Value {
 	l, p := f.l, f.p
 	n := len(deltas)
 	a := l.addOff(f.laneAddr(deltas), dotInts(p.lout.regOffset(2*first), p.st))
-	ptr := l.b.NewBitCast(l.sharedAt(types.I16, f.byteOff, a), sharedPtr(types.I8))
+	ptr := l.b.NewBitCast(l.sharedAbs(types.I16, f.byteOff, a), sharedPtr(types.I8))
 	name := fmt.Sprintf("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x%d", n)
 	if p.trans {
 		name += ".trans"
@@ -147,7 +147,7 @@ func (l *lowerer) ldmatrixConvert(src []value.Value, lin *linear, to DotOperand,
 	l.useShared(p.bytes)
 	l.conversions++
 	l.sharedWrite(src, lin, p.st, t, 0)
-	f := l.newFragLoader(p, 0)
+	f := l.newFragLoader(p, l.scratch())
 	nP := lout.numRegs() / 2
 	out := make([]value.Value, 0, lout.numRegs())
 	for g := 0; g*4 < nP; g++ {

@@ -119,6 +119,19 @@ func Lower(m *tir.Module, kernel string, opts Options) (res *Result, err error) 
 	}
 	l := newLowerer(f, nw)
 	l.a.assign(f)
+	l.f.Body.Walk(func(op *tir.Op) bool {
+		if at := l.a.async[op]; at != nil {
+			m, _ := l.a.mmaDot(at.dot)
+			if l.a.fuseOperand(at.dot, m, at.operand) {
+				l.asyncOrder = append(l.asyncOrder, op)
+			} else {
+				delete(l.a.async, op)
+			}
+		}
+		return true
+	})
+	l.scratchBase = l.planAsync()
+	l.smemBytes = l.scratchBase
 	l.lowerKernel()
 	res = &Result{
 		LL:          l.text(),
@@ -189,6 +202,18 @@ type lowerer struct {
 	conversions     int
 	nblocks         int
 	params          []Param
+
+	// Staged (cp.async) tiles: they sit at the start of shared memory, the
+	// scratch area of conversions and reductions starts at scratchBase.
+	asyncOrder     []*tir.Op
+	smemTiles      map[*tir.Value]*asyncTile
+	scratchBase    int
+	asyncCommits   int
+	regionsLowered int
+	inFlight       int // staged tiles loaded and not yet consumed
+	// smemDirty: shared memory may have been accessed since the last
+	// barrier on some path to here (a staged load must then sync first).
+	smemDirty bool
 }
 
 func newLowerer(f *tir.Func, nw int) *lowerer {
@@ -201,6 +226,8 @@ func newLowerer(f *tir.Func, nw int) *lowerer {
 		flats:   map[string]value.Value{},
 		smemPtr: map[string]value.Value{},
 		decls:   map[string]*ir.Func{},
+
+		smemTiles: map[*tir.Value]*asyncTile{},
 	}
 }
 
@@ -343,6 +370,17 @@ func (l *lowerer) lowerOp(op *tir.Op) {
 	case tir.OpStore:
 		l.lowerStore(op)
 		return
+	case tir.OpLoad:
+		if at := l.a.async[op]; at != nil {
+			l.lowerAsyncLoad(op, at)
+			l.smemTiles[op.Result()] = at
+			return
+		}
+	case tir.OpTrans:
+		if at := l.smemTiles[op.Args[0]]; at != nil {
+			l.smemTiles[op.Result()] = at // a transposed view of the staged tile
+			return
+		}
 	}
 	v := op.Result()
 	in := l.a.get(v)
@@ -435,6 +473,9 @@ func repeat(v value.Value, n int) []value.Value {
 // ---- control flow ----
 
 func (l *lowerer) lowerFor(op *tir.Op) {
+	l.regionsLowered++
+	l.smemDirty = true
+	defer func() { l.smemDirty = true }()
 	lays := l.a.forLays[op]
 	lo := l.get(op.Args[0], scalarL)[0]
 	hi := l.get(op.Args[1], scalarL)[0]
@@ -495,12 +536,15 @@ func phiValues(ps []*ir.InstPhi) []value.Value {
 }
 
 func (l *lowerer) lowerIf(op *tir.Op) {
+	l.regionsLowered++
+	defer func() { l.smemDirty = true }()
 	lays := l.a.forLays[op]
 	cond := l.get(op.Args[0], scalarL)[0]
 	thenB, elseB, merge := l.newBlock("if.then"), l.newBlock("if.else"), l.newBlock("if.end")
 	l.b.NewCondBr(cond, thenB, elseB)
 	arm := func(i int, start *ir.Block) ([][]value.Value, *ir.Block) {
 		l.b = start
+		l.smemDirty = true
 		var ys [][]value.Value
 		if i < len(op.Regions) {
 			y := l.lowerBlock(op.Regions[i])

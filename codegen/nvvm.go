@@ -156,6 +156,7 @@ func (l *lowerer) asm(ret types.Type, text, constraints string, sideEffect bool,
 // barrier is bar.sync 0 for the whole CTA.
 func (l *lowerer) barrier() {
 	l.b.NewCall(l.decl("llvm.nvvm.barrier0", types.Void))
+	l.smemDirty = false
 }
 
 // toF32 widens a float register (f32, or f16/bf16 bits) to float.
@@ -306,15 +307,33 @@ func (l *lowerer) sharedBase(t types.Type) value.Value {
 	return v
 }
 
+// scratch is where the scratch area of conversions, reductions and dot
+// staging starts: after the staged (cp.async) tiles while any is in flight,
+// else at 0, overlapping them (every scratch use and every staged load
+// begins with a barrier, so the two never meet).
+func (l *lowerer) scratch() int {
+	if l.inFlight > 0 {
+		return l.scratchBase
+	}
+	return 0
+}
+
+// useShared records that the scratch area needs bytes.
 func (l *lowerer) useShared(bytes int) {
-	if bytes > l.smemBytes {
-		l.smemBytes = bytes
+	if l.scratch()+bytes > l.smemBytes {
+		l.smemBytes = l.scratch() + bytes
 	}
 }
 
 // sharedAt is the address of element idx (i32) of a t array at byte
-// offset byteOff of shared memory.
+// offset byteOff of the scratch area.
 func (l *lowerer) sharedAt(t types.Type, byteOff int, idx value.Value) value.Value {
+	return l.sharedAbs(t, l.scratch()+byteOff, idx)
+}
+
+// sharedAbs is sharedAt from the start of shared memory.
+func (l *lowerer) sharedAbs(t types.Type, byteOff int, idx value.Value) value.Value {
+	l.smemDirty = true
 	base := l.sharedBase(t)
 	if byteOff != 0 {
 		sz := typeBytes(t)
@@ -325,6 +344,8 @@ func (l *lowerer) sharedAt(t types.Type, byteOff int, idx value.Value) value.Val
 	}
 	return l.b.NewGetElementPtr(t, base, idx)
 }
+
+func constant16(x int64) value.Value { return constant.NewInt(types.I16, x) }
 
 func typeBytes(t types.Type) int {
 	switch t := t.(type) {

@@ -142,6 +142,27 @@ type simThread struct {
 	tid  int
 	vals map[value.Value]uint64
 	aggs map[value.Value][]uint64
+	// cp.async: copies of the open group, and committed groups not yet
+	// waited for (they run at cp.async.wait_group, so a missing wait reads
+	// stale shared memory).
+	open    []simCopy
+	pending [][]simCopy
+	ncopies int
+}
+
+func (t *simThread) doCopy(c simCopy) {
+	var buf [16]byte
+	if c.n > 0 {
+		copy(buf[:c.n], t.mem(c.srcV, c.src, c.n))
+	}
+	copy(t.mem(c.dstV, c.dst, 16), buf[:])
+}
+
+type simCopy struct {
+	dst, src uint64
+	dstV     value.Value
+	srcV     value.Value
+	n        int // bytes read from src; the rest of the 16 are zeroed
 }
 
 // simulate runs the kernel in ll on a grid; args follow res.Params: *cpu.Buffer
@@ -721,6 +742,27 @@ func (t *simThread) call(in *ir.InstCall) {
 		set(uint64(t.tid))
 	case strings.HasPrefix(name, "llvm.nvvm.read.ptx.sreg.ctaid."):
 		set(uint64(t.cta.ctaid[name[len(name)-1]-'x']))
+	case name == "llvm.nvvm.cp.async.cg.shared.global.16.s":
+		c := simCopy{dst: args[0], src: args[1], dstV: in.Args[0], srcV: in.Args[1], n: int(args[2])}
+		// The hardware may complete a copy any time between issue and
+		// wait: do half of them right away (a missing barrier before the
+		// issue shows), the rest at the wait (a missing wait shows).
+		t.ncopies++
+		if t.ncopies%2 == 0 {
+			t.doCopy(c)
+		} else {
+			t.open = append(t.open, c)
+		}
+	case name == "llvm.nvvm.cp.async.commit.group":
+		t.pending = append(t.pending, t.open)
+		t.open = nil
+	case name == "llvm.nvvm.cp.async.wait.group":
+		for len(t.pending) > int(args[0]) {
+			for _, c := range t.pending[0] {
+				t.doCopy(c)
+			}
+			t.pending = t.pending[1:]
+		}
 	case name == "llvm.nvvm.barrier0":
 		if _, ok := t.cta.bar.exchange(t.tid, nil); !ok {
 			panic(simAbort{})

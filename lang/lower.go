@@ -57,6 +57,27 @@ func (p *Program) LowerMod(m *ModInst) (*tir.Module, error) {
 	return l.mod, nil
 }
 
+// LowerModTile lowers a mod as a function over one tile of positions:
+// q_idx is tensor<bq x 1 x i32>, kv_idx tensor<1 x bk x i32> (a score mod's
+// s is tensor<bq x bk x f32>), b and h scalars, then seqlen_q, seqlen_k and
+// a pointer and a length per aux tensor; the result is bq × bk. Block-mask
+// builders evaluate it tile by tile.
+func (p *Program) LowerModTile(m *ModInst, bq, bk int) (*tir.Module, error) {
+	l := p.newLowerer()
+	err := l.catch(func() {
+		types := []tir.Type{tir.Scalar(tir.I32), tir.Scalar(tir.I32), tir.Tensor(tir.I32, bq, 1), tir.Tensor(tir.I32, 1, bk)}
+		if m.Kind() == "score" {
+			types = append([]tir.Type{tir.Tensor(tir.F32, bq, bk)}, types...)
+		}
+		f := l.modFunc(m, types, m.Decl.Pos)
+		f.Name = m.Kind()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l.mod, nil
+}
+
 // EvalConst evaluates a compile-time expression, such as a value given on a
 // command line: `64`, `bf16`, `sliding_window(256, 0)`. Mods come back with
 // their default compile-time arguments bound.

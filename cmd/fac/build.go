@@ -60,13 +60,18 @@ func buildCmd() *cobra.Command {
 								return err
 							}
 							for _, arch := range archs {
-								k, err := fwd.BundleKernel(context.Background(), c, arch, tool, nil)
+								ks, err := fwd.BundleKernels(context.Background(), c, arch, tool)
 								if err != nil {
 									return err
 								}
-								b.Add(k)
-								if verbose {
-									fmt.Fprintf(os.Stderr, "build: %s mask=%s score=%s dtype=%s dim=%s %s\n", k.Kernel, k.Mask, k.Score, dt, strconv.Itoa(d), arch)
+								for _, k := range ks {
+									if inBundle(b, k) {
+										continue // the classifier is shared by dtypes, dims and scores
+									}
+									b.Add(k)
+									if verbose {
+										fmt.Fprintf(os.Stderr, "build: %s mask=%s score=%s dtype=%s dim=%s %s\n", k.Kernel, k.Mask, k.Score, dt, strconv.Itoa(d), arch)
+									}
 								}
 							}
 						}
@@ -92,4 +97,13 @@ func buildCmd() *cobra.Command {
 	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (- for none)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "list each kernel as it is built")
 	return cmd
+}
+
+func inBundle(b *bundle.Bundle, k bundle.Kernel) bool {
+	for _, have := range b.FindAll(k.Kernel, k.Mask, k.Score, k.Consts) {
+		if have.Arch == k.Arch {
+			return true
+		}
+	}
+	return false
 }

@@ -16,7 +16,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(checkCmd(), irCmd(), compileCmd(), buildCmd(), runCmd(), benchCmd(), cacheCmd(), passesCmd(), versionCmd())
+	root.AddCommand(checkCmd(), irCmd(), compileCmd(), buildCmd(), runCmd(), benchCmd(), blockmaskCmd(), cacheCmd(), passesCmd(), versionCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "fac: "+err.Error())
 		os.Exit(1)

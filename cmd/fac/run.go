@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/internal/npy"
 	"github.com/fac-compiler/fac/runtime/bundle"
 )
@@ -26,6 +27,8 @@ func runCmd() *cobra.Command {
 		scale                              float32
 		docLen                             int
 		bundles                            []string
+		bmDir                              string
+		bmBlock                            int
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -75,6 +78,11 @@ func runCmd() *cobra.Command {
 			}
 			if err := auxArgs(in.Aux, auxFlags, fwd, sh, docLen); err != nil {
 				return err
+			}
+			if bmDir != "" {
+				if in.BlockMask, err = blockmask.Load(bmDir, sq, sk, bmBlock, bmBlock); err != nil {
+					return err
+				}
 			}
 			var o, lse []float32
 			t1 := time.Now()
@@ -139,6 +147,8 @@ func runCmd() *cobra.Command {
 	fs.StringArrayVar(&auxFlags, "aux", nil, "aux tensor NAME=FILE.npy for the mods (e.g. doc=doc.npy)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the random inputs")
 	fs.Float32Var(&scale, "scale", 0, "softmax scale (0 = 1/sqrt(dim))")
+	fs.StringVar(&bmDir, "blockmask", "", "use the block mask in this folder (.npy files named like FlexAttention's BlockMask fields)")
+	fs.IntVar(&bmBlock, "blockmask-block", 128, "block size of --blockmask when its folder has no block_mask.json")
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable; no llc needed)")
 	fs.IntVar(&docLen, "doc-len", 0, "when no doc aux is given: tokens per random-length document (0 = about seqlen/4)")
 	return cmd

@@ -1,0 +1,290 @@
+// Package blockmask computes block sparsity masks for attention kernels whose
+// mask is user code: which (query block, key block) tiles a mask keeps
+// entirely (full), keeps in part (partial) or drops (empty). The layout is
+// FlexAttention's BlockMask, so masks move between fac and PyTorch as .npy
+// files (see Save and Load, and docs/blockmask.md).
+//
+// Three builders give the same result: Analytic bounds the mask's tile IR
+// over each block with interval and affine arithmetic (fast, for masks made
+// of arithmetic on positions); EvaluateCPU runs the mask tile by tile on the
+// reference interpreter (any mask, e.g. document masks reading aux tensors);
+// BruteForce evaluates every element (the reference, for tests). Build tries
+// Analytic, then falls back to EvaluateCPU. FromClasses turns a dense grid of
+// block classes into the index lists, for any other builder.
+package blockmask
+
+import (
+	"fmt"
+	"slices"
+)
+
+// DefaultBlock is the default block size along each axis, FlexAttention's.
+const DefaultBlock = 128
+
+// MaxSeqLen bounds the sequence lengths the builders accept (2^30): it keeps
+// the analytic builder's arithmetic exact in 64 bits.
+const MaxSeqLen = 1 << 30
+
+// Class is what a mask does on one block.
+type Class uint8
+
+const (
+	Empty   Class = iota // the mask is false on every in-bounds pair of the block
+	Partial              // true on some pairs, false on others
+	Full                 // true on every in-bounds pair of the block
+)
+
+func (c Class) String() string {
+	switch c {
+	case Empty:
+		return "empty"
+	case Partial:
+		return "partial"
+	case Full:
+		return "full"
+	}
+	return fmt.Sprintf("class(%d)", c)
+}
+
+// BlockMask is FlexAttention's BlockMask: for each query block the key
+// blocks the kernel visits, split into partial blocks (the kernel evaluates
+// the mask) and full blocks (it does not), and the transposed lists for the
+// backward pass. Tensors are row-major; their leading dims are B and H, which
+// are 1 where the mask ignores b (resp. h): one mask then serves every batch
+// (head), as PyTorch broadcasts it.
+//
+// A block is Full when the mask is true for every (q, kv) of the block that
+// lies inside [0,SeqQ)×[0,SeqK) (kernels mask sequence ends themselves),
+// Empty when it is false for all of them, Partial otherwise.
+//
+// Each index row holds the valid indices first, ascending, then the other
+// block indices, ascending (FlexAttention's stable-argsort layout); only the
+// first count entries mean anything.
+type BlockMask struct {
+	B, H           int
+	SeqQ, SeqK     int
+	BlockQ, BlockK int
+	NumQ, NumK     int // ceil(SeqQ/BlockQ), ceil(SeqK/BlockK)
+
+	KVNumBlocks, FullKVNumBlocks []int32 // [B, H, NumQ]
+	KVIndices, FullKVIndices     []int32 // [B, H, NumQ, NumK]
+	QNumBlocks, FullQNumBlocks   []int32 // [B, H, NumK]
+	QIndices, FullQIndices       []int32 // [B, H, NumK, NumQ]
+}
+
+// Grid is a dense grid of block classes, the common form every builder
+// produces before FromClasses lists it.
+type Grid struct {
+	B, H           int
+	SeqQ, SeqK     int
+	BlockQ, BlockK int
+	NumQ, NumK     int
+	Classes        []Class // [B, H, NumQ, NumK], row-major
+}
+
+// NewGrid makes an all-empty grid, checking the geometry.
+func NewGrid(b, h, seqQ, seqK, blockQ, blockK int) (*Grid, error) {
+	if err := checkGeometry(b, h, seqQ, seqK, blockQ, blockK); err != nil {
+		return nil, err
+	}
+	nq, nk := cdiv(seqQ, blockQ), cdiv(seqK, blockK)
+	return &Grid{B: b, H: h, SeqQ: seqQ, SeqK: seqK, BlockQ: blockQ, BlockK: blockK, NumQ: nq, NumK: nk,
+		Classes: make([]Class, b*h*nq*nk)}, nil
+}
+
+func checkGeometry(b, h, seqQ, seqK, blockQ, blockK int) error {
+	switch {
+	case b < 1 || h < 1:
+		return fmt.Errorf("blockmask: B and H must be at least 1, got B=%d H=%d", b, h)
+	case seqQ < 1 || seqK < 1 || seqQ > MaxSeqLen || seqK > MaxSeqLen:
+		return fmt.Errorf("blockmask: sequence lengths must be in [1, 2^30], got SeqQ=%d SeqK=%d", seqQ, seqK)
+	case blockQ < 1 || blockK < 1 || blockQ > MaxSeqLen || blockK > MaxSeqLen:
+		return fmt.Errorf("blockmask: block sizes must be positive, got BlockQ=%d BlockK=%d", blockQ, blockK)
+	}
+	nq, nk := cdiv(seqQ, blockQ), cdiv(seqK, blockK)
+	if int64(b)*int64(h)*int64(nq)*int64(nk) > 1<<31 {
+		return fmt.Errorf("blockmask: %d×%d×%d×%d blocks is too many", b, h, nq, nk)
+	}
+	return nil
+}
+
+func cdiv(a, b int) int { return (a + b - 1) / b }
+
+// At is the class of block (qb, kb) of mask (b, h).
+func (g *Grid) At(b, h, qb, kb int) Class { return g.Classes[((b*g.H+h)*g.NumQ+qb)*g.NumK+kb] }
+
+// Set sets the class of block (qb, kb) of mask (b, h).
+func (g *Grid) Set(b, h, qb, kb int, c Class) { g.Classes[((b*g.H+h)*g.NumQ+qb)*g.NumK+kb] = c }
+
+// Rows is the number of in-bounds query positions of query block qb.
+func (g *Grid) Rows(qb int) int { return min(g.BlockQ, g.SeqQ-qb*g.BlockQ) }
+
+// Cols is the number of in-bounds key positions of key block kb.
+func (g *Grid) Cols(kb int) int { return min(g.BlockK, g.SeqK-kb*g.BlockK) }
+
+// FromClasses lists a dense class grid as a BlockMask: the kv lists from the
+// rows, the q lists from the columns, each row valid-first in FlexAttention's
+// layout.
+func FromClasses(g *Grid) (*BlockMask, error) {
+	if err := checkGeometry(g.B, g.H, g.SeqQ, g.SeqK, g.BlockQ, g.BlockK); err != nil {
+		return nil, err
+	}
+	nq, nk := cdiv(g.SeqQ, g.BlockQ), cdiv(g.SeqK, g.BlockK)
+	if g.NumQ != nq || g.NumK != nk {
+		return nil, fmt.Errorf("blockmask: grid has %d×%d blocks, SeqQ=%d SeqK=%d in %d×%d blocks need %d×%d",
+			g.NumQ, g.NumK, g.SeqQ, g.SeqK, g.BlockQ, g.BlockK, nq, nk)
+	}
+	if len(g.Classes) != g.B*g.H*nq*nk {
+		return nil, fmt.Errorf("blockmask: grid has %d classes, want B*H*NumQ*NumK = %d", len(g.Classes), g.B*g.H*nq*nk)
+	}
+	for i, c := range g.Classes {
+		if c > Full {
+			return nil, fmt.Errorf("blockmask: grid class %d at index %d is not empty, partial or full", c, i)
+		}
+	}
+	bm := &BlockMask{B: g.B, H: g.H, SeqQ: g.SeqQ, SeqK: g.SeqK, BlockQ: g.BlockQ, BlockK: g.BlockK, NumQ: nq, NumK: nk}
+	bh := g.B * g.H
+	bm.KVNumBlocks, bm.FullKVNumBlocks = make([]int32, bh*nq), make([]int32, bh*nq)
+	bm.KVIndices, bm.FullKVIndices = make([]int32, bh*nq*nk), make([]int32, bh*nq*nk)
+	bm.QNumBlocks, bm.FullQNumBlocks = make([]int32, bh*nk), make([]int32, bh*nk)
+	bm.QIndices, bm.FullQIndices = make([]int32, bh*nk*nq), make([]int32, bh*nk*nq)
+	for m := range bh {
+		for qb := range nq {
+			row := g.Classes[(m*nq+qb)*nk:][:nk]
+			r := m*nq + qb
+			bm.KVNumBlocks[r] = orderRow(bm.KVIndices[r*nk:][:nk], nk, func(i int) bool { return row[i] == Partial })
+			bm.FullKVNumBlocks[r] = orderRow(bm.FullKVIndices[r*nk:][:nk], nk, func(i int) bool { return row[i] == Full })
+		}
+		for kb := range nk {
+			at := func(i int) Class { return g.Classes[(m*nq+i)*nk+kb] }
+			r := m*nk + kb
+			bm.QNumBlocks[r] = orderRow(bm.QIndices[r*nq:][:nq], nq, func(i int) bool { return at(i) == Partial })
+			bm.FullQNumBlocks[r] = orderRow(bm.FullQIndices[r*nq:][:nq], nq, func(i int) bool { return at(i) == Full })
+		}
+	}
+	return bm, nil
+}
+
+// orderRow writes the indices in [0,n) where in holds, ascending, then the
+// others, ascending, and returns how many held.
+func orderRow(dst []int32, n int, in func(int) bool) int32 {
+	k := 0
+	for i := range n {
+		if in(i) {
+			dst[k] = int32(i)
+			k++
+		}
+	}
+	j := k
+	for i := range n {
+		if !in(i) {
+			dst[j] = int32(i)
+			j++
+		}
+	}
+	return int32(k)
+}
+
+// Grid returns the dense class grid of a valid BlockMask (from its kv lists).
+func (bm *BlockMask) Grid() *Grid {
+	g := &Grid{B: bm.B, H: bm.H, SeqQ: bm.SeqQ, SeqK: bm.SeqK, BlockQ: bm.BlockQ, BlockK: bm.BlockK,
+		NumQ: bm.NumQ, NumK: bm.NumK, Classes: make([]Class, bm.B*bm.H*bm.NumQ*bm.NumK)}
+	for r := range bm.B * bm.H * bm.NumQ {
+		row := g.Classes[r*bm.NumK:][:bm.NumK]
+		for _, kb := range bm.KVIndices[r*bm.NumK:][:bm.KVNumBlocks[r]] {
+			row[kb] = Partial
+		}
+		for _, kb := range bm.FullKVIndices[r*bm.NumK:][:bm.FullKVNumBlocks[r]] {
+			row[kb] = Full
+		}
+	}
+	return g
+}
+
+// Class is the class of block (qb, kb) of mask (b, h). A B (or H) of 1
+// broadcasts: any b (h) reads the one mask. It panics on indices out of
+// range, like a slice.
+func (bm *BlockMask) Class(b, h, qb, kb int) Class {
+	if bm.B == 1 {
+		b = 0
+	}
+	if bm.H == 1 {
+		h = 0
+	}
+	if b < 0 || b >= bm.B || h < 0 || h >= bm.H || qb < 0 || qb >= bm.NumQ || kb < 0 || kb >= bm.NumK {
+		panic(fmt.Sprintf("blockmask: block (b=%d, h=%d, q=%d, kv=%d) out of range [%d, %d, %d, %d]", b, h, qb, kb, bm.B, bm.H, bm.NumQ, bm.NumK))
+	}
+	r := (b*bm.H+h)*bm.NumQ + qb
+	if slices.Contains(bm.KVIndices[r*bm.NumK:][:bm.KVNumBlocks[r]], int32(kb)) {
+		return Partial
+	}
+	if slices.Contains(bm.FullKVIndices[r*bm.NumK:][:bm.FullKVNumBlocks[r]], int32(kb)) {
+		return Full
+	}
+	return Empty
+}
+
+// Density is the fraction of (q, kv) pairs of [0,SeqQ)×[0,SeqK), over every
+// (b, h) mask, that lie in partial or full blocks: the share of the work a
+// kernel does. Blocks at the sequence ends count their clipped area.
+func (bm *BlockMask) Density() float64 {
+	g := bm.Grid()
+	var kept float64
+	for m := range bm.B * bm.H {
+		for qb := range bm.NumQ {
+			for kb := range bm.NumK {
+				if g.Classes[(m*bm.NumQ+qb)*bm.NumK+kb] != Empty {
+					kept += float64(g.Rows(qb)) * float64(g.Cols(kb))
+				}
+			}
+		}
+	}
+	return kept / (float64(bm.B*bm.H) * float64(bm.SeqQ) * float64(bm.SeqK))
+}
+
+// Counts returns how many blocks are empty, partial and full, over all
+// (b, h) masks.
+func (bm *BlockMask) Counts() (empty, partial, full int) {
+	for _, n := range bm.KVNumBlocks {
+		partial += int(n)
+	}
+	for _, n := range bm.FullKVNumBlocks {
+		full += int(n)
+	}
+	return bm.B*bm.H*bm.NumQ*bm.NumK - partial - full, partial, full
+}
+
+// Equal reports whether two block masks are identical: same geometry, same
+// B and H (a broadcast mask is not equal to its copies) and same tensors,
+// filler slots included.
+func (bm *BlockMask) Equal(o *BlockMask) bool {
+	if bm == nil || o == nil {
+		return bm == o
+	}
+	return bm.B == o.B && bm.H == o.H && bm.SeqQ == o.SeqQ && bm.SeqK == o.SeqK &&
+		bm.BlockQ == o.BlockQ && bm.BlockK == o.BlockK && bm.NumQ == o.NumQ && bm.NumK == o.NumK &&
+		slices.Equal(bm.KVNumBlocks, o.KVNumBlocks) && slices.Equal(bm.FullKVNumBlocks, o.FullKVNumBlocks) &&
+		slices.Equal(bm.KVIndices, o.KVIndices) && slices.Equal(bm.FullKVIndices, o.FullKVIndices) &&
+		slices.Equal(bm.QNumBlocks, o.QNumBlocks) && slices.Equal(bm.FullQNumBlocks, o.FullQNumBlocks) &&
+		slices.Equal(bm.QIndices, o.QIndices) && slices.Equal(bm.FullQIndices, o.FullQIndices)
+}
+
+// Diff describes the first block where two masks of the same geometry
+// differ ("" when their class grids agree), for test failures.
+func Diff(a, b *BlockMask) string {
+	if a.B != b.B || a.H != b.H || a.NumQ != b.NumQ || a.NumK != b.NumK || a.SeqQ != b.SeqQ || a.SeqK != b.SeqK {
+		return fmt.Sprintf("geometry differs: B=%d H=%d Seq=%d×%d blocks %d×%d vs B=%d H=%d Seq=%d×%d blocks %d×%d",
+			a.B, a.H, a.SeqQ, a.SeqK, a.NumQ, a.NumK, b.B, b.H, b.SeqQ, b.SeqK, b.NumQ, b.NumK)
+	}
+	ga, gb := a.Grid(), b.Grid()
+	for i := range ga.Classes {
+		if ga.Classes[i] != gb.Classes[i] {
+			kb := i % a.NumK
+			qb := i / a.NumK % a.NumQ
+			h := i / (a.NumK * a.NumQ) % a.H
+			bb := i / (a.NumK * a.NumQ * a.H)
+			return fmt.Sprintf("block (b=%d, h=%d, q=%d, kv=%d): %s vs %s", bb, h, qb, kb, ga.Classes[i], gb.Classes[i])
+		}
+	}
+	return ""
+}

@@ -1,0 +1,276 @@
+package blockmask
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/fac-compiler/fac/internal/npy"
+)
+
+// File names of a saved block mask: FlexAttention's BlockMask fields.
+const (
+	fileKVNum     = "kv_num_blocks.npy"
+	fileKVIdx     = "kv_indices.npy"
+	fileFullKVNum = "full_kv_num_blocks.npy"
+	fileFullKVIdx = "full_kv_indices.npy"
+	fileQNum      = "q_num_blocks.npy"
+	fileQIdx      = "q_indices.npy"
+	fileFullQNum  = "full_q_num_blocks.npy"
+	fileFullQIdx  = "full_q_indices.npy"
+	fileMeta      = "block_mask.json"
+)
+
+// metaFormat tags block_mask.json.
+const metaFormat = "fac-blockmask/1"
+
+// meta is block_mask.json: the sizes the tensors' shapes do not pin down.
+// The field names follow PyTorch's BlockMask attributes (seq_lengths,
+// BLOCK_SIZE), so a Python script writes it from bm.seq_lengths and
+// bm.BLOCK_SIZE.
+type meta struct {
+	Format     string `json:"format,omitempty"`
+	SeqLengths [2]int `json:"seq_lengths"` // (q, kv)
+	BlockSize  [2]int `json:"block_size"`  // (q, kv)
+}
+
+// Save writes the block mask into dir (made if missing) as eight int32 .npy
+// files with FlexAttention's names and shapes ([B, H, NumQ], [B, H, NumQ,
+// NumK], ...) and block_mask.json with the sequence lengths and block sizes.
+// Each file is written atomically.
+func (bm *BlockMask) Save(dir string) error {
+	if err := bm.Validate(); err != nil {
+		return fmt.Errorf("blockmask: save %s: invalid block mask: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, h, nq, nk := bm.B, bm.H, bm.NumQ, bm.NumK
+	files := []struct {
+		name  string
+		shape []int
+		vals  []int32
+	}{
+		{fileKVNum, []int{b, h, nq}, bm.KVNumBlocks},
+		{fileKVIdx, []int{b, h, nq, nk}, bm.KVIndices},
+		{fileFullKVNum, []int{b, h, nq}, bm.FullKVNumBlocks},
+		{fileFullKVIdx, []int{b, h, nq, nk}, bm.FullKVIndices},
+		{fileQNum, []int{b, h, nk}, bm.QNumBlocks},
+		{fileQIdx, []int{b, h, nk, nq}, bm.QIndices},
+		{fileFullQNum, []int{b, h, nk}, bm.FullQNumBlocks},
+		{fileFullQIdx, []int{b, h, nk, nq}, bm.FullQIndices},
+	}
+	for _, f := range files {
+		data, err := npy.EncodeI32(f.shape, f.vals)
+		if err != nil {
+			return fmt.Errorf("blockmask: save %s: %w", f.name, err)
+		}
+		if err := npy.WriteFile(filepath.Join(dir, f.name), data); err != nil {
+			return fmt.Errorf("blockmask: save: %w", err)
+		}
+	}
+	js, err := json.MarshalIndent(meta{Format: metaFormat, SeqLengths: [2]int{bm.SeqQ, bm.SeqK}, BlockSize: [2]int{bm.BlockQ, bm.BlockK}}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := npy.WriteFile(filepath.Join(dir, fileMeta), append(js, '\n')); err != nil {
+		return fmt.Errorf("blockmask: save: %w", err)
+	}
+	return nil
+}
+
+// Load reads a block mask saved by Save or made by PyTorch (the tensors of
+// a BlockMask saved with numpy.save under the names Save uses). Sizes come
+// from block_mask.json when present; the arguments then must agree with it
+// or be 0. Without the json (a PyTorch-made set) the sequence lengths must
+// be given, and block sizes of 0 mean 128.
+//
+// kv_num_blocks and kv_indices are required. full_kv_* may be absent (then
+// no block is full, as in a BlockMask without full blocks); q_* and
+// full_q_* may be absent (they are computed, as PyTorch's create_block_mask
+// gives only the kv lists) and are checked against the kv lists when
+// present. Shapes, counts, index ranges, repeats and disjointness are
+// checked; errors name the file and the offending element. Only the first
+// count entries of an index row are read: the rest is rewritten in
+// FlexAttention's layout, so Load(Save(x)) equals x.
+func Load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
+	bm, err := load(dir, seqQ, seqK, blockQ, blockK)
+	if err != nil {
+		return nil, fmt.Errorf("blockmask: load %s: %w", dir, err)
+	}
+	return bm, nil
+}
+
+func load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
+	js, err := os.ReadFile(filepath.Join(dir, fileMeta))
+	switch {
+	case err == nil:
+		var m meta
+		if err := json.Unmarshal(js, &m); err != nil {
+			return nil, fmt.Errorf("%s: %w", fileMeta, err)
+		}
+		if m.Format != "" && m.Format != metaFormat {
+			return nil, fmt.Errorf("%s: format %q, want %q", fileMeta, m.Format, metaFormat)
+		}
+		for _, p := range []struct {
+			name      string
+			arg, file int
+			dst       *int
+		}{
+			{"sequence length q", seqQ, m.SeqLengths[0], &seqQ},
+			{"sequence length kv", seqK, m.SeqLengths[1], &seqK},
+			{"block size q", blockQ, m.BlockSize[0], &blockQ},
+			{"block size kv", blockK, m.BlockSize[1], &blockK},
+		} {
+			if p.file <= 0 {
+				return nil, fmt.Errorf("%s: %s is %d, want a positive number (seq_lengths and block_size are required)", fileMeta, p.name, p.file)
+			}
+			if p.arg != 0 && p.arg != p.file {
+				return nil, fmt.Errorf("%s: %s is %d, but %d was asked for", fileMeta, p.name, p.file, p.arg)
+			}
+			*p.dst = p.file
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if seqQ <= 0 || seqK <= 0 {
+			return nil, fmt.Errorf("no %s: give the sequence lengths (got q=%d, kv=%d)", fileMeta, seqQ, seqK)
+		}
+		if blockQ == 0 {
+			blockQ = DefaultBlock
+		}
+		if blockK == 0 {
+			blockK = DefaultBlock
+		}
+	default:
+		return nil, err
+	}
+	if err := checkGeometry(1, 1, seqQ, seqK, blockQ, blockK); err != nil {
+		return nil, err
+	}
+	nq, nk := cdiv(seqQ, blockQ), cdiv(seqK, blockK)
+	geom := fmt.Sprintf("SeqQ=%d, SeqK=%d in blocks of %d×%d give %d×%d blocks", seqQ, seqK, blockQ, blockK, nq, nk)
+
+	kvNum, err := readI32(dir, fileKVNum, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(kvNum.Shape) != 3 || kvNum.Shape[0] < 1 || kvNum.Shape[1] < 1 || kvNum.Shape[2] != nq {
+		return nil, fmt.Errorf("%s: shape %v, want [B, H, %d] (%s)", fileKVNum, kvNum.Shape, nq, geom)
+	}
+	b, h := kvNum.Shape[0], kvNum.Shape[1]
+	want := map[string][]int{
+		fileKVIdx: {b, h, nq, nk}, fileFullKVNum: {b, h, nq}, fileFullKVIdx: {b, h, nq, nk},
+		fileQNum: {b, h, nk}, fileQIdx: {b, h, nk, nq}, fileFullQNum: {b, h, nk}, fileFullQIdx: {b, h, nk, nq},
+	}
+	arrays := map[string]*i32Array{fileKVNum: kvNum}
+	for _, name := range []string{fileKVIdx, fileFullKVNum, fileFullKVIdx, fileQNum, fileQIdx, fileFullQNum, fileFullQIdx} {
+		a, err := readI32(dir, name, name == fileKVIdx)
+		if err != nil {
+			return nil, err
+		}
+		if a == nil {
+			continue
+		}
+		if !slices.Equal(a.Shape, want[name]) {
+			return nil, fmt.Errorf("%s: shape %v, want %v (B=%d, H=%d from %s; %s)", name, a.Shape, want[name], b, h, fileKVNum, geom)
+		}
+		arrays[name] = a
+	}
+	pair := func(num, idx string) (bool, error) {
+		_, hasNum := arrays[num]
+		_, hasIdx := arrays[idx]
+		if hasNum != hasIdx {
+			have, miss := num, idx
+			if hasIdx {
+				have, miss = idx, num
+			}
+			return false, fmt.Errorf("%s is present but %s is missing (they come in pairs)", have, miss)
+		}
+		return hasNum, nil
+	}
+	hasFull, err := pair(fileFullKVNum, fileFullKVIdx)
+	if err != nil {
+		return nil, err
+	}
+	hasQ, err := pair(fileQNum, fileQIdx)
+	if err != nil {
+		return nil, err
+	}
+	hasFullQ, err := pair(fileFullQNum, fileFullQIdx)
+	if err != nil {
+		return nil, err
+	}
+	if hasFullQ && !hasFull {
+		return nil, fmt.Errorf("%s is present without %s", fileFullQIdx, fileFullKVIdx)
+	}
+	if hasFull && hasQ && !hasFullQ {
+		return nil, fmt.Errorf("%s and %s are present but %s is missing", fileFullKVIdx, fileQIdx, fileFullQIdx)
+	}
+	if !hasFull {
+		// No full blocks: every listed block is partial.
+		arrays[fileFullKVNum] = &i32Array{Vals: make([]int32, b*h*nq)}
+		arrays[fileFullKVIdx] = &i32Array{Vals: make([]int32, b*h*nq*nk)}
+	}
+	mk := func(num, idx string, rows, cols int, q, full bool) *set {
+		if arrays[num] == nil {
+			return nil
+		}
+		return &set{numName: num, idxName: idx, num: arrays[num].Vals, idx: arrays[idx].Vals, rows: rows, cols: cols, q: q, full: full}
+	}
+	sets := []*set{
+		mk(fileKVNum, fileKVIdx, nq, nk, false, false),
+		mk(fileFullKVNum, fileFullKVIdx, nq, nk, false, true),
+		mk(fileQNum, fileQIdx, nk, nq, true, false),
+		mk(fileFullQNum, fileFullQIdx, nk, nq, true, true),
+	}
+	dense, err := checkSets(sets, b, h, nq, nk, false)
+	if err != nil {
+		return nil, err
+	}
+	g, err := NewGrid(b, h, seqQ, seqK, blockQ, blockK)
+	if err != nil {
+		return nil, err
+	}
+	for i := range g.Classes {
+		switch {
+		case dense[0][i]:
+			g.Classes[i] = Partial
+		case dense[1][i]:
+			g.Classes[i] = Full
+		}
+	}
+	return FromClasses(g)
+}
+
+type i32Array struct {
+	Shape []int
+	Vals  []int32
+}
+
+// readI32 reads an integer .npy file; a missing optional file gives nil.
+func readI32(dir, name string, required bool) (*i32Array, error) {
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if required {
+			return nil, fmt.Errorf("%s is missing", name)
+		}
+		return nil, nil
+	}
+	a, err := npy.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	switch a.Dtype {
+	case "<i4", "<i8", "|i1", "|u1":
+	default:
+		return nil, fmt.Errorf("%s: dtype %s, want an integer type (<i4 as PyTorch's int32, or <i8)", name, a.Dtype)
+	}
+	vals, err := a.I32()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &i32Array{Shape: a.Shape, Vals: vals}, nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/blockmask"
+	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/runtime/bundle"
+)
+
+func blockmaskCmd() *cobra.Command {
+	var files, auxFlags []string
+	var mask, outDir, png, device string
+	var b, h, sq, sk, block, docLen, cell int
+	var bundles []string
+	cmd := &cobra.Command{
+		Use:   "blockmask",
+		Short: "build a mask's block mask (FlexAttention layout), save it as .npy files and draw it",
+		Example: `  fac blockmask --mask "sliding_window(1023, 0)" --seqlen-q 8192 --seqlen-k 8192 --png sw.png
+  fac blockmask --mask document --doc-len 1000 --seqlen-q 8192 --seqlen-k 8192 --out bm/   # then: fac run --blockmask bm/`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if outDir == "" && png == "" {
+				return fmt.Errorf("nothing to do: give --out DIR and/or --png FILE")
+			}
+			srcs, err := readSources(files)
+			if err != nil {
+				return err
+			}
+			consts := map[string]string{"SPARSE_Q": fmt.Sprint(block), "SPARSE_K": fmt.Sprint(block)}
+			if block%64 != 0 {
+				consts["BLOCK_M"], consts["BLOCK_N"] = fmt.Sprint(gcd(block, 64)), fmt.Sprint(gcd(block, 64))
+			}
+			fwd, err := fac.CompileForward(fac.Options{Mask: mask, Sources: srcs, Consts: consts}, 64)
+			if err != nil {
+				return err
+			}
+			sh := fac.Shape{Batch: b, Heads: h, SeqQ: sq, SeqK: sk, Dim: 64}
+			if err := sh.Validate(); err != nil {
+				return err
+			}
+			aux := map[string]any{}
+			if err := auxArgs(aux, auxFlags, fwd, sh, docLen); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			var bm *blockmask.BlockMask
+			method := "on the GPU"
+			if device == "cuda" {
+				gpu, err := fac.OpenCUDA(0)
+				if err != nil {
+					return err
+				}
+				for _, p := range bundles {
+					bb, err := bundle.Read(p)
+					if err != nil {
+						return err
+					}
+					gpu.AddBundle(bb)
+				}
+				// The first build loads the classifier kernel; time the next ones.
+				if bm, err = fwd.BuildBlockMaskCUDA(gpu, sh, aux); err != nil {
+					return err
+				}
+				first := time.Since(t0)
+				var best time.Duration
+				for i := 0; i < 5; i++ {
+					t1 := time.Now()
+					if bm, err = fwd.BuildBlockMaskCUDA(gpu, sh, aux); err != nil {
+						return err
+					}
+					if d := time.Since(t1); best == 0 || d < best {
+						best = d
+					}
+				}
+				method = fmt.Sprintf("on the GPU (first call with kernel load %.1f ms; best of 5 after)", ms(first))
+				t0 = time.Now().Add(-best)
+			} else {
+				var m blockmask.Method
+				if bm, m, err = fwd.BuildBlockMask(sh, aux); err != nil {
+					return err
+				}
+				method = m.String()
+			}
+			took := time.Since(t0)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "block mask %s: %d×%d blocks of %d×%d, shared over b: %v, over h: %v; built %s in %.3f ms; density %.4f\n",
+				modName(fwd.Mask()), bm.NumQ, bm.NumK, bm.BlockQ, bm.BlockK, bm.B == 1, bm.H == 1, method, ms(took), bm.Density())
+			if outDir != "" {
+				if err := os.MkdirAll(outDir, 0o755); err != nil {
+					return err
+				}
+				if err := bm.Save(outDir); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "wrote %s\n", outDir)
+			}
+			if png != "" {
+				f, err := os.CreateTemp(".", ".blockmask-*.png")
+				if err != nil {
+					return err
+				}
+				defer os.Remove(f.Name())
+				if err := blockmask.PNG(f, bm, cell); err != nil {
+					f.Close()
+					return err
+				}
+				f.Close()
+				data, err := os.ReadFile(f.Name())
+				if err != nil {
+					return err
+				}
+				if err := npy.WriteFile(png, data); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "wrote %s\n", png)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringSliceVarP(&files, "file", "f", nil, "user source files with mods (repeatable)")
+	fs.StringVar(&mask, "mask", "causal", "mask mod")
+	fs.IntVar(&b, "batch", 1, "batch size")
+	fs.IntVar(&h, "heads", 1, "heads")
+	fs.IntVar(&sq, "seqlen-q", 8192, "query sequence length")
+	fs.IntVar(&sk, "seqlen-k", 8192, "key sequence length")
+	fs.IntVar(&block, "block", 128, "block size (both sides)")
+	fs.StringVar(&outDir, "out", "", "write the block-mask tensors as .npy files into this folder")
+	fs.StringVar(&png, "png", "", "draw the block mask into this PNG file")
+	fs.IntVar(&cell, "cell", 0, "pixels per block in the PNG (0 = fit about 512 px)")
+	fs.StringArrayVar(&auxFlags, "aux", nil, "aux tensor NAME=FILE.npy (e.g. doc=doc.npy)")
+	fs.IntVar(&docLen, "doc-len", 1000, "when no doc aux is given: tokens per document")
+	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle with the block classifier (repeatable; no llc needed)")
+	fs.StringVar(&device, "device", "cpu", "where to evaluate masks that cannot be bounded: cpu or cuda")
+	return cmd
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
