@@ -105,6 +105,9 @@ func blockmaskCmd() *cobra.Command {
 					return err
 				}
 				defer os.Remove(f.Name())
+				if cell <= 0 {
+					cell = max(1, 512/max(bm.NumQ, bm.NumK))
+				}
 				if err := blockmask.PNG(f, bm, cell); err != nil {
 					f.Close()
 					return err
