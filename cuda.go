@@ -338,19 +338,7 @@ func (f *Forward) prepareCUDA(d *CUDA, in Inputs, sh Shape) (_ *cudaLaunch, err 
 		if _, ok := scalars[p.Name]; ok || ptrs[p.Name] != 0 || isLen(p.Name) {
 			continue
 		}
-		buf, n, err := auxArg(p.Name, in.Aux)
-		if err != nil {
-			return nil, err
-		}
-		dp, err := alloc(n * 4)
-		if err != nil {
-			return nil, err
-		}
-		if buf.Elem == tir.I32 {
-			err = cuda.HtoD(dp, buf.I32())
-		} else {
-			err = cuda.HtoD(dp, buf.F32())
-		}
+		dp, n, err := uploadAux(p.Name, in.Aux, alloc)
 		if err != nil {
 			return nil, err
 		}
@@ -748,20 +736,13 @@ func (f *Forward) BuildBlockMaskCUDA(d *CUDA, sh Shape, aux map[string]any) (*bl
 		if _, ok := scalars[p.Name]; ok || ptrs[p.Name] != 0 || isLen(p.Name) {
 			continue
 		}
-		buf, n, err := auxArg(p.Name, aux)
-		if err != nil {
-			return nil, err
-		}
-		dp, err := cuda.MemAlloc(max(n, 1) * 4)
-		if err != nil {
-			return nil, err
-		}
-		bufs = append(bufs, dp)
-		if buf.Elem == tir.I32 {
-			err = cuda.HtoD(dp, buf.I32())
-		} else {
-			err = cuda.HtoD(dp, buf.F32())
-		}
+		dp, n, err := uploadAux(p.Name, aux, func(bytes int) (cuda.DevicePtr, error) {
+			p, err := cuda.MemAlloc(max(bytes, 4))
+			if err == nil {
+				bufs = append(bufs, p)
+			}
+			return p, err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -805,4 +786,23 @@ func (f *Forward) classifier() (*Forward, error) {
 		f.cls = &Forward{req: req, res: res, kernel: "block_classify"}
 	})
 	return f.cls, f.clsErr
+}
+
+// uploadAux copies the aux tensor for kernel parameter param to memory from
+// alloc and returns it with its length.
+func uploadAux(param string, aux map[string]any, alloc func(bytes int) (cuda.DevicePtr, error)) (cuda.DevicePtr, int, error) {
+	buf, n, err := auxArg(param, aux)
+	if err != nil {
+		return 0, 0, err
+	}
+	dp, err := alloc(n * 4)
+	if err != nil {
+		return 0, 0, err
+	}
+	if buf.Elem == tir.I32 {
+		err = cuda.HtoD(dp, buf.I32())
+	} else {
+		err = cuda.HtoD(dp, buf.F32())
+	}
+	return dp, n, err
 }

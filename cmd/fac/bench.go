@@ -52,16 +52,9 @@ func benchCmd() *cobra.Command {
 ../shared/bench/ANCHORS.md (bf16, D=128, 16 heads, 16384 tokens). TFLOPS count only the (q, kv)
 pairs the mask keeps: 4 * pairs * D / t. Also prints the cold compile time and the cache-hit load time.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			gpu, err := fac.OpenCUDA(0)
+			gpu, err := openGPU(bundles)
 			if err != nil {
 				return err
-			}
-			for _, p := range bundles {
-				b, err := bundle.Read(p)
-				if err != nil {
-					return err
-				}
-				gpu.AddBundle(b)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "device: %s (%s)\n", gpu.Name, gpu.Arch)

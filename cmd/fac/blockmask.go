@@ -10,7 +10,6 @@ import (
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/internal/npy"
-	"github.com/fac-compiler/fac/runtime/bundle"
 )
 
 func blockmaskCmd() *cobra.Command {
@@ -51,16 +50,9 @@ func blockmaskCmd() *cobra.Command {
 			var bm *blockmask.BlockMask
 			method := "on the GPU"
 			if device == "cuda" {
-				gpu, err := fac.OpenCUDA(0)
+				gpu, err := openGPU(bundles)
 				if err != nil {
 					return err
-				}
-				for _, p := range bundles {
-					bb, err := bundle.Read(p)
-					if err != nil {
-						return err
-					}
-					gpu.AddBundle(bb)
 				}
 				// The first build loads the classifier kernel; time the next ones.
 				if bm, err = fwd.BuildBlockMaskCUDA(gpu, sh, aux); err != nil {

@@ -8,7 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/passes"
+	"github.com/fac-compiler/fac/runtime/bundle"
 )
 
 // readSources reads user source files into a name → text map.
@@ -85,4 +88,37 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// request reads the user's files and flags into a compile request.
+func (c *compileFlags) request(files []string) (compiler.Request, error) {
+	srcs, err := readSources(append(files, c.files...))
+	if err != nil {
+		return compiler.Request{}, err
+	}
+	consts, err := c.constMap()
+	if err != nil {
+		return compiler.Request{}, err
+	}
+	po, err := c.passOptions()
+	if err != nil {
+		return compiler.Request{}, err
+	}
+	return compiler.Request{Sources: srcs, Kernel: c.kernel, Mask: c.mask, Score: c.score, Consts: consts, Passes: po}, nil
+}
+
+// openGPU opens GPU 0 and adds the given AOT bundles to it.
+func openGPU(bundles []string) (*fac.CUDA, error) {
+	gpu, err := fac.OpenCUDA(0)
+	if err != nil {
+		return nil, err
+	}
+	for _, path := range bundles {
+		b, err := bundle.Read(path)
+		if err != nil {
+			return nil, err
+		}
+		gpu.AddBundle(b)
+	}
+	return gpu, nil
 }

@@ -25,19 +25,10 @@ func compileCmd() *cobra.Command {
 		Example: `  fac compile --mask causal --const DTYPE=bf16 --arch sm_90a --emit ptx -o fwd.ptx -v
   fac compile mymask.fa --mask my_mask --emit llvm`,
 		RunE: func(cmd *cobra.Command, files []string) error {
-			srcs, err := readSources(append(files, cf.files...))
+			req, err := cf.request(files)
 			if err != nil {
 				return err
 			}
-			consts, err := cf.constMap()
-			if err != nil {
-				return err
-			}
-			po, err := cf.passOptions()
-			if err != nil {
-				return err
-			}
-			req := compiler.Request{Sources: srcs, Kernel: cf.kernel, Mask: cf.mask, Score: cf.score, Consts: consts, Passes: po}
 			var text string
 			switch emit {
 			case "tir":

@@ -20,19 +20,11 @@ func irCmd() *cobra.Command {
   fac ir mymask.fa --mask my_mask --print-ir-after all
   fac ir --mask "sliding_window(128, 0)" --const BLOCK_M=32 --disable-pass cse`,
 		RunE: func(cmd *cobra.Command, files []string) error {
-			srcs, err := readSources(append(files, cf.files...))
+			req, err := cf.request(files)
 			if err != nil {
 				return err
 			}
-			consts, err := cf.constMap()
-			if err != nil {
-				return err
-			}
-			po, err := cf.passOptions()
-			if err != nil {
-				return err
-			}
-			res, err := compiler.Compile(compiler.Request{Sources: srcs, Kernel: cf.kernel, Mask: cf.mask, Score: cf.score, Consts: consts, Passes: po})
+			res, err := compiler.Compile(req)
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/internal/npy"
-	"github.com/fac-compiler/fac/runtime/bundle"
 )
 
 func runCmd() *cobra.Command {
@@ -31,23 +30,15 @@ func runCmd() *cobra.Command {
 		bmBlock                            int
 	)
 	cmd := &cobra.Command{
-		Use:   "run",
+		Use:   "run [FILE...]",
 		Short: "run forward attention with a mask on a device and compare it with naive attention",
 		Example: `  fac run --device cpu --mask causal --batch 2 --heads 4 --seqlen-q 100 --seqlen-k 257 --dim 64
   fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy --out o.npy`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, files []string) error {
 			if device != "cpu" && device != "cuda" {
 				return fmt.Errorf("--device %q: want cpu or cuda", device)
 			}
-			srcs, err := readSources(cf.files)
-			if err != nil {
-				return err
-			}
-			consts, err := cf.constMap()
-			if err != nil {
-				return err
-			}
-			po, err := cf.passOptions()
+			req, err := cf.request(files)
 			if err != nil {
 				return err
 			}
@@ -56,7 +47,7 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			t0 := time.Now()
-			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: srcs, Consts: consts, DType: dtype, Passes: po}, dim)
+			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: req.Consts, DType: dtype, Passes: req.Passes}, dim)
 			if err != nil {
 				return err
 			}
@@ -87,16 +78,9 @@ func runCmd() *cobra.Command {
 			var o, lse []float32
 			t1 := time.Now()
 			if device == "cuda" {
-				gpu, err := fac.OpenCUDA(0)
+				gpu, err := openGPU(bundles)
 				if err != nil {
 					return err
-				}
-				for _, path := range bundles {
-					b, err := bundle.Read(path)
-					if err != nil {
-						return err
-					}
-					gpu.AddBundle(b)
 				}
 				if o, lse, err = fwd.RunCUDA(gpu, in, sh); err != nil {
 					return err
