@@ -12,7 +12,6 @@ import (
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/internal/half"
 	"github.com/fac-compiler/fac/runtime/bundle"
 	"github.com/fac-compiler/fac/runtime/cache"
 	"github.com/fac-compiler/fac/runtime/cuda"
@@ -358,37 +357,27 @@ func copyIn(p cuda.DevicePtr, xs []float32, e tir.Elem) error {
 	switch e {
 	case tir.F32:
 		return cuda.HtoD(p, xs)
-	case tir.BF16, tir.F16:
-		conv := half.F32ToBF16
-		if e == tir.F16 {
-			conv = half.F32ToF16
-		}
-		hs := make([]uint16, len(xs))
-		for i, x := range xs {
-			hs[i] = conv(x)
-		}
-		return cuda.HtoD(p, hs)
+	case tir.BF16:
+		return cuda.HtoD(p, F32sToBF16(xs))
+	case tir.F16:
+		return cuda.HtoD(p, F32sToF16(xs))
 	}
 	return fmt.Errorf("unsupported element type %s", e)
 }
 
 func copyOut(p cuda.DevicePtr, n int, e tir.Elem) ([]float32, error) {
-	out := make([]float32, n)
 	if e == tir.F32 {
+		out := make([]float32, n)
 		return out, cuda.DtoH(out, p)
 	}
 	hs := make([]uint16, n)
 	if err := cuda.DtoH(hs, p); err != nil {
 		return nil, err
 	}
-	conv := half.BF16ToF32
 	if e == tir.F16 {
-		conv = half.F16ToF32
+		return F16s(hs), nil
 	}
-	for i, h := range hs {
-		out[i] = conv(h)
-	}
-	return out, nil
+	return BF16s(hs), nil
 }
 
 // bundleIdent names f's kernel in a bundle: kernel, canonical mod strings
