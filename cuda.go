@@ -2,6 +2,7 @@ package fac
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -661,10 +662,12 @@ func (f *Forward) blockMaskCUDA(d *CUDA, in Inputs, sh Shape) (*blockmask.BlockM
 	if in.BlockMask != nil {
 		return f.blockMask(in, sh)
 	}
-	bm, err := blockmask.Analytic(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK},
-		blockmask.Options{BlockQ: f.sparseQ, BlockK: f.sparseK})
+	bm, err := f.analytic(sh)
 	if err == nil {
 		return bm, nil
+	}
+	if !errors.Is(err, blockmask.ErrNotAnalyzable) {
+		return nil, err
 	}
 	return f.BuildBlockMaskCUDA(d, sh, in.Aux)
 }

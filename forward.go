@@ -5,6 +5,7 @@
 package fac
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -75,6 +76,9 @@ type Forward struct {
 	clsOnce sync.Once // the block-classification kernel, made on first use
 	cls     *Forward
 	clsErr  error
+
+	amu       sync.Mutex
+	analyzers map[[4]int]*blockmask.Analyzer // by (B, H, SeqQ, SeqK)
 }
 
 // CompileForward compiles flash_fwd for head dimension dim.
@@ -210,9 +214,45 @@ func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
 // BuildBlockMask classifies the mask's blocks for a shape on the host:
 // analytically where the mask can be bounded (causal, windows, prefix,
 // chunks: microseconds), else by evaluating it on the CPU device.
+//
+// The analyzer compiled for a shape is kept, so later calls with that
+// shape only classify the blocks and make the lists (microseconds).
 func (f *Forward) BuildBlockMask(sh Shape, aux map[string]any) (*blockmask.BlockMask, blockmask.Method, error) {
-	return blockmask.Build(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK},
+	bm, err := f.analytic(sh)
+	if err == nil {
+		return bm, blockmask.MethodAnalytic, nil
+	}
+	if !errors.Is(err, blockmask.ErrNotAnalyzable) {
+		return nil, 0, err
+	}
+	bm, err = blockmask.EvaluateCPU(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK},
 		blockmask.Options{BlockQ: f.sparseQ, BlockK: f.sparseK}, aux)
+	return bm, blockmask.MethodEvaluatedCPU, err
+}
+
+// analytic builds the block mask with the shape's cached analyzer; the
+// error wraps blockmask.ErrNotAnalyzable when the mask cannot be bounded.
+func (f *Forward) analytic(sh Shape) (*blockmask.BlockMask, error) {
+	f.amu.Lock()
+	defer f.amu.Unlock() // an Analyzer is not safe for concurrent use
+	key := [4]int{sh.Batch, sh.Heads, sh.SeqQ, sh.SeqK}
+	a, ok := f.analyzers[key]
+	if !ok {
+		var err error
+		a, err = blockmask.NewAnalyzer(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK})
+		if err != nil {
+			return nil, err
+		}
+		if f.analyzers == nil {
+			f.analyzers = map[[4]int]*blockmask.Analyzer{}
+		}
+		f.analyzers[key] = a
+	}
+	g, err := a.Grid(blockmask.Options{BlockQ: f.sparseQ, BlockK: f.sparseK})
+	if err != nil {
+		return nil, err
+	}
+	return blockmask.FromClasses(g)
 }
 
 // blockMask is the call's block mask: the given one, checked against the

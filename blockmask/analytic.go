@@ -43,6 +43,7 @@ type Analyzer struct {
 	B, H       int // of the block masks it makes: 1 where the mask ignores b (h)
 	SeqQ, SeqK int
 	progs      []*evaluator // [B*H]
+	mask       string
 	// Budget bounds the abstract evaluations spent refining one undecided
 	// block (bisecting it until each part is decided or both a true and a
 	// false position are found); past it the analyzer declines.
@@ -56,16 +57,18 @@ func NewAnalyzer(prog *lang.Program, inst *lang.ModInst, sh Shape) (*Analyzer, e
 	if err := checkGeometry(sh.B, sh.H, sh.SeqQ, sh.SeqK, 1, 1); err != nil {
 		return nil, err
 	}
-	if len(inst.AuxParams()) > 0 {
-		return nil, notAnalyzable("mask %s reads aux tensors (%s): its blocks depend on their data", inst, inst.AuxParams()[0].Name)
-	}
 	consts := map[int]int64{paramSeqQ: int64(sh.SeqQ), paramSeqK: int64(sh.SeqK)}
 	_, f, err := modFunc(prog, inst, 0, 0, consts)
 	if err != nil {
 		return nil, err
 	}
+	for i, a := range inst.AuxParams() {
+		if hasUses(f, f.Params[numStdParams+2*i]) || hasUses(f, f.Params[numStdParams+2*i+1]) {
+			return nil, notAnalyzable("mask %s reads aux tensor %s: its blocks depend on the data", inst, a.Name)
+		}
+	}
 	usesB, usesH := hasUses(f, f.Params[paramB]), hasUses(f, f.Params[paramH])
-	a := &Analyzer{B: 1, H: 1, SeqQ: sh.SeqQ, SeqK: sh.SeqK, Budget: 1024}
+	a := &Analyzer{B: 1, H: 1, SeqQ: sh.SeqQ, SeqK: sh.SeqK, Budget: 1024, mask: inst.String()}
 	if usesB {
 		a.B = sh.B
 	}
@@ -113,7 +116,10 @@ func (a *Analyzer) Grid(opts Options) (*Grid, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g, a.Fill(g)
+	if err := a.Fill(g); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // Fill classifies every block of g, whose geometry must match the
@@ -122,69 +128,162 @@ func (a *Analyzer) Fill(g *Grid) error {
 	if g.B != a.B || g.H != a.H || g.SeqQ != a.SeqQ || g.SeqK != a.SeqK {
 		return fmt.Errorf("blockmask: grid is B=%d H=%d %d×%d, analyzer B=%d H=%d %d×%d", g.B, g.H, g.SeqQ, g.SeqK, a.B, a.H, a.SeqQ, a.SeqK)
 	}
+	if err := checkGeometry(g.B, g.H, g.SeqQ, g.SeqK, g.BlockQ, g.BlockK); err != nil {
+		return err
+	}
+	if g.NumQ != cdiv(g.SeqQ, g.BlockQ) || g.NumK != cdiv(g.SeqK, g.BlockK) || len(g.Classes) != g.B*g.H*g.NumQ*g.NumK {
+		return fmt.Errorf("blockmask: grid of %d×%d blocks with %d classes does not fit SeqQ=%d SeqK=%d in %d×%d blocks (use NewGrid)",
+			g.NumQ, g.NumK, len(g.Classes), g.SeqQ, g.SeqK, g.BlockQ, g.BlockK)
+	}
 	for m, e := range a.progs {
 		e.budget = a.Budget
+		// All refinements together may cost about an eighth of evaluating
+		// every element: past that, an evaluating builder is as fast.
+		e.total = max(1<<12, int64(a.SeqQ)*int64(a.SeqK)/8)
 		if err := e.fill(g, g.Classes[m*g.NumQ*g.NumK:][:g.NumQ*g.NumK]); err != nil {
-			return err
+			return fmt.Errorf("%w (mask %s)", err, a.mask)
 		}
 	}
 	return nil
 }
 
 // fill classifies the blocks of one (b, h) mask into out ([NumQ, NumK]).
+//
+// Each block row is classified top-down over a binary tree of column spans:
+// a span whose rectangle the bounds decide is filled at once, an undecided
+// one is split, and an undecided single block is refined. The kv-only
+// values of a span are the hulls of its columns' (sound for the union), kept
+// per tree level. A row of a causal or windowed mask thus costs a few
+// evaluations per class boundary instead of one per block.
 func (e *evaluator) fill(g *Grid, out []Class) error {
 	e.fail = nil
 	s := e.slots
 	e.setBH()
 	e.run(e.constCode, rect{})
-	nk, nout := g.NumK, len(e.kOut)
-	if need := nk * nout; cap(e.kTab) < need {
-		e.kTab = make([]ival, need)
+	if e.fail != nil { // values of no position are single values: a real division by zero
+		return notAnalyzable("it divides by zero (in a value that depends on neither q_idx nor kv_idx)")
 	}
-	kTab := e.kTab[:nk*nout]
+	nk, nout := g.NumK, len(e.kOut)
+	// Tree levels: level l has ceil(nk / 2^l) nodes; the top has one.
+	levels := 1
+	for (1 << (levels - 1)) < nk {
+		levels++
+	}
+	e.levelOff = e.levelOff[:0]
+	nodes := 0
+	for l := range levels {
+		e.levelOff = append(e.levelOff, nodes)
+		nodes += (nk + (1 << l) - 1) >> l
+	}
+	if cap(e.kTab) < nodes*nout {
+		e.kTab = make([]ival, nodes*nout)
+	}
+	if cap(e.kBad) < nodes {
+		e.kBad = make([]bool, nodes)
+	}
+	kTab, kBad := e.kTab[:nodes*nout], e.kBad[:nodes]
 	for kb := range nk {
 		k0 := int64(kb * g.BlockK)
+		e.fail = nil
 		e.run(e.kCode, rect{k0: k0, k1: min(k0+int64(g.BlockK), int64(g.SeqK)) - 1})
+		// A column whose kv-only values may divide by zero is not
+		// bounded: its spans are refined from scratch.
+		kBad[kb] = e.fail != nil
 		for i, sl := range e.kOut {
 			kTab[kb*nout+i] = s[sl]
 		}
 	}
-	if e.fail != nil {
-		return e.fail
+	e.fail = nil
+	for l := 1; l < levels; l++ {
+		prev, cur := e.levelOff[l-1], e.levelOff[l]
+		nPrev := (nk + (1 << (l - 1)) - 1) >> (l - 1)
+		for j := 0; 2*j < nPrev; j++ {
+			bad := kBad[prev+2*j]
+			for i := range nout {
+				a := kTab[(prev+2*j)*nout+i]
+				if 2*j+1 < nPrev {
+					b := kTab[(prev+2*j+1)*nout+i]
+					a = ival{min(a.lo, b.lo), max(a.hi, b.hi)}
+				}
+				kTab[(cur+j)*nout+i] = a
+			}
+			if 2*j+1 < nPrev {
+				bad = bad || kBad[prev+2*j+1]
+			}
+			kBad[cur+j] = bad
+		}
 	}
+	e.grid = g
 	for qb := range g.NumQ {
 		q0 := int64(qb * g.BlockQ)
 		q1 := min(q0+int64(g.BlockQ), int64(g.SeqQ)) - 1
-		e.run(e.qCode, rect{q0: q0, q1: q1})
-		row := out[qb*nk:][:nk]
-		for kb := range row {
-			k0 := int64(kb * g.BlockK)
-			r := rect{q0, q1, k0, min(k0+int64(g.BlockK), int64(g.SeqK)) - 1}
-			for i, sl := range e.kOut {
-				s[sl] = kTab[kb*nout+i]
-			}
-			e.run(e.qkCode, r)
-			v := s[e.result]
-			switch {
-			case e.fail != nil:
-				return fmt.Errorf("%w (block q=%d kv=%d of b=%d h=%d)", e.fail, qb, kb, e.b, e.h)
-			case v.lo == 1:
-				row[kb] = Full
-			case v.hi == 0:
-				row[kb] = Empty
-			default:
-				c, err := e.classify(r)
-				if err != nil {
-					return fmt.Errorf("%w (block q=%d kv=%d of b=%d h=%d)", err, qb, kb, e.b, e.h)
-				}
-				row[kb] = c
-				// classify ran the whole program on other rectangles:
-				// recompute this row's q values.
-				e.run(e.qCode, rect{q0: q0, q1: q1})
-			}
+		e.runRow(q0, q1)
+		if err := e.span(out[qb*nk:][:nk], q0, q1, levels-1, 0); err != nil {
+			e.grid = nil
+			return err
 		}
 	}
+	e.grid = nil
 	return nil
+}
+
+// span classifies node j of tree level l of a block row.
+func (e *evaluator) span(row []Class, q0, q1 int64, l, j int) error {
+	g, s := e.grid, e.slots
+	c0, c1 := j<<l, min((j+1)<<l, len(row))-1
+	r := rect{q0, q1, int64(c0 * g.BlockK), min(int64((c1+1)*g.BlockK), int64(g.SeqK)) - 1}
+	node := e.levelOff[l] + j
+	v, failed := bMaybe, e.kBad[node] || e.rowFailed
+	if !failed {
+		for i, sl := range e.kOut {
+			s[sl] = e.kTab[node*len(e.kOut)+i]
+		}
+		e.run(e.qkCode, r)
+		if e.fail != nil { // the bounds may divide by zero: not decided here
+			e.fail, failed = nil, true
+		} else {
+			v = s[e.result]
+		}
+	}
+	switch {
+	case v.lo == 1:
+		fillClass(row[c0:c1+1], Full)
+		return nil
+	case v.hi == 0:
+		fillClass(row[c0:c1+1], Empty)
+		return nil
+	}
+	if l > 0 {
+		if err := e.span(row, q0, q1, l-1, 2*j); err != nil {
+			return err
+		}
+		if (2*j+1)<<(l-1) < len(row) {
+			return e.span(row, q0, q1, l-1, 2*j+1)
+		}
+		return nil
+	}
+	c, err := e.refine(r, failed)
+	if err != nil {
+		return fmt.Errorf("%w (block q=%d kv=%d of b=%d h=%d)", err, int(q0)/g.BlockQ, c0, e.b, e.h)
+	}
+	row[c0] = c
+	// refine ran the whole program on other rectangles: recompute the
+	// row's q values.
+	e.runRow(q0, q1)
+	return nil
+}
+
+// runRow computes the q-only values of a block row.
+func (e *evaluator) runRow(q0, q1 int64) {
+	e.fail = nil
+	e.run(e.qCode, rect{q0: q0, q1: q1})
+	e.rowFailed, e.fail = e.fail != nil, nil
+}
+
+func fillClass(xs []Class, c Class) {
+	for i := range xs {
+		xs[i] = c
+	}
 }
 
 // ClassifyRect classifies the rectangle q∈[q0,q1], kv∈[k0,k1] (inclusive)
@@ -195,6 +294,7 @@ func (a *Analyzer) ClassifyRect(b, h, q0, q1, k0, k1 int) (Class, error) {
 	}
 	e := a.progs[(b%a.B)*a.H+h%a.H]
 	e.budget = a.Budget
+	e.total = math.MaxInt64
 	return e.classify(rect{int64(q0), int64(q1), int64(k0), int64(k1)})
 }
 
@@ -251,12 +351,13 @@ const (
 var predByName = map[string]uint8{"eq": predEQ, "ne": predNE, "lt": predLT, "le": predLE, "gt": predGT, "ge": predGE}
 
 type instr struct {
-	op         opcode
-	pred       uint8
-	safe       bool // affine forms cannot leave i32 anywhere in [0,SeqQ)×[0,SeqK)
-	dst, x, y  int32
-	z          int32
-	a, b       affine
+	op        opcode
+	pred      uint8
+	safe      bool // affine forms cannot leave i32 anywhere in [0,SeqQ)×[0,SeqK)
+	dst, x, y int32
+	z         int32
+	a, b      affine
+	d         affine // a - b, for opCmpAff
 }
 
 // evaluator runs one compiled program over rectangles.
@@ -274,12 +375,17 @@ type evaluator struct {
 	hSlot  int32
 	b, h   int64
 	fail   error
-	budget int
-	stack  [160]rect
+	budget int   // abstract evaluations per undecided block
+	total  int64 // abstract evaluations left for all blocks
+	stack  [160]pending
 
 	constCode, qCode, kCode, qkCode []instr
 	kOut                            []int32 // slots of kCode that qkCode or the result read
-	kTab                            []ival  // [NumK][len(kOut)], grown on demand
+	kTab                            []ival  // per tree node (level by level): len(kOut) hulls; grown on demand
+	kBad                            []bool  // per tree node: a column's kv values may divide by zero
+	levelOff                        []int   // the first node of each tree level
+	grid                            *Grid   // during fill
+	rowFailed                       bool    // the row's q-only values may divide by zero
 }
 
 const (
@@ -569,7 +675,8 @@ func (c *compiler) op(op *tir.Op) error {
 		x, xa := aff(0)
 		y, ya := aff(1)
 		if xa && ya {
-			c.emit(op, instr{op: opCmpAff, pred: p, a: x, b: y, safe: c.safe(x) && c.safe(y)})
+			d := affine{x.q - y.q, x.k - y.k, x.c - y.c}
+			c.emit(op, instr{op: opCmpAff, pred: p, a: x, b: y, d: d, safe: c.safe(x) && c.safe(y)})
 			return nil
 		}
 		c.emit(op, instr{op: opCmp, pred: p, x: c.slot(args[0]), y: c.slot(args[1])})
@@ -660,7 +767,26 @@ func cmp(p uint8, x, y ival) ival {
 	return bMaybe
 }
 
+// cmpZero is cmp(p, d, [0,0]).
+func cmpZero(p uint8, d ival) ival {
+	switch p {
+	case predLT:
+		return boolOf(d.hi < 0, d.lo >= 0)
+	case predLE:
+		return boolOf(d.hi <= 0, d.lo > 0)
+	case predGT:
+		return boolOf(d.lo > 0, d.hi <= 0)
+	case predGE:
+		return boolOf(d.lo >= 0, d.hi < 0)
+	}
+	return cmp(p, d, ival{})
+}
+
 var errDivZero = notAnalyzable("it may divide by zero")
+
+func divZeroAt(p rect) error {
+	return notAnalyzable("it divides by zero at q_idx=%d, kv_idx=%d", p.q0, p.k0)
+}
 
 func (e *evaluator) setBH() {
 	if e.bSlot >= 0 {
@@ -683,6 +809,10 @@ func (e *evaluator) run(code []instr, r rect) {
 	s := e.slots
 	for i := range code {
 		in := &code[i]
+		if in.op == opCmpAff && in.safe {
+			s[in.dst] = cmpZero(in.pred, affRange(in.d, r))
+			continue
+		}
 		x, y := s[in.x], s[in.y]
 		var v ival
 		switch in.op {
@@ -699,8 +829,7 @@ func (e *evaluator) run(code []instr, r rect) {
 					break
 				}
 			}
-			d := affRange(affine{in.a.q - in.b.q, in.a.k - in.b.k, in.a.c - in.b.c}, r)
-			v = cmp(in.pred, d, ival{0, 0})
+			v = cmpZero(in.pred, affRange(in.d, r))
 		case opAdd:
 			v = norm(x.lo+y.lo, x.hi+y.hi)
 		case opSub:
@@ -826,8 +955,9 @@ func abs64(x int64) int64 {
 func (e *evaluator) classify(r rect) (Class, error) {
 	e.fail = nil
 	v := e.eval(r)
-	if e.fail != nil {
-		return 0, e.fail
+	failed := e.fail != nil
+	if failed {
+		v = bMaybe
 	}
 	if v.lo == 1 {
 		return Full, nil
@@ -835,27 +965,57 @@ func (e *evaluator) classify(r rect) (Class, error) {
 	if v.hi == 0 {
 		return Empty, nil
 	}
+	return e.refine(r, failed)
+}
+
+// refine decides a rectangle whose abstract value is unknown. failed says
+// the bounds on r may divide by zero: then every part of r must be bounded
+// without that (or a position found where the mask divides by zero), even
+// after a true and a false position are found, so that a mask the
+// evaluating builders would fail on is never classified.
+func (e *evaluator) refine(r rect, failed bool) (Class, error) {
+	e.fail = nil
 	if r.point() {
+		v := e.eval(r)
+		if e.fail != nil {
+			return 0, divZeroAt(r)
+		}
+		switch v {
+		case bTrue:
+			return Full, nil
+		case bFalse:
+			return Empty, nil
+		}
 		return 0, notAnalyzable("internal error: undecided at a single position")
 	}
 	var seenT, seenF bool
 	for _, p := range [4]rect{{r.q1, r.q1, r.k0, r.k0}, {r.q0, r.q0, r.k1, r.k1}, {r.q0, r.q0, r.k0, r.k0}, {r.q1, r.q1, r.k1, r.k1}} {
 		v := e.eval(p)
 		if e.fail != nil {
-			return 0, e.fail
+			return 0, divZeroAt(p)
 		}
 		seenT = seenT || v.lo == 1
 		seenF = seenF || v.hi == 0
-		if seenT && seenF {
+		if seenT && seenF && !failed {
 			return Partial, nil
 		}
 	}
 	stack := e.stack[:0]
-	stack = append(stack, r)
+	stack = append(stack, pending{r, failed})
+	nFailed := 0 // failed rectangles on the stack
+	if failed {
+		nFailed++
+	}
 	budget := e.budget
 	for len(stack) > 0 {
-		r := stack[len(stack)-1]
+		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		if p.failed {
+			nFailed--
+		} else if seenT && seenF {
+			continue // only failed parts still need looking at
+		}
+		r := p.r
 		var halves [2]rect
 		if r.q1-r.q0 >= r.k1-r.k0 {
 			m := r.q0 + (r.q1-r.q0)/2
@@ -868,9 +1028,16 @@ func (e *evaluator) classify(r rect) (Class, error) {
 			if budget--; budget < 0 {
 				return 0, notAnalyzable("the bounds stay undecided after %d refinements", e.budget)
 			}
+			if e.total--; e.total < 0 {
+				return 0, notAnalyzable("refining undecided blocks costs more than evaluating the mask")
+			}
 			v := e.eval(h)
-			if e.fail != nil {
-				return 0, e.fail
+			hFailed := e.fail != nil
+			if hFailed {
+				if h.point() {
+					return 0, divZeroAt(h)
+				}
+				e.fail, v = nil, bMaybe // undecided: split further
 			}
 			switch {
 			case v.lo == 1:
@@ -883,15 +1050,26 @@ func (e *evaluator) classify(r rect) (Class, error) {
 				if len(stack) == cap(stack) {
 					return 0, notAnalyzable("refinement too deep")
 				}
-				stack = append(stack, h)
-			}
-			if seenT && seenF {
-				return Partial, nil
+				stack = append(stack, pending{h, hFailed})
+				if hFailed {
+					nFailed++
+				}
 			}
 		}
+		if seenT && seenF && nFailed == 0 {
+			return Partial, nil
+		}
 	}
-	if seenT {
+	switch {
+	case seenT && seenF:
+		return Partial, nil
+	case seenT:
 		return Full, nil
 	}
 	return Empty, nil
+}
+
+type pending struct {
+	r      rect
+	failed bool
 }

@@ -144,40 +144,52 @@ func FromClasses(g *Grid) (*BlockMask, error) {
 	}
 	bm := &BlockMask{B: g.B, H: g.H, SeqQ: g.SeqQ, SeqK: g.SeqK, BlockQ: g.BlockQ, BlockK: g.BlockK, NumQ: nq, NumK: nk}
 	bh := g.B * g.H
-	bm.KVNumBlocks, bm.FullKVNumBlocks = make([]int32, bh*nq), make([]int32, bh*nq)
-	bm.KVIndices, bm.FullKVIndices = make([]int32, bh*nq*nk), make([]int32, bh*nq*nk)
-	bm.QNumBlocks, bm.FullQNumBlocks = make([]int32, bh*nk), make([]int32, bh*nk)
-	bm.QIndices, bm.FullQIndices = make([]int32, bh*nk*nq), make([]int32, bh*nk*nq)
+	// One allocation for all eight tensors.
+	all := make([]int32, 2*(bh*nq+bh*nq*nk+bh*nk+bh*nk*nq))
+	take := func(n int) []int32 {
+		s := all[:n:n]
+		all = all[n:]
+		return s
+	}
+	bm.KVNumBlocks, bm.FullKVNumBlocks = take(bh*nq), take(bh*nq)
+	bm.KVIndices, bm.FullKVIndices = take(bh*nq*nk), take(bh*nq*nk)
+	bm.QNumBlocks, bm.FullQNumBlocks = take(bh*nk), take(bh*nk)
+	bm.QIndices, bm.FullQIndices = take(bh*nk*nq), take(bh*nk*nq)
+	col := make([]Class, nq)
 	for m := range bh {
 		for qb := range nq {
-			row := g.Classes[(m*nq+qb)*nk:][:nk]
 			r := m*nq + qb
-			bm.KVNumBlocks[r] = orderRow(bm.KVIndices[r*nk:][:nk], nk, func(i int) bool { return row[i] == Partial })
-			bm.FullKVNumBlocks[r] = orderRow(bm.FullKVIndices[r*nk:][:nk], nk, func(i int) bool { return row[i] == Full })
+			row := g.Classes[r*nk:][:nk]
+			bm.KVNumBlocks[r] = orderRow(bm.KVIndices[r*nk:][:nk], row, Partial)
+			bm.FullKVNumBlocks[r] = orderRow(bm.FullKVIndices[r*nk:][:nk], row, Full)
 		}
 		for kb := range nk {
-			at := func(i int) Class { return g.Classes[(m*nq+i)*nk+kb] }
+			for qb := range col {
+				col[qb] = g.Classes[(m*nq+qb)*nk+kb]
+			}
 			r := m*nk + kb
-			bm.QNumBlocks[r] = orderRow(bm.QIndices[r*nq:][:nq], nq, func(i int) bool { return at(i) == Partial })
-			bm.FullQNumBlocks[r] = orderRow(bm.FullQIndices[r*nq:][:nq], nq, func(i int) bool { return at(i) == Full })
+			bm.QNumBlocks[r] = orderRow(bm.QIndices[r*nq:][:nq], col, Partial)
+			bm.FullQNumBlocks[r] = orderRow(bm.FullQIndices[r*nq:][:nq], col, Full)
 		}
 	}
 	return bm, nil
 }
 
-// orderRow writes the indices in [0,n) where in holds, ascending, then the
-// others, ascending, and returns how many held.
-func orderRow(dst []int32, n int, in func(int) bool) int32 {
+// orderRow writes the indices i where row[i] == c, ascending, then the
+// others, ascending (FlexAttention's stable argsort), and returns how many
+// matched.
+func orderRow(dst []int32, row []Class, c Class) int32 {
+	dst = dst[:len(row)]
 	k := 0
-	for i := range n {
-		if in(i) {
+	for i, x := range row {
+		if x == c {
 			dst[k] = int32(i)
 			k++
 		}
 	}
 	j := k
-	for i := range n {
-		if !in(i) {
+	for i, x := range row {
+		if x != c {
 			dst[j] = int32(i)
 			j++
 		}

@@ -84,10 +84,13 @@ func (bm *BlockMask) Save(dir string) error {
 }
 
 // Load reads a block mask saved by Save or made by PyTorch (the tensors of
-// a BlockMask saved with numpy.save under the names Save uses). Sizes come
-// from block_mask.json when present; the arguments then must agree with it
-// or be 0. Without the json (a PyTorch-made set) the sequence lengths must
-// be given, and block sizes of 0 mean 128.
+// a BlockMask saved with numpy.save under the names Save uses).
+//
+// Sizes come from block_mask.json when present: seqQ and seqK must then
+// agree with it or be 0, and blockQ, blockK are ignored (the json's block
+// sizes hold; compare bm.BlockQ, bm.BlockK with your kernel's). Without the
+// json (a PyTorch-made set) the sizes come from the arguments: the sequence
+// lengths must be given, block sizes of 0 mean 128.
 //
 // kv_num_blocks and kv_indices are required. full_kv_* may be absent (then
 // no block is full, as in a BlockMask without full blocks); q_* and
@@ -120,16 +123,17 @@ func load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
 			name      string
 			arg, file int
 			dst       *int
+			check     bool
 		}{
-			{"sequence length q", seqQ, m.SeqLengths[0], &seqQ},
-			{"sequence length kv", seqK, m.SeqLengths[1], &seqK},
-			{"block size q", blockQ, m.BlockSize[0], &blockQ},
-			{"block size kv", blockK, m.BlockSize[1], &blockK},
+			{"sequence length q", seqQ, m.SeqLengths[0], &seqQ, true},
+			{"sequence length kv", seqK, m.SeqLengths[1], &seqK, true},
+			{"block size q", blockQ, m.BlockSize[0], &blockQ, false},
+			{"block size kv", blockK, m.BlockSize[1], &blockK, false},
 		} {
 			if p.file <= 0 {
 				return nil, fmt.Errorf("%s: %s is %d, want a positive number (seq_lengths and block_size are required)", fileMeta, p.name, p.file)
 			}
-			if p.arg != 0 && p.arg != p.file {
+			if p.check && p.arg != 0 && p.arg != p.file {
 				return nil, fmt.Errorf("%s: %s is %d, but %d was asked for", fileMeta, p.name, p.file, p.arg)
 			}
 			*p.dst = p.file

@@ -23,8 +23,8 @@ var (
 
 // Layout of the picture, in pixels.
 const (
-	pngPad    = 8  // margin around and between panels
-	pngScale  = 2  // of the 3×5 font
+	pngPad    = 8 // margin around and between panels
+	pngScale  = 2 // of the 3×5 font
 	pngTextH  = 5 * pngScale
 	pngLabelH = pngTextH + 4 // a panel's title above it
 )
