@@ -60,15 +60,12 @@ func blockmaskCmd() *cobra.Command {
 					return err
 				}
 				first := time.Since(t0)
-				var best time.Duration
-				for i := 0; i < 5; i++ {
-					t1 := time.Now()
-					if bm, err = fwd.BuildBlockMaskCUDA(gpu, sh, aux); err != nil {
-						return err
-					}
-					if d := time.Since(t1); best == 0 || d < best {
-						best = d
-					}
+				best, err := bestOf(5, func() (err error) {
+					bm, err = fwd.BuildBlockMaskCUDA(gpu, sh, aux)
+					return err
+				})
+				if err != nil {
+					return err
 				}
 				method = fmt.Sprintf("on the GPU (first call with kernel load %.1f ms; best of 5 after)", ms(first))
 				t0 = time.Now().Add(-best)
@@ -82,15 +79,12 @@ func blockmaskCmd() *cobra.Command {
 				first := time.Since(t0)
 				method = m.String()
 				if m == blockmask.MethodAnalytic {
-					var best time.Duration
-					for i := 0; i < 5; i++ {
-						t1 := time.Now()
-						if bm, _, err = fwd.BuildBlockMask(sh, aux); err != nil {
-							return err
-						}
-						if d := time.Since(t1); best == 0 || d < best {
-							best = d
-						}
+					best, err := bestOf(5, func() (err error) {
+						bm, _, err = fwd.BuildBlockMask(sh, aux)
+						return err
+					})
+					if err != nil {
+						return err
 					}
 					method = fmt.Sprintf("analytic (first call, compiling the analyzer: %.3f ms; best of 5 after)", ms(first))
 					t0 = time.Now().Add(-best)
@@ -149,4 +143,19 @@ func gcd(a, b int) int {
 		a, b = b, a%b
 	}
 	return a
+}
+
+// bestOf runs fn n times and returns its fastest time.
+func bestOf(n int, fn func() error) (time.Duration, error) {
+	var best time.Duration
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if err := fn(); err != nil {
+			return 0, err
+		}
+		if d := time.Since(t); best == 0 || d < best {
+			best = d
+		}
+	}
+	return best, nil
 }
