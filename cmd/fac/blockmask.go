@@ -24,9 +24,6 @@ func blockmaskCmd() *cobra.Command {
 		Example: `  fac blockmask --mask "sliding_window(1023, 0)" --seqlen-q 8192 --seqlen-k 8192 --png sw.png
   fac blockmask --mask document --doc-len 1000 --seqlen-q 8192 --seqlen-k 8192 --out bm/   # then: fac run --blockmask bm/`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if outDir == "" && png == "" {
-				return fmt.Errorf("nothing to do: give --out DIR and/or --png FILE")
-			}
 			srcs, err := readSources(files)
 			if err != nil {
 				return err
