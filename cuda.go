@@ -612,7 +612,11 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 		"o": cuda.DevicePtr(t.O), "lse": cuda.DevicePtr(t.LSE)}
 	dm := t.BlockMask
 	if dm == nil {
-		bm, _, err := f.BuildBlockMask(sh, hostAux(t.Aux))
+		aux, err := f.hostAux(t.Aux)
+		if err != nil {
+			return err
+		}
+		bm, err := f.blockMaskCUDA(d, Inputs{Aux: aux}, sh)
 		if err != nil {
 			return err
 		}
@@ -672,17 +676,36 @@ func (f *Forward) blockMaskCUDA(d *CUDA, in Inputs, sh Shape) (*blockmask.BlockM
 	return f.BuildBlockMaskCUDA(d, sh, in.Aux)
 }
 
-// hostAux copies device aux tensors back for building a block mask on the
-// host (the slow path of LaunchCUDA without a block mask).
-func hostAux(aux map[string]DeviceAux) map[string]any {
+// hostAux copies the mask's aux tensors back from the device, for building
+// a block mask (the slow path of LaunchCUDA without a block mask).
+func (f *Forward) hostAux(aux map[string]DeviceAux) (map[string]any, error) {
 	out := map[string]any{}
-	for name, a := range aux {
-		xs := make([]int32, a.Len)
-		if err := cuda.DtoH(xs, cuda.DevicePtr(a.Ptr)); err == nil {
-			out[name] = xs
-		}
+	if f.res.Mask == nil {
+		return out, nil
 	}
-	return out
+	for _, p := range f.res.Mask.AuxParams() {
+		a, ok := aux[p.Name]
+		if !ok {
+			a, ok = aux["mask."+p.Name]
+		}
+		if !ok {
+			return nil, fmt.Errorf("LaunchCUDA: missing aux tensor %q", p.Name)
+		}
+		if p.Elem == tir.F32 {
+			xs := make([]float32, a.Len)
+			if err := cuda.DtoH(xs, cuda.DevicePtr(a.Ptr)); err != nil {
+				return nil, err
+			}
+			out[p.Name] = xs
+			continue
+		}
+		xs := make([]int32, a.Len)
+		if err := cuda.DtoH(xs, cuda.DevicePtr(a.Ptr)); err != nil {
+			return nil, err
+		}
+		out[p.Name] = xs
+	}
+	return out, nil
 }
 
 // BuildBlockMaskCUDA classifies the mask's blocks on the GPU with the
