@@ -31,29 +31,20 @@ var lex = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Punct", Pattern: `==|!=|<=|>=|&&|\|\||[-+*/%<>=!(),:\[\]{};]`},
 })
 
+// options are shared by every entry point so they lex and parse alike.
+var options = []participle.Option{
+	participle.Lexer(lex),
+	participle.Elide("Comment", "Whitespace"),
+	participle.UseLookahead(4),
+}
+
 var (
-	fileParser = participle.MustBuild[lang.File](
-		participle.Lexer(lex),
-		participle.Elide("Comment", "Whitespace"),
-		participle.UseLookahead(4),
-	)
-	exprParser = participle.MustBuild[lang.Expr](
-		participle.Lexer(lex),
-		participle.Elide("Comment", "Whitespace"),
-		participle.UseLookahead(4),
-	)
+	fileParser = participle.MustBuild[lang.File](options...)
+	exprParser = participle.MustBuild[lang.Expr](options...)
 	// stmtParser and declParser re-parse one statement or declaration to
 	// find where it really fails (see refine).
-	stmtParser = participle.MustBuild[lang.Stmt](
-		participle.Lexer(lex),
-		participle.Elide("Comment", "Whitespace"),
-		participle.UseLookahead(4),
-	)
-	declParser = participle.MustBuild[lang.Decl](
-		participle.Lexer(lex),
-		participle.Elide("Comment", "Whitespace"),
-		participle.UseLookahead(4),
-	)
+	stmtParser = participle.MustBuild[lang.Stmt](options...)
+	declParser = participle.MustBuild[lang.Decl](options...)
 )
 
 // ParseFile parses one source file. Errors are *lang.Error values.
