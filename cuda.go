@@ -13,8 +13,8 @@ import (
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/runtime/bundle"
-	"github.com/fac-compiler/fac/runtime/cache"
+	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/runtime/cuda"
 	"github.com/fac-compiler/fac/tir"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/internal/version"
-	"github.com/fac-compiler/fac/runtime/cache"
+	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/stdlib/attention"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac/codegen/llc"
-	"github.com/fac-compiler/fac/runtime/cache"
+	"github.com/fac-compiler/fac/artifact/cache"
 )
 
 // TestStdlibPTX compiles flash_fwd with every stdlib mask and score to PTX

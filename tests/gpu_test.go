@@ -10,7 +10,7 @@ import (
 
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/internal/half"
-	"github.com/fac-compiler/fac/runtime/bundle"
+	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/runtime/cuda"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/internal/npy"
-	"github.com/fac-compiler/fac/runtime/bundle"
-	"github.com/fac-compiler/fac/runtime/cache"
+	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/artifact/cache"
 )
 
 // benchResult is one row of `fac bench`, also written as JSON.

@@ -12,8 +12,8 @@ import (
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/internal/version"
-	"github.com/fac-compiler/fac/runtime/bundle"
-	"github.com/fac-compiler/fac/runtime/cache"
+	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/artifact/cache"
 )
 
 func buildCmd() *cobra.Command {

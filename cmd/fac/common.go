@@ -11,7 +11,7 @@ import (
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/passes"
-	"github.com/fac-compiler/fac/runtime/bundle"
+	"github.com/fac-compiler/fac/artifact/bundle"
 )
 
 // readSources reads user source files into a name → text map.

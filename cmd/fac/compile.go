@@ -12,7 +12,7 @@ import (
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/internal/npy"
-	"github.com/fac-compiler/fac/runtime/cache"
+	"github.com/fac-compiler/fac/artifact/cache"
 )
 
 func compileCmd() *cobra.Command {

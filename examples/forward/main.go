@@ -18,7 +18,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/fac-compiler/fac"
-	"github.com/fac-compiler/fac/runtime/bundle"
+	"github.com/fac-compiler/fac/artifact/bundle"
 )
 
 //go:embed attn.bundle
