@@ -25,6 +25,11 @@ const DefaultBlock = 128
 // the analytic builder's arithmetic exact in 64 bits.
 const MaxSeqLen = 1 << 30
 
+// MaxBlocks bounds the blocks of a block mask, B·H·NumQ·NumK with B and H
+// those of the mask (1 where it ignores b or h), counted at its block size:
+// 2^31 blocks already take 32 GiB of index tensors (16 bytes a block).
+const MaxBlocks = 1 << 31
+
 // Class is what a mask does on one block.
 type Class uint8
 
@@ -70,6 +75,18 @@ type BlockMask struct {
 	KVIndices, FullKVIndices     []int32 // [B, H, NumQ, NumK]
 	QNumBlocks, FullQNumBlocks   []int32 // [B, H, NumK]
 	QIndices, FullQIndices       []int32 // [B, H, NumK, NumQ]
+
+	// Provenance, when known, so that a block mask is never used with a
+	// mask it was not made from (a kernel trusts its full and empty blocks
+	// and would compute the wrong attention): Mask is the canonical string
+	// of the mask mod it was built from ("causal", "sliding_window(1023,
+	// 0)", "none" for no mask), BuiltB and BuiltH the batch and heads of the
+	// shape it was built for (B and H above are 1 where the mask ignores b
+	// or h, so they alone cannot tell a shared mask from one built for a
+	// single head). "" and 0 mean unknown: a set made by hand or by PyTorch.
+	// Save and Load keep them in block_mask.json.
+	Mask           string
+	BuiltB, BuiltH int
 }
 
 // Grid is a dense grid of block classes, the common form every builder
@@ -92,20 +109,55 @@ func NewGrid(b, h, seqQ, seqK, blockQ, blockK int) (*Grid, error) {
 		Classes: make([]Class, b*h*nq*nk)}, nil
 }
 
+// checkGeometry checks a block mask's dimensions and that it has at most
+// MaxBlocks blocks.
 func checkGeometry(b, h, seqQ, seqK, blockQ, blockK int) error {
+	if err := checkShape(b, h, seqQ, seqK); err != nil {
+		return err
+	}
+	if err := checkBlockSize(blockQ, blockK); err != nil {
+		return err
+	}
+	nq, nk := cdiv(seqQ, blockQ), cdiv(seqK, blockK)
+	if _, ok := numBlocks(b, h, nq, nk); !ok {
+		return fmt.Errorf("blockmask: B×H×NumQ×NumK = %d×%d×%d×%d blocks of %d×%d is more than %d",
+			b, h, nq, nk, blockQ, blockK, MaxBlocks)
+	}
+	return nil
+}
+
+// checkShape checks B, H and the sequence lengths, each on its own: how
+// many blocks they make depends on the block size, and on which of b and h
+// the mask reads.
+func checkShape(b, h, seqQ, seqK int) error {
 	switch {
 	case b < 1 || h < 1:
 		return fmt.Errorf("blockmask: B and H must be at least 1, got B=%d H=%d", b, h)
 	case seqQ < 1 || seqK < 1 || seqQ > MaxSeqLen || seqK > MaxSeqLen:
 		return fmt.Errorf("blockmask: sequence lengths must be in [1, 2^30], got SeqQ=%d SeqK=%d", seqQ, seqK)
-	case blockQ < 1 || blockK < 1 || blockQ > MaxSeqLen || blockK > MaxSeqLen:
-		return fmt.Errorf("blockmask: block sizes must be positive, got BlockQ=%d BlockK=%d", blockQ, blockK)
-	}
-	nq, nk := cdiv(seqQ, blockQ), cdiv(seqK, blockK)
-	if int64(b)*int64(h)*int64(nq)*int64(nk) > 1<<31 {
-		return fmt.Errorf("blockmask: %d×%d×%d×%d blocks is too many", b, h, nq, nk)
 	}
 	return nil
+}
+
+func checkBlockSize(blockQ, blockK int) error {
+	if blockQ < 1 || blockK < 1 || blockQ > MaxSeqLen || blockK > MaxSeqLen {
+		return fmt.Errorf("blockmask: block sizes must be in [1, 2^30], got BlockQ=%d BlockK=%d", blockQ, blockK)
+	}
+	return nil
+}
+
+// numBlocks is the product of positive dims, or false when it is more than
+// MaxBlocks. Each partial product stays at most MaxBlocks, so no
+// multiplication overflows, whatever the dims.
+func numBlocks(dims ...int) (int64, bool) {
+	n := int64(1)
+	for _, d := range dims {
+		if d < 1 || int64(d) > MaxBlocks/n {
+			return 0, false
+		}
+		n *= int64(d)
+	}
+	return n, true
 }
 
 func cdiv(a, b int) int { return (a + b - 1) / b }
@@ -155,21 +207,32 @@ func FromClasses(g *Grid) (*BlockMask, error) {
 	bm.KVIndices, bm.FullKVIndices = take(bh*nq*nk), take(bh*nq*nk)
 	bm.QNumBlocks, bm.FullQNumBlocks = take(bh*nk), take(bh*nk)
 	bm.QIndices, bm.FullQIndices = take(bh*nk*nq), take(bh*nk*nq)
-	col := make([]Class, nq)
+	// The q lists read the grid by columns. Gathering a column at a time
+	// touches a cache line per element (seconds for the 67M blocks of a
+	// million positions); a tile of columns at a time uses the whole line.
+	const tile = 64
+	cols := make([]Class, min(tile, nk)*nq)
 	for m := range bh {
+		classes := g.Classes[m*nq*nk:][:nq*nk]
 		for qb := range nq {
 			r := m*nq + qb
-			row := g.Classes[r*nk:][:nk]
+			row := classes[qb*nk:][:nk]
 			bm.KVNumBlocks[r] = orderRow(bm.KVIndices[r*nk:][:nk], row, Partial)
 			bm.FullKVNumBlocks[r] = orderRow(bm.FullKVIndices[r*nk:][:nk], row, Full)
 		}
-		for kb := range nk {
-			for qb := range col {
-				col[qb] = g.Classes[(m*nq+qb)*nk+kb]
+		for k0 := 0; k0 < nk; k0 += tile {
+			w := min(tile, nk-k0)
+			for qb := range nq {
+				for j, c := range classes[qb*nk+k0:][:w] {
+					cols[j*nq+qb] = c
+				}
 			}
-			r := m*nk + kb
-			bm.QNumBlocks[r] = orderRow(bm.QIndices[r*nq:][:nq], col, Partial)
-			bm.FullQNumBlocks[r] = orderRow(bm.FullQIndices[r*nq:][:nq], col, Full)
+			for j := range w {
+				col := cols[j*nq:][:nq]
+				r := m*nk + k0 + j
+				bm.QNumBlocks[r] = orderRow(bm.QIndices[r*nq:][:nq], col, Partial)
+				bm.FullQNumBlocks[r] = orderRow(bm.FullQIndices[r*nq:][:nq], col, Full)
+			}
 		}
 	}
 	return bm, nil
@@ -177,7 +240,8 @@ func FromClasses(g *Grid) (*BlockMask, error) {
 
 // orderRow writes the indices i where row[i] == c, ascending, then the
 // others, ascending (FlexAttention's stable argsort), and returns how many
-// matched.
+// matched. The others are written as the runs between the matches, in
+// tight loops: rows of a large mask are long and mostly of one class.
 func orderRow(dst []int32, row []Class, c Class) int32 {
 	dst = dst[:len(row)]
 	k := 0
@@ -187,12 +251,17 @@ func orderRow(dst []int32, row []Class, c Class) int32 {
 			k++
 		}
 	}
-	j := k
-	for i, x := range row {
-		if x != c {
-			dst[j] = int32(i)
+	j, next := k, int32(0)
+	for _, m := range dst[:k] {
+		for i := next; i < m; i++ {
+			dst[j] = i
 			j++
 		}
+		next = m + 1
+	}
+	for i := next; i < int32(len(row)); i++ {
+		dst[j] = i
+		j++
 	}
 	return int32(k)
 }
@@ -268,7 +337,8 @@ func (bm *BlockMask) Counts() (empty, partial, full int) {
 
 // Equal reports whether two block masks are identical: same geometry, same
 // B and H (a broadcast mask is not equal to its copies) and same tensors,
-// filler slots included.
+// filler slots included. Provenance (Mask, BuiltB, BuiltH) is not compared:
+// it says where the blocks came from, not what a kernel reads.
 func (bm *BlockMask) Equal(o *BlockMask) bool {
 	if bm == nil || o == nil {
 		return bm == o

@@ -59,10 +59,13 @@ func Build(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux m
 }
 
 // newGridFor makes the grid of a mask's block mask: B (H) is 1 unless the
-// mask reads b (h).
+// mask reads b (h). The block count is checked on that grid, not on sh.
 func newGridFor(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options) (*Grid, error) {
 	sh, opts = sh.withDefaults(), opts.withDefaults()
-	if err := checkGeometry(sh.B, sh.H, sh.SeqQ, sh.SeqK, opts.BlockQ, opts.BlockK); err != nil {
+	if err := checkShape(sh.B, sh.H, sh.SeqQ, sh.SeqK); err != nil {
+		return nil, err
+	}
+	if err := checkBlockSize(opts.BlockQ, opts.BlockK); err != nil {
 		return nil, err
 	}
 	b, h, err := maskShape(prog, inst, sh)

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 // File names of a saved block mask: FlexAttention's BlockMask fields.
@@ -22,26 +23,38 @@ const (
 	fileQIdx      = "q_indices.npy"
 	fileFullQNum  = "full_q_num_blocks.npy"
 	fileFullQIdx  = "full_q_indices.npy"
-	fileMeta      = "block_mask.json"
+	fileMeta      = MetaFile
 )
 
-// metaFormat tags block_mask.json.
-const metaFormat = "fac-blockmask/1"
+// MetaFile is the name of the metadata file Save writes next to the
+// tensors (sizes and provenance; see Load).
+const MetaFile = "block_mask.json"
 
-// meta is block_mask.json: the sizes the tensors' shapes do not pin down.
-// The field names follow PyTorch's BlockMask attributes (seq_lengths,
-// BLOCK_SIZE), so a Python script writes it from bm.seq_lengths and
-// bm.BLOCK_SIZE.
+// metaFormat tags block_mask.json. Version 2 added the provenance (mask,
+// batch_heads); version 1 files, and files without a format (written by a
+// Python script), still load, with the provenance unknown.
+const (
+	metaFormat   = "fac-blockmask/2"
+	metaFormatV1 = "fac-blockmask/1"
+)
+
+// meta is block_mask.json: the sizes the tensors' shapes do not pin down,
+// and where the block mask came from. The size field names follow
+// PyTorch's BlockMask attributes (seq_lengths, BLOCK_SIZE), so a Python
+// script writes it from bm.seq_lengths and bm.BLOCK_SIZE.
 type meta struct {
-	Format     string `json:"format,omitempty"`
-	SeqLengths [2]int `json:"seq_lengths"` // (q, kv)
-	BlockSize  [2]int `json:"block_size"`  // (q, kv)
+	Format     string  `json:"format,omitempty"`
+	SeqLengths [2]int  `json:"seq_lengths"`           // (q, kv)
+	BlockSize  [2]int  `json:"block_size"`            // (q, kv)
+	Mask       string  `json:"mask,omitempty"`        // canonical mask mod; absent = unknown
+	BatchHeads *[2]int `json:"batch_heads,omitempty"` // (B, H) built for; absent = unknown
 }
 
 // Save writes the block mask into dir (made if missing) as eight int32 .npy
 // files with FlexAttention's names and shapes ([B, H, NumQ], [B, H, NumQ,
-// NumK], ...) and block_mask.json with the sequence lengths and block sizes.
-// Each file is written atomically.
+// NumK], ...) and block_mask.json with the sequence lengths and block sizes
+// and, when known, the mask and the batch and heads it was built for.
+// Existing files are written in place (see internal/outfile).
 func (bm *BlockMask) Save(dir string) error {
 	if err := bm.Validate(); err != nil {
 		return fmt.Errorf("blockmask: save %s: invalid block mask: %w", dir, err)
@@ -69,15 +82,19 @@ func (bm *BlockMask) Save(dir string) error {
 		if err != nil {
 			return fmt.Errorf("blockmask: save %s: %w", f.name, err)
 		}
-		if err := npy.WriteFile(filepath.Join(dir, f.name), data); err != nil {
+		if err := outfile.WriteFile(filepath.Join(dir, f.name), data); err != nil {
 			return fmt.Errorf("blockmask: save: %w", err)
 		}
 	}
-	js, err := json.MarshalIndent(meta{Format: metaFormat, SeqLengths: [2]int{bm.SeqQ, bm.SeqK}, BlockSize: [2]int{bm.BlockQ, bm.BlockK}}, "", "  ")
+	m := meta{Format: metaFormat, SeqLengths: [2]int{bm.SeqQ, bm.SeqK}, BlockSize: [2]int{bm.BlockQ, bm.BlockK}, Mask: bm.Mask}
+	if bm.BuiltB > 0 && bm.BuiltH > 0 {
+		m.BatchHeads = &[2]int{bm.BuiltB, bm.BuiltH}
+	}
+	js, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := npy.WriteFile(filepath.Join(dir, fileMeta), append(js, '\n')); err != nil {
+	if err := outfile.WriteFile(filepath.Join(dir, fileMeta), append(js, '\n')); err != nil {
 		return fmt.Errorf("blockmask: save: %w", err)
 	}
 	return nil
@@ -100,6 +117,10 @@ func (bm *BlockMask) Save(dir string) error {
 // checked; errors name the file and the offending element. Only the first
 // count entries of an index row are read: the rest is rewritten in
 // FlexAttention's layout, so Load(Save(x)) equals x.
+//
+// The provenance (Mask, BuiltB, BuiltH) comes from the json's "mask" and
+// "batch_heads" (format fac-blockmask/2); it is unknown ("" and 0) for
+// format 1 files and sets without a json.
 func Load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
 	bm, err := load(dir, seqQ, seqK, blockQ, blockK)
 	if err != nil {
@@ -109,15 +130,24 @@ func Load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
 }
 
 func load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
+	var m meta
 	js, err := os.ReadFile(filepath.Join(dir, fileMeta))
 	switch {
 	case err == nil:
-		var m meta
 		if err := json.Unmarshal(js, &m); err != nil {
 			return nil, fmt.Errorf("%s: %w", fileMeta, err)
 		}
-		if m.Format != "" && m.Format != metaFormat {
-			return nil, fmt.Errorf("%s: format %q, want %q", fileMeta, m.Format, metaFormat)
+		switch m.Format {
+		case "", metaFormat:
+		case metaFormatV1:
+			if m.Mask != "" || m.BatchHeads != nil {
+				return nil, fmt.Errorf("%s: format %q has no mask or batch_heads (they came with %q)", fileMeta, m.Format, metaFormat)
+			}
+		default:
+			return nil, fmt.Errorf("%s: format %q, want %q (or %q)", fileMeta, m.Format, metaFormat, metaFormatV1)
+		}
+		if bh := m.BatchHeads; bh != nil && (bh[0] < 1 || bh[1] < 1) {
+			return nil, fmt.Errorf("%s: batch_heads is %v, want two positive numbers (or no batch_heads)", fileMeta, *bh)
 		}
 		for _, p := range []struct {
 			name      string
@@ -165,6 +195,12 @@ func load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
 		return nil, fmt.Errorf("%s: shape %v, want [B, H, %d] (%s)", fileKVNum, kvNum.Shape, nq, geom)
 	}
 	b, h := kvNum.Shape[0], kvNum.Shape[1]
+	// A mask that reads b (h) has one mask per batch (head) of the shape it
+	// was built for; one that does not has a single shared one.
+	if bh := m.BatchHeads; bh != nil && ((b != 1 && b != bh[0]) || (h != 1 && h != bh[1])) {
+		return nil, fmt.Errorf("%s: shape %v (B=%d, H=%d), but %s says it was built for batch %d and %d heads (B and H are those, or 1)",
+			fileKVNum, kvNum.Shape, b, h, fileMeta, bh[0], bh[1])
+	}
 	want := map[string][]int{
 		fileKVIdx: {b, h, nq, nk}, fileFullKVNum: {b, h, nq}, fileFullKVIdx: {b, h, nq, nk},
 		fileQNum: {b, h, nk}, fileQIdx: {b, h, nk, nq}, fileFullQNum: {b, h, nk}, fileFullQIdx: {b, h, nk, nq},
@@ -246,7 +282,15 @@ func load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
 			g.Classes[i] = Full
 		}
 	}
-	return FromClasses(g)
+	bm, err := FromClasses(g)
+	if err != nil {
+		return nil, err
+	}
+	bm.Mask = m.Mask
+	if m.BatchHeads != nil {
+		bm.BuiltB, bm.BuiltH = m.BatchHeads[0], m.BatchHeads[1]
+	}
+	return bm, nil
 }
 
 type i32Array struct {

@@ -56,8 +56,9 @@ const (
 
 // modFunc lowers a mask alone (scalar positions, or bq×bk tiles when bq > 0)
 // with the given standard parameters replaced by constants (by position,
-// e.g. paramSeqQ), and runs the pass pipeline on it, so compile-time
-// conditions fold and dead code goes. The function keeps its parameters.
+// e.g. paramSeqQ), and runs the mask-analysis pipeline on it, so the mods it
+// calls are inlined, compile-time conditions fold and dead code goes. The
+// function keeps its parameters.
 func modFunc(prog *lang.Program, inst *lang.ModInst, bq, bk int, consts map[int]int64) (*tir.Module, *tir.Func, error) {
 	if inst == nil {
 		return nil, nil, fmt.Errorf("blockmask: no mask mod given")
@@ -85,13 +86,7 @@ func modFunc(prog *lang.Program, inst *lang.ModInst, bq, bk int, consts map[int]
 		f.Body.ReplaceAllUses(f.Params[i], c.Result())
 		f.Body.Ops = append([]*tir.Op{c}, f.Body.Ops...)
 	}
-	// The inline pass drops every function that is neither a kernel nor
-	// called, which a mod lowered alone is; mark it a kernel while the
-	// passes run (specialize-mask would then clone it: skip that pass).
-	f.Kernel = true
-	err = passes.RunUntil(m, passes.Options{Disable: map[string]bool{"specialize-mask": true}}, "")
-	f.Kernel = false
-	if err != nil {
+	if err := passes.RunPipeline(m, passes.MaskAnalysisPipeline, passes.Options{}); err != nil {
 		return nil, nil, err
 	}
 	return m, f, nil

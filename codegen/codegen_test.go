@@ -12,13 +12,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/passes"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden LLVM IR files in testdata/golden")
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden (LLVM IR, PTX, phase prints)")
 
 // loadKernel parses and verifies testdata/name.tir and returns the module
 // and its first kernel's name.
@@ -71,6 +72,7 @@ var kernels = []struct {
 	{"dot_bf16", true},
 	{"dot_f16", true},
 	{"dot_f32", false},
+	{"tiny_dot", true},
 	{"convert", false},
 	{"misc", false},
 	{"flash_fwd_d64", true},
@@ -82,6 +84,8 @@ var kernels = []struct {
 	{"frontend_flash_window", true},
 	{"frontend_flash_f32", false},
 	{"frontend_flash_128x128", true},
+	{"atomic_dot", true},
+	{"../tir/testdata/atomic.tir", false},
 }
 
 var archs = []string{"sm_80", "sm_90", "sm_90a"}
@@ -156,7 +160,7 @@ func testPTX(t *testing.T, tool *llc.Tool) {
 // stays in registers, softmax runs in the accumulator layout, O and LSE
 // are stored from it), and the demand analysis never misses a conversion.
 func TestConversions(t *testing.T) {
-	before := lateConversions.Load()
+	before := core.LateConversions()
 	for _, k := range kernels {
 		m, names := loadKernels(t, k.name)
 		for _, n := range names {
@@ -175,7 +179,7 @@ func TestConversions(t *testing.T) {
 			}
 		}
 	}
-	if n := lateConversions.Load() - before; n != 0 {
+	if n := core.LateConversions() - before; n != 0 {
 		t.Errorf("%d conversions were not announced by the demand pass", n)
 	}
 }
@@ -312,6 +316,7 @@ type simCase struct {
 	rtol, atol float64
 	numWarps   int
 	misalign   bool // buffers off vector alignment (scalar fallbacks)
+	disable    map[string]bool
 }
 
 func simCases() []simCase {
@@ -392,7 +397,43 @@ func simCases() []simCase {
 		frontend("frontend_flash_window", "", tir.BF16, 64, 1, 1, 1, 200, 200, false),
 		frontend("frontend_flash_f32", "", tir.F32, 64, 1, 1, 1, 64, 100, false),
 		withWarps(frontend("frontend_flash_128x128", "", tir.BF16, 128, 1, 1, 1, 200, 200, false), 8),
+		// Atomics from 3 programs: sums of exactly representable products
+		// (bf16 inputs of few bits) so any order of the adds gives one result.
+		{kernel: "atomic_dot", grid: [3]int{3, 1, 1}, rtol: 1e-6, atol: 1e-6, args: func(rng *rand.Rand) []any {
+			return []any{smallInts(rng, "a", 3*64*32), smallInts(rng, "b", 32*32), zeros("c", tir.F32, 64*32), zeros("r", tir.F32, 32), 50}
+		}},
+		{kernel: "../tir/testdata/atomic.tir", grid: [3]int{8, 1, 1}, rtol: 1e-6, atol: 1e-6, args: func(rng *rand.Rand) []any {
+			return []any{smallInts(rng, "x", 8*16), zeros("acc", tir.F32, 16), 5}
+		}},
+		{kernel: "tiny_dot", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.BF16, 256, 1)(rng), buf("b", tir.BF16, 256, 1)(rng), zeros("c", tir.F32, 256), zeros("m", tir.F32, 16)}
+		}},
+		// Without the optional select-async phase: no cp.async, the dots
+		// stage their operands from registers.
+		without(flash("flash_fwd_d64", 64, 100, 75, 1), "select-async"),
+		without(simCase{kernel: "dot_bf16", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.BF16, 4096, 1)(rng), buf("b", tir.BF16, 4096, 1)(rng), zeros("c", tir.F32, 4096)}
+		}}, "select-async"),
 	}
+}
+
+// smallInts is a buffer of integers in [-3, 3] (bf16 for names a, b, f32
+// otherwise): sums of their products are exact in f32 in any order.
+func smallInts(rng *rand.Rand, name string, n int) *cpu.Buffer {
+	e := tir.F32
+	if name == "a" || name == "b" {
+		e = tir.BF16
+	}
+	xs := make([]float64, n)
+	for i := range xs {
+		xs[i] = float64(rng.Intn(7) - 3)
+	}
+	return cpu.FromFloats(name, e, xs)
+}
+
+func without(c simCase, phase string) simCase {
+	c.disable = map[string]bool{phase: true}
+	return c
 }
 
 func misaligned(c simCase) simCase {
@@ -437,8 +478,12 @@ func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc boo
 		}}
 }
 
-// TestSimulate runs each kernel's LLVM IR on the SIMT simulator and
-// compares every output buffer with the CPU interpreter.
+// simArchs are the archs TestSimulate lowers every case for: one per
+// target.
+var simArchs = []string{"sm_80", "sm_90a"}
+
+// TestSimulate runs each kernel's LLVM IR, for each target, on the SIMT
+// simulator and compares every output buffer with the CPU interpreter.
 func TestSimulate(t *testing.T) {
 	for i, c := range simCases() {
 		t.Run(fmt.Sprintf("%s%s/%d", filepath.Base(c.kernel), c.fn, i), func(t *testing.T) {
@@ -456,51 +501,62 @@ func TestSimulate(t *testing.T) {
 			}
 			rng := rand.New(rand.NewSource(int64(i + 1)))
 			args := c.args(rng)
-			simArgs := cloneArgs(args)
+			inputs := cloneArgs(args)
 			if err := cpu.Launch(m, name, c.grid, args...); err != nil {
 				t.Fatalf("cpu: %v", err)
 			}
-			res, err := Lower(m, name, Options{Arch: "sm_80", NumWarps: c.numWarps})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := simulate(res.LL, res, c.grid, simArgs, c.misalign); err != nil {
-				t.Fatalf("simulate: %v", err)
-			}
-			for j, a := range args {
-				want, ok := a.(*cpu.Buffer)
-				if !ok {
-					continue
-				}
-				got := simArgs[j].(*cpu.Buffer)
-				bad := 0
-				maxErr := 0.0
-				for k := range want.Vals {
-					w, g := want.Vals[k], got.Vals[k]
-					if e := math.Abs(w - g); e > maxErr && !math.IsInf(w, 0) {
-						maxErr = e
+			for _, arch := range simArchs {
+				t.Run(arch, func(t *testing.T) {
+					simArgs := cloneArgs(inputs)
+					res, err := Lower(m, name, Options{Arch: arch, NumWarps: c.numWarps, Disable: c.disable})
+					if err != nil {
+						t.Fatal(err)
 					}
-					if math.IsInf(w, 0) && w == g || math.IsNaN(w) && math.IsNaN(g) {
-						continue
+					if err := simulate(res.LL, res, c.grid, simArgs, c.misalign); err != nil {
+						t.Fatalf("simulate: %v", err)
 					}
-					if !(math.Abs(w-g) <= c.atol+c.rtol*math.Abs(w)) {
-						if bad < 5 {
-							t.Errorf("%s[%d] = %v, want %v", want.Name, k, g, w)
-						}
-						bad++
-					}
-				}
-				if bad > 0 {
-					t.Errorf("%s: %d of %d elements differ", want.Name, bad, len(want.Vals))
-				}
-				nz := 0
-				for _, w := range want.Vals {
-					if w != 0 {
-						nz++
-					}
-				}
-				t.Logf("%s: max abs error %.3g, %d of %d nonzero", want.Name, maxErr, nz, len(want.Vals))
+					compareBuffers(t, args, simArgs, c.rtol, c.atol)
+				})
 			}
 		})
+	}
+}
+
+// compareBuffers checks every output buffer of got against want.
+func compareBuffers(t *testing.T, wantArgs, gotArgs []any, rtol, atol float64) {
+	t.Helper()
+	for j, a := range wantArgs {
+		want, ok := a.(*cpu.Buffer)
+		if !ok {
+			continue
+		}
+		got := gotArgs[j].(*cpu.Buffer)
+		bad := 0
+		maxErr := 0.0
+		for k := range want.Vals {
+			w, g := want.Vals[k], got.Vals[k]
+			if e := math.Abs(w - g); e > maxErr && !math.IsInf(w, 0) {
+				maxErr = e
+			}
+			if math.IsInf(w, 0) && w == g || math.IsNaN(w) && math.IsNaN(g) {
+				continue
+			}
+			if !(math.Abs(w-g) <= atol+rtol*math.Abs(w)) {
+				if bad < 5 {
+					t.Errorf("%s[%d] = %v, want %v", want.Name, k, g, w)
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d elements differ", want.Name, bad, len(want.Vals))
+		}
+		nz := 0
+		for _, w := range want.Vals {
+			if w != 0 {
+				nz++
+			}
+		}
+		t.Logf("%s: max abs error %.3g, %d of %d nonzero", want.Name, maxErr, nz, len(want.Vals))
 	}
 }

@@ -603,6 +603,18 @@ func (t *simThread) exec(inst ir.Instruction) {
 			break
 		}
 		t.store(in.Dst, bitsOf(in.Src.Type())/8, t.get(in.Src))
+	case *ir.InstAtomicRMW:
+		// Threads of every CTA run concurrently: the read-modify-write
+		// holds the machine's lock, as the hardware's atomics are whole.
+		if in.Op != enum.AtomicOpFAdd || bitsOf(in.X.Type()) != 32 {
+			m.fail("unsupported atomicrmw %s", in.LLString())
+		}
+		b := t.mem(in.Dst, t.get(in.Dst), 4) // checked before locking: a failure locks too
+		m.mu.Lock()
+		old := binary.LittleEndian.Uint32(b)
+		binary.LittleEndian.PutUint32(b, math.Float32bits(math.Float32frombits(old)+f32(t.get(in.X))))
+		m.mu.Unlock()
+		set(in, uint64(old))
 	case *ir.InstInsertElement:
 		v := append([]uint64(nil), t.vector(in.X)...)
 		v[t.get(in.Index)] = mask(t.get(in.Elem), bitsOf(in.Elem.Type()))

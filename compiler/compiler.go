@@ -1,13 +1,20 @@
-// Package compiler drives the front end and the pass pipeline: sources and
-// compile-time arguments in, verified and optimized tile IR of one kernel
-// instance out.
+// Package compiler is fac's one compile driver: sources and compile-time
+// arguments in; parse → lower → tile passes give verified tile IR of one
+// kernel instance (what the CPU device runs), and codegen's GPU phases →
+// LLVM IR → llc give an artifact.Artifact for a GPU target (what the cache,
+// bundles and the GPU runtime store and load). Every stage is timed.
 package compiler
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/internal/version"
 	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/parser"
 	"github.com/fac-compiler/fac/passes"
@@ -19,60 +26,114 @@ import (
 // as in the language: "sliding_window(256, 0)", "bf16", "64".
 type Request struct {
 	Sources map[string]string // user files, name → text; the stdlib is always loaded
-	Kernel  string            // default "flash_fwd"
+	Kernel  string            // the kernel to compile (required)
 	Mask    string            // mask mod; default: the kernel's default
 	Score   string            // score mod; default: the kernel's default
 	Consts  map[string]string // other compile-time arguments by name
 	Passes  passes.Options
+	GPU     GPUOptions // for GPU builds
 }
 
 // Result is a compiled kernel instance.
 type Result struct {
+	Kernel  string
 	Program *lang.Program
 	Module  *tir.Module // after the pass pipeline
 	Mask    *lang.ModInst
 	Score   *lang.ModInst
 	Args    map[string]lang.Const // every compile-time argument given
+	// Ident is the instance's identity with Arch, Fac and LLC still unset:
+	// a GPU build completes it.
+	Ident artifact.Ident
+	// Sources are the files it was compiled from (stdlib included), for
+	// codegen's error messages and the identity's digest.
+	Sources map[string]string
+	Passes  passes.Options
+	GPU     GPUOptions
+}
+
+// Func is the compiled kernel's function in Module.
+func (r *Result) Func() *tir.Func { return r.Module.Func(r.Kernel) }
+
+// Attrs are the kernel's integer attributes: its int and bool compile-time
+// arguments (BLOCK_M, ...) and num_warps.
+func (r *Result) Attrs() map[string]int64 { return intAttrs(r.Func()) }
+
+func intAttrs(f *tir.Func) map[string]int64 {
+	out := map[string]int64{}
+	for _, a := range f.Attrs {
+		switch v := a.Val.(type) {
+		case int64:
+			out[a.Key] = v
+		case bool:
+			out[a.Key] = 0
+			if v {
+				out[a.Key] = 1
+			}
+		}
+	}
+	return out
+}
+
+// Params are the kernel's parameters in launch order, as a launch binds them.
+func (r *Result) Params() []artifact.Param { return ParamsOf(r.Func()) }
+
+// ParamsOf describes a kernel's parameters the way artifacts do.
+func ParamsOf(f *tir.Func) []artifact.Param {
+	out := make([]artifact.Param, len(f.Params))
+	for i, p := range f.Params {
+		kind := artifact.KindF32
+		switch {
+		case p.Type.Ptr:
+			kind = artifact.KindPtr
+		case p.Type.Elem == tir.I32 || p.Type.Elem == tir.I1:
+			kind = artifact.KindI32
+		case p.Type.Elem == tir.I64:
+			kind = artifact.KindI64
+		}
+		out[i] = artifact.Param{Name: p.Name, Kind: kind, Elem: p.Type.Elem.String()}
+	}
+	return out
 }
 
 // Load parses the stdlib and the user sources.
 func Load(sources map[string]string) (*lang.Program, error) { return attention.Load(sources) }
 
-// Compile loads, lowers and optimizes one kernel instance.
-func Compile(req Request) (*Result, error) {
+// Compile runs the front end and the tile passes for one kernel instance.
+func Compile(req Request) (*Result, error) { return CompileTimed(req, nil) }
+
+// CompileTimed is Compile recording each stage's time in t (which may be nil).
+func CompileTimed(req Request, t *Timings) (*Result, error) {
+	if t == nil {
+		t = &Timings{}
+	}
+	start := time.Now()
 	prog, err := Load(req.Sources)
 	if err != nil {
 		return nil, err
 	}
-	return CompileProgram(prog, req)
-}
-
-// CompileProgram is Compile with an already loaded program.
-func CompileProgram(prog *lang.Program, req Request) (*Result, error) {
-	m, res, err := Lower(prog, req)
+	start = t.add("parse", start)
+	res, err := lower(prog, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := runPasses(m, req); err != nil {
+	start = t.add("lower", start)
+	if err := passes.Run(res.Module, req.Passes); err != nil {
 		return nil, err
 	}
-	res.Module = m
+	t.add("tile passes", start)
 	return res, nil
 }
 
-func runPasses(m *tir.Module, req Request) error { return passes.Run(m, req.Passes) }
-
-// Lower resolves the request's arguments and lowers the kernel without
-// running any pass.
-func Lower(prog *lang.Program, req Request) (*tir.Module, *Result, error) {
+func lower(prog *lang.Program, req Request) (*Result, error) {
 	if req.Kernel == "" {
-		req.Kernel = "flash_fwd"
+		return nil, fmt.Errorf("no kernel named (kernels: %s)", strings.Join(prog.Kernels(), ", "))
 	}
 	cps, ok := prog.KernelParams(req.Kernel)
 	if !ok {
-		return nil, nil, fmt.Errorf("no kernel named %q (kernels: %s)", req.Kernel, strings.Join(prog.Kernels(), ", "))
+		return nil, fmt.Errorf("no kernel named %q (kernels: %s)", req.Kernel, strings.Join(prog.Kernels(), ", "))
 	}
-	res := &Result{Program: prog, Args: map[string]lang.Const{}}
+	res := &Result{Kernel: req.Kernel, Program: prog, Args: map[string]lang.Const{}, Passes: req.Passes, GPU: req.GPU}
 	kinds := map[string]string{}
 	for _, cp := range cps {
 		kinds[cp.Name] = cp.Kind
@@ -96,7 +157,7 @@ func Lower(prog *lang.Program, req Request) (*tir.Module, *Result, error) {
 			}
 		}
 		if name == "" {
-			return nil, nil, fmt.Errorf("kernel %s takes no %s mod", req.Kernel, role)
+			return nil, fmt.Errorf("kernel %s takes no %s mod", req.Kernel, role)
 		}
 		given[name] = src
 	}
@@ -108,33 +169,83 @@ func Lower(prog *lang.Program, req Request) (*tir.Module, *Result, error) {
 	for _, name := range names {
 		kind, ok := kinds[name]
 		if !ok {
-			return nil, nil, fmt.Errorf("kernel %s has no compile-time parameter %s", req.Kernel, name)
+			return nil, fmt.Errorf("kernel %s has no compile-time parameter %s", req.Kernel, name)
 		}
 		e, err := parser.ParseExpr("<"+name+">", given[name])
 		if err != nil {
-			return nil, nil, fmt.Errorf("bad value for %s: %w", name, err)
+			return nil, fmt.Errorf("bad value for %s: %w", name, err)
 		}
 		var c lang.Const
 		if kind == "mask" || kind == "score" {
 			mi, err := prog.ResolveMod(e, kind)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			c = lang.Const{Kind: lang.CMod, Mod: mi}
 		} else if c, err = prog.EvalConst(e); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		res.Args[name] = c
 	}
 	m, err := prog.Lower(lang.Instance{Kernel: req.Kernel, Args: res.Args})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	res.Module = m
 	res.Mask, res.Score = modArg(prog, req.Kernel, res.Args, "mask"), modArg(prog, req.Kernel, res.Args, "score")
 	if err := tir.Verify(m); err != nil {
-		return nil, nil, fmt.Errorf("internal compiler error: lowering of kernel %s: %w", req.Kernel, err)
+		return nil, fmt.Errorf("internal compiler error: lowering of kernel %s: %w", req.Kernel, err)
 	}
-	return m, res, nil
+	res.Sources = sourcesOf(req.Sources)
+	res.Ident = identOf(prog, req, res)
+	return res, nil
+}
+
+// sourcesOf is every file an instance is compiled from: the stdlib, with
+// user files of the same name replacing it (as attention.Load does).
+func sourcesOf(user map[string]string) map[string]string {
+	all := attention.Files()
+	maps.Copy(all, user)
+	return all
+}
+
+// identOf is the canonical identity of an instance: every compile-time
+// parameter of the kernel with its resolved value, defaults included.
+func identOf(prog *lang.Program, req Request, res *Result) artifact.Ident {
+	id := artifact.Ident{Kernel: req.Kernel, Mods: map[string]string{}, Consts: map[string]string{},
+		Sources: artifact.SourcesDigest(res.Sources), Fac: version.Build()}
+	cps, _ := prog.KernelParams(req.Kernel)
+	for _, cp := range cps {
+		c, ok := res.Args[cp.Name]
+		if !ok && cp.Default != nil {
+			var err error
+			c, err = prog.EvalConst(&lang.Expr{Pos: cp.Default.Pos, Left: &lang.AndExpr{Left: &lang.CmpExpr{Left: cp.Default}}})
+			ok = err == nil
+		}
+		if !ok {
+			continue
+		}
+		switch {
+		case c.Kind == lang.CMod:
+			id.Mods[cp.Name] = c.Mod.String()
+		case cp.Name == "DTYPE":
+			id.DType = c.String()
+		default:
+			id.Consts[cp.Name] = c.String()
+		}
+	}
+	var off []string
+	for _, set := range []map[string]bool{req.Passes.Disable, req.GPU.Disable} {
+		for _, k := range slices.Sorted(maps.Keys(set)) {
+			if set[k] {
+				off = append(off, k)
+			}
+		}
+	}
+	if len(off) > 0 {
+		id.Passes = "disable=" + strings.Join(off, ",")
+	}
+	return id
 }
 
 // modArg finds the mod bound to the kernel's parameter of the given role,

@@ -2,31 +2,16 @@ package compiler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
+	"io"
 	"strings"
 	"time"
 
+	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
-	"github.com/fac-compiler/fac/internal/version"
-	"github.com/fac-compiler/fac/artifact/cache"
-	"github.com/fac-compiler/fac/stdlib/attention"
 )
-
-// Artifact is a kernel compiled for a GPU: PTX and what the runtime needs to
-// launch it. It is what the kernel cache and AOT bundles store.
-type Artifact struct {
-	Kernel      string          `json:"kernel"` // PTX entry name
-	Arch        string          `json:"arch"`
-	PTX         string          `json:"ptx"`
-	Threads     int             `json:"threads"`
-	SharedBytes int             `json:"shared_bytes"`
-	Params      []codegen.Param `json:"params"`
-	Attrs       map[string]any  `json:"attrs"` // the kernel's attributes (BLOCK_M, ...)
-	LL          string          `json:"-"`
-}
 
 // Timings are the per-stage compile times, for `fac compile -v`.
 type Timings struct {
@@ -63,132 +48,90 @@ func (t *Timings) String() string {
 	return strings.Join(parts, ", ") + fmt.Sprintf("; total %.2fms", float64(t.Total().Microseconds())/1000)
 }
 
-// Key is the cache key of a request on a target: every input of the
-// compile (all sources, the request's arguments and pass options, arch, fac
-// and llc versions), so a hit needs no front-end work.
-func Key(req Request, arch string, tool *llc.Tool) cache.Key {
-	parts := []string{"fac " + version.Build(), "arch " + arch, "kernel " + req.Kernel, "mask " + req.Mask, "score " + req.Score}
+// GPUOptions steer the GPU phases of a build (codegen's phase table for the
+// arch): print the layout-annotated IR after a phase ("all": after each),
+// or skip optional phases.
+type GPUOptions struct {
+	PrintAfter string
+	Out        io.Writer
+	Disable    map[string]bool
+}
+
+// Identity is res's identity on a GPU target made with tool.
+func Identity(res *Result, arch string, tool *llc.Tool) artifact.Ident {
+	id := res.Ident
+	id.Arch = arch
 	if tool != nil {
-		parts = append(parts, "llc "+tool.Version)
+		id.LLC = tool.Version
 	}
-	for _, k := range sortedKeys(req.Consts) {
-		parts = append(parts, "const "+k+"="+req.Consts[k])
-	}
-	for _, k := range sortedKeys(req.Passes.Disable) {
-		if req.Passes.Disable[k] {
-			parts = append(parts, "disable "+k)
-		}
-	}
-	std := attention.Files()
-	for _, k := range sortedKeys(std) {
-		parts = append(parts, "std "+k, std[k])
-	}
-	for _, k := range sortedKeys(req.Sources) {
-		parts = append(parts, "src "+k, req.Sources[k])
-	}
-	return cache.NewKey(parts...)
+	return id
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// BuildPTX runs the whole pipeline for req and compiles its kernel for
-// arch with llc. Timings are filled in when t is not nil.
-func BuildPTX(ctx context.Context, req Request, arch string, tool *llc.Tool, t *Timings) (*Artifact, error) {
+// BuildArtifact runs the GPU stages on a compiled instance: codegen's
+// phases to LLVM IR, then llc to PTX.
+func BuildArtifact(ctx context.Context, res *Result, arch string, tool *llc.Tool, t *Timings) (*artifact.Artifact, error) {
 	if t == nil {
 		t = &Timings{}
 	}
 	start := time.Now()
-	prog, err := Load(req.Sources)
+	cg, err := codegen.Lower(res.Module, res.Kernel, codegen.Options{Arch: arch, PrintAfter: res.GPU.PrintAfter, Out: res.GPU.Out, Disable: res.GPU.Disable})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("codegen of kernel %s for %s: %w", res.Kernel, arch, err)
 	}
-	start = t.add("parse", start)
-	m, res, err := Lower(prog, req)
+	// GPU phases one by one; what is left of codegen's time is printing
+	// the LLVM module to text.
+	rest := time.Since(start)
+	for _, p := range cg.Phases {
+		t.Stages = append(t.Stages, Stage{p.Name, p.Took})
+		rest -= p.Took
+	}
+	t.Stages = append(t.Stages, Stage{"llvm text", rest})
+	start = time.Now()
+	ptx, err := tool.CompileEntry(ctx, []byte(cg.LL), arch, cg.Name)
 	if err != nil {
-		return nil, err
-	}
-	start = t.add("lower", start)
-	if err := runPasses(m, req); err != nil {
-		return nil, err
-	}
-	res.Module = m
-	start = t.add("passes", start)
-	kernel := req.Kernel
-	if kernel == "" {
-		kernel = "flash_fwd"
-	}
-	cg, err := codegen.Lower(m, kernel, codegen.Options{Arch: arch})
-	if err != nil {
-		return nil, fmt.Errorf("codegen of kernel %s for %s: %w", kernel, arch, err)
-	}
-	start = t.add("codegen", start)
-	ptx, err := tool.Compile(ctx, []byte(cg.LL), arch)
-	if err != nil {
-		return nil, fmt.Errorf("kernel %s: %w", kernel, err)
+		return nil, fmt.Errorf("kernel %s: %w", res.Kernel, err)
 	}
 	t.add("llc", start)
-	attrs := map[string]any{}
-	for _, a := range m.Func(kernel).Attrs {
-		attrs[a.Key] = a.Val
+	a := &artifact.Artifact{Ident: Identity(res, arch, tool), Entry: cg.Name, PTX: string(ptx), Threads: cg.Threads,
+		SharedBytes: cg.SharedBytes, Params: res.Params(), Attrs: res.Attrs(), LL: cg.LL}
+	a.SHA256 = artifact.Checksum(a.PTX)
+	if err := a.Validate(); err != nil {
+		return nil, fmt.Errorf("internal compiler error: kernel %s for %s: %w", res.Kernel, arch, err)
 	}
-	return &Artifact{Kernel: cg.Name, Arch: arch, PTX: string(ptx), Threads: cg.Threads, SharedBytes: cg.SharedBytes,
-		Params: cg.Params, Attrs: attrs, LL: cg.LL}, nil
-}
-
-// CachedPTX is BuildPTX through the kernel cache: a hit skips every stage.
-func CachedPTX(ctx context.Context, c *cache.Cache, req Request, arch string, tool *llc.Tool, t *Timings) (*Artifact, error) {
-	if t == nil {
-		t = &Timings{}
-	}
-	start := time.Now()
-	key := Key(req, arch, tool)
-	meta := fmt.Sprintf("%s mask=%s score=%s %s", orDefault(req.Kernel, "flash_fwd"), orDefault(req.Mask, "default"), orDefault(req.Score, "default"), arch)
-	var built *Artifact
-	payload, status, err := c.GetOrBuild(key, meta, func() ([]byte, error) {
-		a, err := BuildPTX(ctx, req, arch, tool, t)
-		if err != nil {
-			return nil, err
-		}
-		built = a
-		return a.Encode()
-	})
-	t.Cache = status
-	if err != nil && payload == nil {
-		return nil, err
-	}
-	if built != nil {
-		return built, nil
-	}
-	a, err := DecodeArtifact(payload)
-	if err != nil {
-		return nil, fmt.Errorf("cache entry %s: %w", key.Short(), err)
-	}
-	t.add("cache hit", start)
 	return a, nil
 }
 
-// Encode serializes an artifact for the cache.
-func (a *Artifact) Encode() ([]byte, error) { return json.Marshal(a) }
-
-// DecodeArtifact reads what Encode wrote.
-func DecodeArtifact(b []byte) (*Artifact, error) {
-	var a Artifact
-	if err := json.Unmarshal(b, &a); err != nil {
+// Build is the whole driver for one request on one GPU target.
+func Build(ctx context.Context, req Request, arch string, tool *llc.Tool, t *Timings) (*artifact.Artifact, error) {
+	if t == nil {
+		t = &Timings{}
+	}
+	res, err := CompileTimed(req, t)
+	if err != nil {
 		return nil, err
 	}
-	return &a, nil
+	return BuildArtifact(ctx, res, arch, tool, t)
 }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
+// Cached is BuildArtifact through the kernel cache c (nil: no cache),
+// keyed by the instance's identity: a hit skips the GPU stages.
+func Cached(ctx context.Context, c *cache.Cache, res *Result, arch string, tool *llc.Tool, t *Timings) (*artifact.Artifact, error) {
+	if t == nil {
+		t = &Timings{}
 	}
-	return s
+	if c == nil {
+		return BuildArtifact(ctx, res, arch, tool, t)
+	}
+	start := time.Now()
+	a, status, err := c.Artifact(Identity(res, arch, tool), func() (*artifact.Artifact, error) {
+		return BuildArtifact(ctx, res, arch, tool, t)
+	})
+	t.Cache = status
+	if err != nil {
+		return nil, err
+	}
+	if status == cache.Hit {
+		t.add("cache hit", start)
+	}
+	return a, nil
 }

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/codegen/llc"
 )
 
 // TestStdlibPTX compiles flash_fwd with every stdlib mask and score to PTX
@@ -36,12 +37,12 @@ func TestStdlibPTX(t *testing.T) {
 		go func(c cfg) {
 			defer func() { <-sem; wg.Done() }()
 			req := Request{Kernel: "flash_fwd", Mask: c.mask, Score: c.score, Consts: map[string]string{"DTYPE": c.dtype, "HEAD_DIM": c.dim}}
-			a, err := BuildPTX(context.Background(), req, "sm_90a", tool, nil)
+			a, err := Build(context.Background(), req, "sm_90a", tool, nil)
 			if err != nil {
 				t.Errorf("%v: %v", c, err)
 				return
 			}
-			for _, want := range []string{".entry " + a.Kernel, "mma.sync.aligned.m16n8k16.row.col.f32"} {
+			for _, want := range []string{".entry " + a.Entry, "mma.sync.aligned.m16n8k16.row.col.f32"} {
 				if !strings.Contains(a.PTX, want) {
 					t.Errorf("%v: PTX lacks %q", c, want)
 				}
@@ -70,15 +71,19 @@ func TestCacheCorruptRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := Request{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "64"}}
+	res, err := Compile(req)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	var tm Timings
 	var wg sync.WaitGroup
-	arts := make([]*Artifact, 2)
+	arts := make([]*artifact.Artifact, 2)
 	for i := range arts {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			a, err := CachedPTX(ctx, c, req, "sm_90a", tool, nil)
+			a, err := Cached(ctx, c, res, "sm_90a", tool, nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -98,7 +103,7 @@ func TestCacheCorruptRebuild(t *testing.T) {
 	if err := os.WriteFile(entries[0], b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := CachedPTX(ctx, c, req, "sm_90a", tool, &tm)
+	a, err := Cached(ctx, c, res, "sm_90a", tool, &tm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +111,56 @@ func TestCacheCorruptRebuild(t *testing.T) {
 		t.Fatalf("after corruption: status %v, same PTX %v", tm.Cache, a.PTX == arts[0].PTX)
 	}
 	tm = Timings{}
-	if _, err := CachedPTX(ctx, c, req, "sm_90a", tool, &tm); err != nil || tm.Cache != cache.Hit {
+	if _, err := Cached(ctx, c, res, "sm_90a", tool, &tm); err != nil || tm.Cache != cache.Hit {
 		t.Fatalf("after rebuild: %v %v", tm.Cache, err)
+	}
+}
+
+// TestIdentity checks the canonical identity: defaults written or left out
+// give one kernel; a different mod, argument, dtype or source gives another.
+func TestIdentity(t *testing.T) {
+	key := func(req Request) string {
+		t.Helper()
+		res, err := Compile(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Identity(res, "sm_90a", nil).Key()
+	}
+	base := Request{Kernel: "flash_fwd", Mask: "causal"}
+	k0 := key(base)
+	same := []Request{
+		{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"BLOCK_M": "64", "DTYPE": "f32"}},
+		{Kernel: "flash_fwd", Mask: "causal", Score: "identity"},
+	}
+	for _, r := range same {
+		if key(r) != k0 {
+			t.Errorf("%+v: identity differs from the defaults'", r)
+		}
+	}
+	differ := []Request{
+		{Kernel: "flash_fwd", Mask: "none"},
+		{Kernel: "flash_fwd", Mask: "sliding_window(8, 0)"},
+		{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"DTYPE": "bf16"}},
+		{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"BLOCK_M": "32"}},
+		{Kernel: "flash_fwd", Mask: "causal", Sources: map[string]string{"u.fa": "mask mine(b, h, q_idx, kv_idx) { return true }"}},
+	}
+	seen := map[string]int{k0: -1}
+	for i, r := range differ {
+		k := key(r)
+		if j, dup := seen[k]; dup {
+			t.Errorf("requests %d and %d share an identity", i, j)
+		}
+		seen[k] = i
+	}
+	res, _ := Compile(base)
+	id := Identity(res, "sm_90a", nil)
+	if id.Mods["mask"] != "causal" || id.DType != "f32" || id.Consts["HEAD_DIM"] != "64" {
+		t.Errorf("identity %+v", id)
+	}
+	other := id
+	other.Fac, other.LLC = "another build", "llc 99"
+	if other.PortableKey() != id.PortableKey() || other.Key() == id.Key() {
+		t.Error("build fields must change Key but not PortableKey")
 	}
 }

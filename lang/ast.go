@@ -5,7 +5,7 @@
 // Grammar (EBNF; the struct tags below are the source of truth):
 //
 //	File      = Decl* .
-//	Decl      = ConstDecl | ModDecl | KernelDecl .
+//	Decl      = (ConstDecl | ModDecl | KernelDecl) [";"] .
 //	ConstDecl = "const" Ident [":" TypeRef] "=" Expr .
 //	ModDecl   = ("mask" | "score") Ident [CParams] "(" [Param {"," Param}] ")" ["->" TypeRef] Block .
 //	KernelDecl= "kernel" Ident [CParams] "(" [Param {"," Param}] ")" Block .
@@ -36,8 +36,10 @@
 //
 // Keywords are reserved (the lexer never makes them an Ident): const kernel
 // let var for in range if else return true false None. mask and score are
-// not: they also name a kernel's mod parameters. docs/language.md is the
-// user's guide.
+// not: they also name a kernel's mod parameters. Comments run from // to the
+// end of the line, but a // right after an operand on the same line is an
+// error, not a comment: it is Python's floor division (parser.screen). So
+// are & | ~ ^, which fac does not have. docs/language.md is the user's guide.
 package lang
 
 import "github.com/alecthomas/participle/v2/lexer"
@@ -48,12 +50,15 @@ type File struct {
 	Decls []*Decl `parser:"@@*"`
 }
 
-// Decl is a top-level declaration.
+// Decl is a top-level declaration. It may end with ";", as a statement
+// may: a comment after an operand must follow one (see Comments in
+// docs/language.md), as in `const N = 64; // rows`.
 type Decl struct {
 	Pos    lexer.Position
-	Const  *ConstDecl  `parser:"  @@"`
-	Mod    *ModDecl    `parser:"| @@"`
-	Kernel *KernelDecl `parser:"| @@"`
+	Const  *ConstDecl  `parser:"(  @@"`
+	Mod    *ModDecl    `parser:" | @@"`
+	Kernel *KernelDecl `parser:" | @@ )"`
+	Semi   bool        `parser:"@\";\"?"`
 }
 
 // ConstDecl is a named constant: `const LOG2E: f32 = 1.4426950408889634`.

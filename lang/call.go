@@ -16,7 +16,7 @@ var builtinFuncs = map[string]bool{
 	"program_id": true, "arange": true, "zeros": true, "full": true, "load": true, "store": true,
 	"dot": true, "trans": true, "max": true, "min": true, "sum": true, "exp": true, "exp2": true,
 	"log": true, "log2": true, "tanh": true, "sqrt": true, "abs": true, "select": true, "where": true,
-	"cdiv": true,
+	"cdiv": true, "atomic_add": true, "grad": true,
 }
 
 var builtinNames = func() map[string]bool {
@@ -183,6 +183,10 @@ var unaryFold = map[string]func(float64) float64{"exp": math.Exp, "exp2": math.E
 func (l *lowerer) builtin(name string, ca *CallArgs) val {
 	pos := ca.Pos
 	switch name {
+	case "atomic_add":
+		return l.atomicAdd(ca)
+	case "grad":
+		return l.grad(ca)
 	case "program_id":
 		a := l.bindArgs(name, ca, []string{"axis"}, 1)
 		axis := l.constInt(a["axis"], "program_id's axis")
@@ -196,6 +200,7 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 		if e <= s {
 			l.fail(pos, "arange needs end > start, got arange(%d, %d)", s, e)
 		}
+		l.checkTile([]int{e - s}, pos, "arange")
 		return val{v: l.b.Arange(s, e), pos: pos}
 	case "cdiv":
 		a := l.bindArgs(name, ca, []string{"a", "b"}, 2)
@@ -206,6 +211,7 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 		return constVal(IntConst(int64((x+y-1)/y)), pos)
 	case "zeros", "full":
 		shape := l.shapeArg(ca, name)
+		l.checkTile(shape, pos, name)
 		rest := &CallArgs{Pos: ca.Pos, Args: ca.Args[1:]}
 		var fill val
 		var e tir.Elem
@@ -285,6 +291,7 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 			l.fail(pos, "dot needs two float tiles of one type, got %s and %s", typeName(x.Type), typeName(y.Type))
 		}
 		shape := []int{x.Type.Shape[0], y.Type.Shape[1]}
+		l.checkTile(shape, pos, "dot")
 		var acc *tir.Value
 		if c, ok := a["acc"]; ok {
 			acc = l.materialize(c, tir.F32)
@@ -365,6 +372,7 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 		if !ok {
 			l.fail(pos, "shape mismatch in %s: condition %s, values %s", name, tir.ShapeString(cv.Type.Shape), tir.ShapeString(x.Type.Shape))
 		}
+		l.checkTile(shape, pos, name)
 		return val{v: l.b.Select(l.broadcastTo(cv, shape), l.broadcastTo(x, shape), l.broadcastTo(y, shape)), pos: pos}
 	}
 	// Elementwise math.

@@ -14,6 +14,7 @@ import (
 // is used.
 func (p *Program) CheckDecl(name string) error {
 	l := p.newLowerer()
+	l.check = true
 	var m, tiles *tir.Module
 	err := l.catch(func() {
 		switch {
@@ -25,9 +26,9 @@ func (p *Program) CheckDecl(name string) error {
 			l.push()
 			inst := &ModInst{Decl: md, Args: l.bindCParams(md.Kind+" "+md.Name, md.CParams, args, md.Pos)}
 			l.pop()
-			mod, err := p.LowerMod(inst)
+			mod, err := p.lowerMod(inst, true)
 			if err != nil {
-				panic(failure{err})
+				panic(failure{err: err})
 			}
 			m = mod
 			// Kernels call mods with a column of query positions and a row
@@ -35,8 +36,9 @@ func (p *Program) CheckDecl(name string) error {
 			// that code that only works on scalars, like `if q_idx > 0`, is
 			// reported now rather than when a kernel uses the mod.
 			tl := p.newLowerer()
+			tl.check = true
 			if err := tl.catch(func() { tl.modFunc(inst, tileArgTypes(md.Kind), md.Pos) }); err != nil {
-				panic(failure{err})
+				panic(failure{err: err})
 			}
 			tiles = tl.mod
 		case p.kernels[name] != nil:
@@ -44,7 +46,7 @@ func (p *Program) CheckDecl(name string) error {
 			l.kernel(kd, l.placeholders(kd.CParams))
 			m = l.mod
 		default:
-			panic(failure{fmt.Errorf("no declaration named %s", name)})
+			panic(failure{err: fmt.Errorf("no declaration named %s", name)})
 		}
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2/lexer"
 )
@@ -25,7 +26,7 @@ func (e *Error) Error() string {
 	} else {
 		b.WriteString(e.Msg)
 	}
-	if line, ok := sourceLine(e.Src, e.Pos.Line); ok {
+	if line, ok := sourceLine(e.Src, e.Pos); ok {
 		col := max(e.Pos.Column, 1)
 		// Keep tabs so the caret lines up under tab-indented code.
 		pad := []rune{}
@@ -44,15 +45,38 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-func sourceLine(src string, n int) (string, bool) {
+// sourceLine returns line n of src (1-based) without its line break. It
+// does not split src: a file may have thousands of errors, each formatted
+// apart. Where pos's offset agrees with its column it finds the line from
+// there, in time the line's length.
+func sourceLine(src string, pos lexer.Position) (string, bool) {
+	n := pos.Line
 	if n <= 0 || src == "" {
 		return "", false
 	}
-	lines := strings.Split(src, "\n")
-	if n > len(lines) {
-		return "", false
+	if off := pos.Offset; off > 0 && off <= len(src) {
+		start := strings.LastIndexByte(src[:off], '\n') + 1
+		if utf8.RuneCountInString(src[start:off])+1 == pos.Column {
+			return lineAt(src, start), true
+		}
 	}
-	return strings.TrimRight(lines[n-1], "\r"), true
+	start := 0
+	for i := 1; i < n; i++ {
+		j := strings.IndexByte(src[start:], '\n')
+		if j < 0 {
+			return "", false
+		}
+		start += j + 1
+	}
+	return lineAt(src, start), true
+}
+
+func lineAt(src string, start int) string {
+	end := strings.IndexByte(src[start:], '\n')
+	if end < 0 {
+		end = len(src) - start
+	}
+	return strings.TrimRight(src[start:start+end], "\r")
 }
 
 // ErrorList is several errors, reported together (one per line block).

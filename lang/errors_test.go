@@ -63,6 +63,17 @@ var errorCases = []errorCase{
 	{"syntax_toplevel.fa", 1, 1, `syntax error: unexpected "fn" (expected a declaration: const, mask, score or kernel)`},
 	{"syntax_keyword_name.fa", 2, 9, `syntax error: unexpected "range" (expected a name)`},
 	{"syntax_bad_type.fa", 1, 10, `syntax error: unexpected "=" (expected a type)`},
+	// Python operators fac does not have: never silently something else.
+	{"syntax_floor_div.fa", 3, 20, "// is not an operator (Python's floor division): write / (it truncates toward zero"},
+	{"syntax_floor_div_return.fa", 2, 18, "for b > 0 and any a, floor division is select(a < 0, (a - b + 1) / b, a / b)"},
+	{"syntax_bit_and.fa", 4, 22, "& is not an operator: for bools write &&"},
+	{"syntax_bit_or.fa", 2, 25, "| is not an operator: for bools write ||"},
+	{"syntax_bit_not.fa", 3, 12, "~ is not an operator: for bools write !"},
+	{"syntax_python_and.fa", 2, 28, "and is not an operator: write &&"},
+	// Limits.
+	{"limit_nesting.fa", 2, 111, "nesting too deep: more than 100 levels"},
+	{"limit_tile.fa", 3, 20, "zeros makes a tile of 4294967296 elements ([65536, 65536]); a tile may have at most 65536"},
+	{"limit_tile_broadcast.fa", 4, 28, "+ makes a tile of 131072 elements ([512, 256])"},
 	// Names.
 	{"unknown_name.fa", 3, 21, "undefined: kv_indx"},
 	{"unknown_type.fa", 1, 28, "unknown type f64 (want f32, f16, bf16, i32, bool, or a type parameter)"},

@@ -211,6 +211,7 @@ func (l *lowerer) unify(a, b val, pos lexer.Position, what string) (*tir.Value, 
 	if !ok {
 		l.fail(pos, "shape mismatch in %s: %s and %s do not broadcast", what, tir.ShapeString(x.Type.Shape), tir.ShapeString(y.Type.Shape))
 	}
+	l.checkTile(shape, pos, what)
 	return l.broadcastTo(x, shape), l.broadcastTo(y, shape)
 }
 
@@ -235,6 +236,7 @@ func (l *lowerer) arith(k tir.Kind, a, b val, pos lexer.Position) val {
 		if !ok {
 			l.fail(pos, "shape mismatch in +: %s and %s do not broadcast", tir.ShapeString(a.v.Type.Shape), tir.ShapeString(off.Type.Shape))
 		}
+		l.checkTile(shape, pos, "+")
 		return val{v: l.b.AddPtr(l.broadcastTo(a.v, shape), l.broadcastTo(off, shape)), pos: pos}
 	}
 	if b.v != nil && b.v.Type.Ptr {
@@ -438,11 +440,42 @@ func (l *lowerer) ident(name string, pos lexer.Position) val {
 }
 
 func (l *lowerer) globalConst(cd *ConstDecl, pos lexer.Position) val {
-	for i, n := range l.modStack {
-		if n == "const "+cd.Name {
-			l.fail(cd.Pos, "constant %s refers to itself%s", cd.Name, cyclePath(l.modStack[i:], cd.Name))
+	// A constant's value depends on nothing but the program, so it is
+	// computed once: else `const A = B + B`, `const B = C + C`, ... takes
+	// exponential time. The cached value is used only where its chain of
+	// constants fits under MaxRefDepth, so that the cache never changes
+	// what is reported.
+	cacheable := cd.Type == nil || cd.Type.Elem == nil && isBuiltinElem(cd.Type.Name)
+	if cacheable {
+		if c, h, ok := l.p.cachedConst(cd); ok && len(l.constBusy)+h <= MaxRefDepth {
+			l.constHeight = max(l.constHeight, h)
+			return constVal(c, pos)
 		}
 	}
+	if i, busy := l.constBusy[cd.Name]; busy {
+		l.fail(cd.Pos, "constant %s refers to itself%s", cd.Name, cyclePath(l.modStack[i:], cd.Name))
+	}
+	if len(l.constBusy) >= MaxRefDepth {
+		l.fail(pos, "constants use each other too deep: using %s here makes a chain of %d constants, and at most %d may nest",
+			cd.Name, len(l.constBusy)+1, MaxRefDepth)
+	}
+	outer := l.constHeight
+	l.constHeight = 0
+	c := l.evalConst(cd)
+	h := 1 + l.constHeight
+	l.constHeight = max(outer, h)
+	if cacheable {
+		l.p.cacheConst(cd, c, h)
+	}
+	return constVal(c, pos)
+}
+
+// evalConst computes a global constant's value; it sees only globals.
+func (l *lowerer) evalConst(cd *ConstDecl) Const {
+	if l.constBusy == nil {
+		l.constBusy = map[string]int{} // a map: chains of constants can be long
+	}
+	l.constBusy[cd.Name] = len(l.modStack)
 	l.modStack = append(l.modStack, "const "+cd.Name)
 	saved, savedB := l.scope, l.b
 	l.scope, l.b = nil, scratchBuilder() // a constant adds no ops to the function being lowered
@@ -450,6 +483,7 @@ func (l *lowerer) globalConst(cd *ConstDecl, pos lexer.Position) val {
 	v := l.expr(cd.Value)
 	l.scope, l.b = saved, savedB
 	l.modStack = l.modStack[:len(l.modStack)-1]
+	delete(l.constBusy, cd.Name)
 	if v.c == nil {
 		l.fail(cd.Value.Pos, "constant %s must have a compile-time value", cd.Name)
 	}
@@ -464,7 +498,12 @@ func (l *lowerer) globalConst(cd *ConstDecl, pos lexer.Position) val {
 			l.fail(cd.Value.Pos, "constant %s: cannot use %s as %s", cd.Name, v.describe(), cd.Type.Name)
 		}
 	}
-	return constVal(c, pos)
+	return c
+}
+
+func isBuiltinElem(name string) bool {
+	_, ok := elemByLangName(name)
+	return ok
 }
 
 // index handles x[:, None] (reshape) and aux[i] (gather).

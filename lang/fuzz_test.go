@@ -19,6 +19,12 @@ import (
 //	go test ./lang -run xxx -fuzz FuzzCheck -fuzztime 60s
 func FuzzCheck(f *testing.F) {
 	f.Add("mask m(b, h, q_idx, kv_idx) { return q_idx >= kv_idx }")
+	// Python operators, comments, limits.
+	f.Add("mask m(b, h, q_idx, kv_idx) {\n    return q_idx // 16 >= kv_idx; // c\n}")
+	f.Add("mask m(b, h, q_idx, kv_idx) { return ~(q_idx < kv_idx) & (kv_idx < 4) | not q_idx ** 2 }")
+	f.Add("mask m(b, h, q_idx, kv_idx) { return " + strings.Repeat("(", 120) + "q_idx >= kv_idx" + strings.Repeat(")", 120) + " }")
+	f.Add("mask m(b, h, q_idx, kv_idx) { var k = true " + strings.Repeat("if seqlen_q > 1 { k = false } else ", 60) + "{ } return k }")
+	f.Add("const A = B + B; const B = C + C; const C = 1;\nkernel k(o: ptr[f32]) { store(o + arange(0, 512)[:, None] * 512 + arange(0, 512)[None, :], zeros([512, 512], f32) + f32(A)) }")
 	f.Fuzz(func(t *testing.T, src string) {
 		if len(src) > 1<<12 {
 			return // long inputs only slow the fuzzer down

@@ -35,7 +35,12 @@ func (p *Program) Lower(inst Instance) (*tir.Module, error) {
 // [, s first for scores], seqlen_q, seqlen_k, then a pointer and a length per
 // aux tensor). The reference device evaluates it element by element.
 func (p *Program) LowerMod(m *ModInst) (*tir.Module, error) {
+	return p.lowerMod(m, false)
+}
+
+func (p *Program) lowerMod(m *ModInst, check bool) (*tir.Module, error) {
 	l := p.newLowerer()
+	l.check = check
 	err := l.catch(func() {
 		n := 4
 		if m.Kind() == "score" {
@@ -64,6 +69,9 @@ func (p *Program) LowerMod(m *ModInst) (*tir.Module, error) {
 // builders evaluate it tile by tile.
 func (p *Program) LowerModTile(m *ModInst, bq, bk int) (*tir.Module, error) {
 	l := p.newLowerer()
+	// The block-mask builders run this on the CPU, not in a CTA: a tile as
+	// large as the one asked for is fine.
+	l.maxTile = max(l.maxTile, bq*bk)
 	err := l.catch(func() {
 		types := []tir.Type{tir.Scalar(tir.I32), tir.Scalar(tir.I32), tir.Tensor(tir.I32, bq, 1), tir.Tensor(tir.I32, 1, bk)}
 		if m.Kind() == "score" {
@@ -144,14 +152,22 @@ type lowerer struct {
 	kernelAux        map[*ModInst]map[string]*auxTensor
 	kernelFn         *tir.Func
 	funcs            map[string]*tir.Func
-	modStack         []string
+	funcNames        map[string]bool // names of the mod functions made so far
+	heights          map[string]int  // by mod signature: the longest chain of mod calls from it, itself included
+	childHeight      int             // the largest height among the mods called so far by the one being lowered
+	constHeight      int             // the same for the constants used by the one being evaluated
+	check            bool            // only checking (CheckDecl): mods already checked may be stubbed
+	modStack         []string        // the mods and constants being lowered, outermost first
+	modDepth         int             // how many of modStack are mods
+	constBusy        map[string]int  // constants being evaluated: index in modStack
+	maxTile          int             // the most elements a tile may have (see checkTile)
 }
 
 func (p *Program) newLowerer() *lowerer {
 	// Until a kernel or mod body is being lowered, run-time ops (such as
 	// program_id in a compile-time argument) go to a scratch block and are
 	// refused by the caller, which wanted a constant.
-	return &lowerer{p: p, mod: &tir.Module{}, funcs: map[string]*tir.Func{}, b: scratchBuilder()}
+	return &lowerer{p: p, mod: &tir.Module{}, funcs: map[string]*tir.Func{}, b: scratchBuilder(), maxTile: MaxTileElements}
 }
 
 func scratchBuilder() *tir.Builder { return &tir.Builder{Block: &tir.Block{}} }
@@ -160,7 +176,7 @@ func scratchBuilder() *tir.Builder { return &tir.Builder{Block: &tir.Block{}} }
 type failure struct{ err error }
 
 func (l *lowerer) fail(pos lexer.Position, format string, args ...any) {
-	panic(failure{l.p.errorf(pos, format, args...)})
+	panic(failure{err: l.p.errorf(pos, format, args...)})
 }
 
 func (l *lowerer) catch(fn func()) (err error) {

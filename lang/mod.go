@@ -40,6 +40,7 @@ func (l *lowerer) callMod(m *ModInst, ca *CallArgs) val {
 			l.fail(a.Pos, "shape mismatch in call of %s: %s and %s do not broadcast", m.Name(), tir.ShapeString(shape), tir.ShapeString(x.Type.Shape))
 		}
 		shape = s
+		l.checkTile(shape, a.Pos, "call of "+m.Name())
 		args = append(args, x)
 		types = append(types, x.Type)
 	}
@@ -86,8 +87,13 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 		}
 	}
 	if f, ok := l.funcs[sig.String()]; ok {
+		l.childHeight = max(l.childHeight, l.heights[sig.String()])
 		return f
 	}
+	if f := l.checkedStub(m, types, sig.String()); f != nil {
+		return f
+	}
+	l.checkModDepth(m.Name(), pos)
 	md := m.Decl
 	nstd := len(types)
 	if len(md.Params) < nstd {
@@ -106,11 +112,7 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 		res = tir.Tensor(tir.F32, shape...)
 	}
 
-	name := md.Kind + "." + sanitize(m.String())
-	for i := 1; l.mod.Func(name) != nil; i++ {
-		name = fmt.Sprintf("%s.%s.%d", md.Kind, sanitize(m.String()), i)
-	}
-	f := &tir.Func{Name: name, Result: []tir.Type{res}, Body: &tir.Block{}, Pos: irPos(md.Pos)}
+	f := &tir.Func{Name: l.funcName(m), Result: []tir.Type{res}, Body: &tir.Block{}, Pos: irPos(md.Pos)}
 	f.SetAttr("role", tir.Ident(md.Kind))
 	l.funcs[sig.String()] = f
 
@@ -119,8 +121,18 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	defer func() {
 		l.b, l.scope, l.seqlenQ, l.seqlenK, l.kernelAux = saved.b, saved.scope, saved.seqlenQ, saved.seqlenK, saved.kernelAux
 		l.modStack = l.modStack[:len(l.modStack)-1]
+		l.modDepth--
+		// The height of the call tree below this mod, for the caller's.
+		h := 1 + l.childHeight
+		l.childHeight = max(saved.childHeight, h)
+		if l.heights == nil {
+			l.heights = map[string]int{}
+		}
+		l.heights[sig.String()] = h
 	}()
 	l.modStack = append(l.modStack, m.Name())
+	l.modDepth++
+	l.childHeight = 0
 	l.scope = nil
 	l.push()
 	l.b = &tir.Builder{Block: f.Body}
@@ -202,6 +214,69 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	out = l.broadcastTo(out, shape)
 	l.b.Return(out)
 	l.mod.Funcs = append(l.mod.Funcs, f)
+	if l.check && len(md.Params) == nstd {
+		l.p.markChecked(l.checkKey(sig.String()), 1+l.childHeight)
+	}
+	return f
+}
+
+// funcName picks an unused function name for m. It keeps a set rather than
+// asking l.mod.Func, which scans every function: a kernel may call many mods.
+func (l *lowerer) funcName(m *ModInst) string {
+	name := m.Kind() + "." + sanitize(m.String())
+	if l.funcNames == nil {
+		l.funcNames = map[string]bool{}
+	}
+	for i := 1; l.funcNames[name]; i++ {
+		name = fmt.Sprintf("%s.%s.%d", m.Kind(), sanitize(m.String()), i)
+	}
+	l.funcNames[name] = true
+	return name
+}
+
+// checkKey identifies what checking a mod function found: its signature,
+// under the tile limit it was checked with.
+func (l *lowerer) checkKey(sig string) string { return fmt.Sprintf("%s max%d", sig, l.maxTile) }
+
+// checkedStub returns, when only checking, a stand-in for a mod function
+// an earlier CheckDecl of the program lowered without error, with the same
+// argument types and tile limit, and whose calls would not nest too deep
+// here: it would pass again, the same way. Checking each declaration of a
+// file anew would otherwise take time quadratic in the number of mods (and
+// cubic for mods that call many mods). Mods with aux tensors are always
+// lowered.
+func (l *lowerer) checkedStub(m *ModInst, types []tir.Type, sig string) *tir.Func {
+	md := m.Decl
+	if !l.check || len(md.Params) != len(types) {
+		return nil
+	}
+	h, ok := l.p.checkedHeight(l.checkKey(sig))
+	if !ok || l.modDepth+h > MaxRefDepth {
+		return nil
+	}
+	var shape []int
+	for _, t := range types {
+		shape, _ = tir.BroadcastShapes(shape, t.Shape)
+	}
+	res, zero := tir.Bool(shape), any(false)
+	if md.Kind == "score" {
+		res, zero = tir.Tensor(tir.F32, shape...), any(0.0)
+	}
+	f := &tir.Func{Name: l.funcName(m), Result: []tir.Type{res}, Body: &tir.Block{}, Pos: irPos(md.Pos)}
+	f.SetAttr("role", tir.Ident(md.Kind))
+	for i, t := range types {
+		f.Params = append(f.Params, &tir.Value{Type: t, Name: md.Params[i].Name})
+	}
+	f.Params = append(f.Params, &tir.Value{Type: tir.Scalar(tir.I32), Name: "seqlen_q"}, &tir.Value{Type: tir.Scalar(tir.I32), Name: "seqlen_k"})
+	b := &tir.Builder{Block: f.Body}
+	b.Return(b.Const(res, zero))
+	l.funcs[sig] = f
+	if l.heights == nil {
+		l.heights = map[string]int{}
+	}
+	l.heights[sig] = h
+	l.childHeight = max(l.childHeight, h)
+	l.mod.Funcs = append(l.mod.Funcs, f)
 	return f
 }
 
@@ -218,7 +293,9 @@ func cyclePath(stack []string, again string) string {
 	return " (" + strings.Join(append(parts, again), " -> ") + ")"
 }
 
+// sanitizer is built once: building a Replacer costs more than using it.
+var sanitizer = strings.NewReplacer("(", "_", ")", "", ", ", "_", " ", "", "-", "m", ".", "p", "+", "")
+
 func sanitize(s string) string {
-	r := strings.NewReplacer("(", "_", ")", "", ", ", "_", " ", "", "-", "m", ".", "p", "+", "")
-	return strings.TrimRight(r.Replace(s), "_")
+	return strings.TrimRight(sanitizer.Replace(s), "_")
 }

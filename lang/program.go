@@ -3,6 +3,7 @@ package lang
 import (
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/alecthomas/participle/v2/lexer"
 )
@@ -15,6 +16,13 @@ type Program struct {
 	mods    map[string]*ModDecl
 	kernels map[string]*KernelDecl
 	where   map[string]lexer.Position
+
+	constMu sync.Mutex // guards constVals and checked: programs may be lowered concurrently
+	// constVals caches the values of global constants.
+	constVals map[*ConstDecl]constResult
+	// checked holds the mod functions CheckDecl lowered without error (see
+	// checkedStub), with the height of their call trees.
+	checked map[string]int
 }
 
 // NewProgram returns an empty program.
@@ -106,6 +114,43 @@ func (p *Program) DeclaredIn(filename string) []string {
 		return a.Offset < b.Offset
 	})
 	return out
+}
+
+type constResult struct {
+	c      Const
+	height int // the longest chain of constants it uses, itself included
+}
+
+func (p *Program) cachedConst(cd *ConstDecl) (Const, int, bool) {
+	p.constMu.Lock()
+	defer p.constMu.Unlock()
+	r, ok := p.constVals[cd]
+	return r.c, r.height, ok
+}
+
+func (p *Program) cacheConst(cd *ConstDecl, c Const, height int) {
+	p.constMu.Lock()
+	defer p.constMu.Unlock()
+	if p.constVals == nil {
+		p.constVals = map[*ConstDecl]constResult{}
+	}
+	p.constVals[cd] = constResult{c, height}
+}
+
+func (p *Program) checkedHeight(key string) (int, bool) {
+	p.constMu.Lock()
+	defer p.constMu.Unlock()
+	h, ok := p.checked[key]
+	return h, ok
+}
+
+func (p *Program) markChecked(key string, height int) {
+	p.constMu.Lock()
+	defer p.constMu.Unlock()
+	if p.checked == nil {
+		p.checked = map[string]int{}
+	}
+	p.checked[key] = height
 }
 
 func (p *Program) errorf(pos lexer.Position, format string, args ...any) *Error {

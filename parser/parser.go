@@ -19,7 +19,10 @@ import (
 // Keywords are reserved: they lex as Keyword, never as Ident, so a missing
 // expression before one (`let x =` then `return ...`) is a syntax error at
 // the keyword instead of a confusing error later. mask and score are not
-// reserved: they also name a kernel's mod parameters.
+// reserved: they also name a kernel's mod parameters. & | ~ ^ are no
+// operators of the language; they lex so that screen can say what to write
+// instead. A Comment right after an operand is refused by screen too: there
+// `//` is Python's floor division.
 var lex = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Comment", Pattern: `//[^\n]*`},
 	{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
@@ -28,7 +31,7 @@ var lex = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "Arrow", Pattern: `->`},
 	{Name: "Keyword", Pattern: `(const|kernel|let|var|for|in|range|if|else|return|true|false|None)\b`},
 	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
-	{Name: "Punct", Pattern: `==|!=|<=|>=|&&|\|\||[-+*/%<>=!(),:\[\]{};]`},
+	{Name: "Punct", Pattern: `==|!=|<=|>=|&&|\|\||[-+*/%<>=!(),:\[\]{};&|~^]`},
 })
 
 // options are shared by every entry point so they lex and parse alike.
@@ -47,23 +50,65 @@ var (
 	declParser = participle.MustBuild[lang.Decl](options...)
 )
 
-// ParseFile parses one source file. Errors are *lang.Error values.
+// ParseFile parses one source file. Errors are *lang.Error values. It
+// enforces the limits of lang (MaxSourceSize, MaxTokens, MaxNesting,
+// MaxExprOps) and refuses Python operators fac does not have.
 func ParseFile(filename, src string) (*lang.File, error) {
+	if len(src) > lang.MaxSourceSize {
+		return nil, tooLarge(filename)
+	}
+	slip, err := screen(filename, src)
+	if err != nil {
+		return nil, err
+	}
 	f, err := fileParser.ParseString(filename, src)
 	if err != nil {
-		return nil, convert(filename, src, err, true)
+		return nil, firstError(slip, convert(filename, src, err, true))
+	}
+	if slip != nil {
+		return nil, slip
+	}
+	if err := checkExprSizes(src, f); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
 
 // ParseExpr parses a single expression, such as a mod instantiation given on
-// the command line: `sliding_window(256, 0)`.
+// the command line: `sliding_window(256, 0)`. It has ParseFile's limits.
 func ParseExpr(filename, src string) (*lang.Expr, error) {
+	if len(src) > lang.MaxSourceSize {
+		return nil, tooLarge(filename)
+	}
+	slip, err := screen(filename, src)
+	if err != nil {
+		return nil, err
+	}
 	e, err := exprParser.ParseString(filename, src)
 	if err != nil {
-		return nil, convert(filename, src, err, false)
+		return nil, firstError(slip, convert(filename, src, err, false))
+	}
+	if slip != nil {
+		return nil, slip
+	}
+	if err := exprSize(src, e); err != nil {
+		return nil, err
 	}
 	return e, nil
+}
+
+// firstError picks between a slip and a syntax error: the slip, unless the
+// syntax error is on an earlier line. A slip often causes the syntax error
+// (the rest of the line became a comment), and participle may place that
+// error at the start of the statement.
+func firstError(slip *lang.Error, syntax error) error {
+	if slip == nil {
+		return syntax
+	}
+	if se, ok := syntax.(*lang.Error); ok && se.Pos.Line > 0 && se.Pos.Line < slip.Pos.Line {
+		return syntax
+	}
+	return slip
 }
 
 func convert(filename, src string, err error, file bool) error {

@@ -9,9 +9,12 @@ import (
 )
 
 // inline replaces every call by a copy of the callee's body, then deletes
-// the functions that are not kernels and are no longer called. Callees are
-// inlined into first, so each body is copied call-free exactly once per call.
+// the functions that are no longer called, but the module's entry points:
+// its kernels, or, in a module without kernels (a mod lowered alone for the
+// block-mask builders), the functions nothing called. Callees are inlined
+// into first, so each body is copied call-free exactly once per call.
 func inline(m *tir.Module) error {
+	calledBefore := callees(m)
 	const (
 		unvisited = iota
 		active
@@ -54,7 +57,22 @@ func inline(m *tir.Module) error {
 	}
 
 	// Nothing is called any more, but keep the rule general: drop only
-	// functions that are neither kernels nor called.
+	// functions that are neither entry points nor called.
+	called := callees(m)
+	kernels := slices.ContainsFunc(m.Funcs, func(f *tir.Func) bool { return f.Kernel })
+	var keep []*tir.Func
+	for _, f := range m.Funcs {
+		entry := f.Kernel || !kernels && !calledBefore[f.Name]
+		if entry || called[f.Name] {
+			keep = append(keep, f)
+		}
+	}
+	m.Funcs = keep
+	return nil
+}
+
+// callees is the set of functions m calls.
+func callees(m *tir.Module) map[string]bool {
 	called := map[string]bool{}
 	for _, f := range m.Funcs {
 		f.Body.Walk(func(op *tir.Op) bool {
@@ -64,14 +82,7 @@ func inline(m *tir.Module) error {
 			return true
 		})
 	}
-	var keep []*tir.Func
-	for _, f := range m.Funcs {
-		if f.Kernel || called[f.Name] {
-			keep = append(keep, f)
-		}
-	}
-	m.Funcs = keep
-	return nil
+	return called
 }
 
 // inlineBlock inlines the calls in b and its regions. sub maps the results

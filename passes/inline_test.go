@@ -1,6 +1,7 @@
 package passes
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -8,14 +9,20 @@ import (
 )
 
 // TestInlineCopies checks that no op of a callee ends up in a caller (each
-// call gets its own copy), that nothing is called afterwards and that
-// only kernels remain.
+// call gets its own copy), that nothing is called afterwards and that only
+// entry points remain: the kernels, or the functions nothing called in a
+// module without kernels.
 func TestInlineCopies(t *testing.T) {
 	for _, in := range allInputs(t) {
 		m := parseFile(t, in)
+		kernels := slices.ContainsFunc(m.Funcs, func(f *tir.Func) bool { return f.Kernel })
+		called := callees(m)
 		callee := map[*tir.Op]bool{}
+		entry := map[string]bool{}
 		for _, f := range m.Funcs {
-			if !f.Kernel {
+			if f.Kernel || !kernels && !called[f.Name] {
+				entry[f.Name] = true
+			} else {
 				f.Body.Walk(func(op *tir.Op) bool { callee[op] = true; return true })
 			}
 		}
@@ -27,9 +34,10 @@ func TestInlineCopies(t *testing.T) {
 		}
 		seen := map[*tir.Op]bool{}
 		for _, f := range m.Funcs {
-			if !f.Kernel {
+			if !entry[f.Name] {
 				t.Errorf("%s: func @%s survived", in, f.Name)
 			}
+			delete(entry, f.Name)
 			f.Body.Walk(func(op *tir.Op) bool {
 				switch {
 				case callee[op]:
@@ -42,6 +50,9 @@ func TestInlineCopies(t *testing.T) {
 				seen[op] = true
 				return true
 			})
+		}
+		for name := range entry {
+			t.Errorf("%s: entry point @%s was deleted", in, name)
 		}
 	}
 }

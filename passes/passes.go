@@ -1,14 +1,15 @@
 // Package passes is fac's pipeline over tile IR. As in Go's
 // cmd/compile/internal/ssa/compile.go, passes are data: Table lists them in
-// the order they run, one file per pass, and Run drives them, optionally
-// printing or verifying the IR after each.
+// the order they run, one file per pass; Order lists the constraints on that
+// order (order.go); Pipelines name the pass lists that run for each job
+// (pipeline.go). Run drives the kernel pipeline, optionally printing or
+// verifying the IR after each pass.
 package passes
 
 import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -23,13 +24,17 @@ type Pass struct {
 	// TargetIndependent passes may run before the target is known (all of
 	// today's passes are).
 	TargetIndependent bool
+	// Required passes cannot be disabled: what consumes the pipeline's
+	// output (codegen, the block-mask analyzer) depends on their work, and
+	// would otherwise fail later and less clearly. Every pipeline runs them.
+	Required bool
 }
 
-// Table is the pipeline, in order. specialize-mask must precede inline: it
-// recognizes mask calls by their callee's role attribute, which inlining erases.
+// Table is the kernel pipeline, in order; Order says why it is in this order.
 var Table = []Pass{
 	{Name: "specialize-mask", Doc: "add a <kernel>.full variant of each masked kernel with the mask known true", Run: specializeMask, TargetIndependent: true},
-	{Name: "inline", Doc: "inline every call and delete functions no longer called", Run: inline, TargetIndependent: true},
+	// Codegen cannot lower calls, nor can the block-mask analyzer bound them.
+	{Name: "inline", Doc: "inline every call and delete functions no longer called", Run: inline, TargetIndependent: true, Required: true},
 	{Name: "canonicalize", Doc: "fold constants and exact algebraic identities, take constant ifs", Run: canonicalize, TargetIndependent: true},
 	{Name: "cse", Doc: "eliminate common subexpressions of pure ops, scoped by region", Run: cse, TargetIndependent: true},
 	{Name: "dce", Doc: "remove unused pure ops and unused loop-carried and if results", Run: dce, TargetIndependent: true},
@@ -37,10 +42,13 @@ var Table = []Pass{
 
 // Options control a pipeline run.
 type Options struct {
-	Disable    map[string]bool // --disable-pass=NAME
-	PrintAfter string          // --print-ir-after=NAME|all: print the module after that pass to Out
-	Out        io.Writer       // defaults to os.Stderr
-	VerifyEach bool            // run tir.Verify after every pass
+	// Disable skips passes (--disable-pass=NAME). A Required pass may only
+	// be disabled with every pass after it: that cuts the pipeline short,
+	// as RunUntil does, to look at or interpret unfinished IR.
+	Disable    map[string]bool
+	PrintAfter string    // --print-ir-after=NAME|all: print the module after that pass to Out
+	Out        io.Writer // defaults to os.Stderr
+	VerifyEach bool      // run tir.Verify after every pass
 }
 
 // Lookup returns the pass named name.
@@ -62,40 +70,14 @@ func Names() []string {
 	return names
 }
 
-// Run runs the whole pipeline on m.
-func Run(m *tir.Module, opts Options) error { return RunUntil(m, opts, "") }
+// Run runs the kernel pipeline (the whole Table) on m.
+func Run(m *tir.Module, opts Options) error { return KernelPipeline.run(m, opts, "") }
 
-// RunUntil runs the pipeline on m up to and including the pass named last
-// (the whole pipeline when last is ""). A disabled last pass is not run, but
-// the passes before it are.
+// RunUntil runs the kernel pipeline on m up to and including the pass named
+// last (the whole pipeline when last is ""). A disabled last pass is not
+// run, but the passes before it are.
 func RunUntil(m *tir.Module, opts Options, last string) error {
-	if err := checkNames(opts, last); err != nil {
-		return err
-	}
-	if opts.VerifyEach {
-		// Blame the input, not the first pass, for IR that was already broken.
-		if err := tir.Verify(m); err != nil {
-			return fmt.Errorf("invalid IR before the first pass: %w", err)
-		}
-	}
-	out := opts.Out
-	if out == nil {
-		out = os.Stderr
-	}
-	for _, p := range Table {
-		if !opts.Disable[p.Name] {
-			if err := runPass(m, p, opts.VerifyEach); err != nil {
-				return err
-			}
-			if opts.PrintAfter == p.Name || opts.PrintAfter == "all" {
-				fmt.Fprintf(out, "// -----// IR after %s //----- //\n%s", p.Name, m)
-			}
-		}
-		if p.Name == last {
-			break
-		}
-	}
-	return nil
+	return KernelPipeline.run(m, opts, last)
 }
 
 // runPass runs one pass, turning a failure into an internal compiler error:
@@ -126,7 +108,8 @@ func runPass(m *tir.Module, p Pass, verify bool) error {
 }
 
 // funcNames names fs for an error ("kernel flash_fwd", "kernels a, b",
-// "func mask"), or all of m's kernels when fs is empty.
+// "func mask"), or, when fs is empty, all of m's kernels, or all of its
+// functions if it has none (a mod lowered alone).
 func funcNames(m *tir.Module, fs []*tir.Func) string {
 	if len(fs) == 0 {
 		for _, f := range m.Funcs {
@@ -136,7 +119,10 @@ func funcNames(m *tir.Module, fs []*tir.Func) string {
 		}
 	}
 	if len(fs) == 0 {
-		return "a module without kernels"
+		fs = m.Funcs
+	}
+	if len(fs) == 0 {
+		return "an empty module"
 	}
 	var names []string
 	kernels := true

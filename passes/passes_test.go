@@ -3,8 +3,10 @@ package passes
 import (
 	"bytes"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,13 +15,21 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the expected outputs testdata/*/*.out.tir")
 
+// pipelineDirs maps the golden directories of pipelines to them:
+// testdata/pipeline/ is the kernel pipeline's.
+var pipelineDirs = map[string]*Pipeline{"pipeline": KernelPipeline, "mask-analysis": MaskAnalysisPipeline}
+
+// goldenDirs lists the directories of golden tests: one per pass, one per
+// pipeline.
+func goldenDirs() []string { return append(Names(), slices.Sorted(maps.Keys(pipelineDirs))...) }
+
 // TestGolden runs each testdata/<pass>/<case>.tir through that single pass
-// (testdata/pipeline/ through the whole Table) and compares the printed
-// module with <case>.out.tir. When the pass fails, the expected output is
-// the line "error: <message>". Inputs and outputs must verify.
+// (testdata/<pipeline>/ through that pipeline, see pipelineDirs) and
+// compares the printed module with <case>.out.tir. When the pass fails, the
+// expected output is the line "error: <message>". Inputs and outputs must
+// verify.
 func TestGolden(t *testing.T) {
-	dirs := append(Names(), "pipeline")
-	for _, dir := range dirs {
+	for _, dir := range goldenDirs() {
 		inputs := goldenInputs(t, dir)
 		if len(inputs) < 3 {
 			t.Errorf("testdata/%s: %d cases, want at least 3", dir, len(inputs))
@@ -31,7 +41,7 @@ func TestGolden(t *testing.T) {
 				if p, ok := Lookup(dir); ok {
 					err = p.Run(m)
 				} else {
-					err = Run(m, Options{VerifyEach: true})
+					err = RunPipeline(m, pipelineDirs[dir], Options{VerifyEach: true})
 				}
 				got := ""
 				if err != nil {
@@ -97,7 +107,7 @@ func parseFile(t *testing.T, path string) *tir.Module {
 // allInputs is every golden input, plus tir's sample module.
 func allInputs(t *testing.T) []string {
 	ins := []string{"../tir/testdata/sample.tir"}
-	for _, dir := range append(Names(), "pipeline") {
+	for _, dir := range goldenDirs() {
 		ins = append(ins, goldenInputs(t, dir)...)
 	}
 	return ins
@@ -140,6 +150,11 @@ func TestTable(t *testing.T) {
 		if p.Doc == "" || p.Run == nil {
 			t.Errorf("pass %s lacks Doc or Run", p.Name)
 		}
+		// Codegen and the mask analyzer cannot handle calls; the rest
+		// only make the IR smaller or faster.
+		if want := p.Name == "inline"; p.Required != want {
+			t.Errorf("pass %s: Required = %v, want %v", p.Name, p.Required, want)
+		}
 		if q, ok := Lookup(p.Name); !ok || q.Name != p.Name {
 			t.Errorf("Lookup(%q) failed", p.Name)
 		}
@@ -168,38 +183,78 @@ func TestUnknownPassName(t *testing.T) {
 }
 
 func TestDisable(t *testing.T) {
-	// Disabling a pass gives what the pipeline without it gives, and the
-	// pass's own work visibly does not happen.
-	for _, name := range Names() {
+	// Disabling an optional pass gives what the pipeline without it gives,
+	// and the pass's own work visibly does not happen.
+	for _, p := range Table {
+		if p.Required {
+			continue
+		}
 		m := parseFile(t, maskedKernel)
-		if err := Run(m, Options{Disable: map[string]bool{name: true}, VerifyEach: true}); err != nil {
-			t.Fatalf("disable %s: %v", name, err)
+		if err := Run(m, Options{Disable: map[string]bool{p.Name: true}, VerifyEach: true}); err != nil {
+			t.Fatalf("disable %s: %v", p.Name, err)
 		}
 		ref := parseFile(t, maskedKernel)
-		for _, p := range Table {
-			if p.Name != name {
-				if err := p.Run(ref); err != nil {
+		for _, q := range Table {
+			if q.Name != p.Name {
+				if err := q.Run(ref); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 		if m.String() != ref.String() {
-			t.Errorf("disable %s: got\n%s\nwant\n%s", name, m, ref)
+			t.Errorf("disable %s: got\n%s\nwant\n%s", p.Name, m, ref)
 		}
 	}
 	m := parseFile(t, maskedKernel)
-	if err := Run(m, Options{Disable: map[string]bool{"inline": true}}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(m.String(), "call ") {
-		t.Error("with inline disabled, calls are gone")
-	}
-	m = parseFile(t, maskedKernel)
 	if err := Run(m, Options{Disable: map[string]bool{"specialize-mask": true}}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(m.String(), ".full") {
 		t.Error("with specialize-mask disabled, a .full variant exists")
+	}
+}
+
+// TestDisableRequired checks that a required pass cannot be disabled on
+// its own, in any pipeline, and that disabling it with every pass after it
+// stops the pipeline before it, as RunUntil does.
+func TestDisableRequired(t *testing.T) {
+	for _, p := range Pipelines {
+		for i, name := range p.Passes {
+			pass, _ := Lookup(name)
+			if !pass.Required {
+				continue
+			}
+			m := parseFile(t, maskedKernel)
+			before := m.String()
+			err := RunPipeline(m, p, Options{Disable: map[string]bool{name: true}})
+			if err == nil || !strings.Contains(err.Error(), "--disable-pass: "+name+" is a required pass") {
+				t.Errorf("%s: disable %s: err = %v, want a required-pass error", p.Name, name, err)
+			}
+			if m.String() != before {
+				t.Errorf("%s: a pass ran before the required-pass error", p.Name)
+			}
+			tail := map[string]bool{}
+			for _, q := range p.Passes[i:] {
+				tail[q] = true
+			}
+			m = parseFile(t, maskedKernel)
+			if err := RunPipeline(m, p, Options{Disable: tail, VerifyEach: true}); err != nil {
+				t.Errorf("%s: disable %v: %v", p.Name, slices.Sorted(maps.Keys(tail)), err)
+			}
+			ref := parseFile(t, maskedKernel)
+			if i > 0 {
+				if err := p.run(ref, Options{}, p.Passes[i-1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if m.String() != ref.String() || !strings.Contains(m.String(), "call ") {
+				t.Errorf("%s: disabling %s and the passes after it: got\n%s\nwant\n%s", p.Name, name, m, ref)
+			}
+		}
+	}
+	// Passes past the last one run are not run anyway.
+	if err := RunUntil(parseFile(t, maskedKernel), Options{Disable: map[string]bool{"inline": true}}, "specialize-mask"); err != nil {
+		t.Errorf("RunUntil(specialize-mask) with inline disabled: %v", err)
 	}
 }
 

@@ -110,6 +110,15 @@ func (b *Builder) Store(p, v, mask *Value) *Op {
 	return b.Emit(NewOp(OpStore, args))
 }
 
+// AtomicAdd adds f32 v to memory at p where mask (may be nil) holds.
+func (b *Builder) AtomicAdd(p, v, mask *Value) *Op {
+	args := []*Value{p, v}
+	if mask != nil {
+		args = append(args, mask)
+	}
+	return b.Emit(NewOp(OpAtomicAdd, args))
+}
+
 // Dot is a[M,K] x b[K,N] + c[M,N].
 func (b *Builder) Dot(x, y, acc *Value) *Value {
 	return b.emit1(OpDot, acc.Type, []*Value{x, y, acc})

@@ -83,6 +83,14 @@ const (
 	//   store %0, %1
 	//   store %0, %1, %2
 	OpStore
+	// OpAtomicAdd adds f32 values to global memory atomically (relaxed
+	// order, one read-modify-write per element), only where the optional
+	// mask is true; lanes with equal addresses each add. It has no result
+	// (PTX red.global.add.f32). Reductions from many programs, such as the
+	// backward pass's dQ and aux gradients, use it.
+	//   atomic_add %0, %1
+	//   atomic_add %0, %1, %2
+	OpAtomicAdd
 
 	// OpDot is a matrix product with accumulator: a[M,K] x b[K,N] + c[M,N],
 	// accumulating in c's element type.
@@ -128,7 +136,8 @@ var kindNames = [...]string{
 	OpAnd: "and", OpOr: "or", OpXor: "xor", OpCmp: "cmp", OpSelect: "select",
 	OpNeg: "neg", OpNot: "not", OpAbs: "abs", OpExp: "exp", OpExp2: "exp2", OpLog: "log", OpLog2: "log2",
 	OpTanh: "tanh", OpSqrt: "sqrt", OpCast: "cast", OpAddPtr: "addptr", OpLoad: "load", OpStore: "store",
-	OpDot: "dot", OpReduce: "reduce", OpFor: "for", OpIf: "if", OpYield: "yield", OpCall: "call", OpReturn: "return",
+	OpAtomicAdd: "atomic_add", OpDot: "dot", OpReduce: "reduce", OpFor: "for", OpIf: "if", OpYield: "yield",
+	OpCall: "call", OpReturn: "return",
 }
 
 func (k Kind) String() string {
@@ -164,8 +173,12 @@ func (k Kind) IsTerminator() bool { return k == OpYield || k == OpReturn }
 
 // HasSideEffects reports ops that DCE and CSE must keep as they are.
 func (k Kind) HasSideEffects() bool {
-	return k == OpStore || k == OpCall || k.IsTerminator() || k == OpFor || k == OpIf
+	return k.IsMemWrite() || k == OpCall || k.IsTerminator() || k == OpFor || k == OpIf
 }
+
+// IsMemWrite reports the ops that write global memory through their first
+// operand (pointers), with the value second and an optional mask third.
+func (k Kind) IsMemWrite() bool { return k == OpStore || k == OpAtomicAdd }
 
 // Pos is a source position carried from the tile language for errors.
 type Pos struct {

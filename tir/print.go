@@ -22,7 +22,10 @@ func (m *Module) String() string {
 // String prints one function. Values are numbered from %0 in the order they
 // are defined; parameters print by name.
 func (f *Func) String() string {
-	p := &printer{names: map[*Value]string{}}
+	return f.print(&printer{names: map[*Value]string{}})
+}
+
+func (f *Func) print(p *printer) string {
 	for _, v := range f.Params {
 		p.names[v] = "%" + v.Name
 	}
@@ -64,6 +67,9 @@ type printer struct {
 	b     strings.Builder
 	names map[*Value]string
 	next  int
+	ann   *Annotations // nil: the parseable form
+	// all names every value up front, so annotations can refer forward.
+	all map[*Value]string
 }
 
 func (p *printer) name(v *Value) string {
@@ -104,7 +110,7 @@ func (p *printer) block(b *Block, depth int, header bool) {
 			if i > 0 {
 				p.b.WriteString(", ")
 			}
-			fmt.Fprintf(&p.b, "%s: %s", p.define(a), a.Type)
+			fmt.Fprintf(&p.b, "%s: %s%s", p.define(a), a.Type, p.valueNote(a))
 		}
 		p.b.WriteString("):\n")
 	}
@@ -143,7 +149,16 @@ func (p *printer) op(o *Op, depth int, regions bool) {
 		for i, r := range o.Results {
 			rt[i] = r.Type
 		}
-		p.types(rt)
+		if p.ann == nil {
+			p.types(rt)
+		} else {
+			for i, r := range o.Results {
+				if i > 0 {
+					p.b.WriteString(", ")
+				}
+				p.b.WriteString(r.Type.String() + p.valueNote(r))
+			}
+		}
 	}
 	if regions {
 		ind := strings.Repeat("  ", depth)
@@ -159,6 +174,7 @@ func (p *printer) op(o *Op, depth int, regions bool) {
 			p.b.WriteString(ind + "}")
 		}
 	}
+	p.opNote(o)
 	p.b.WriteByte('\n')
 }
 

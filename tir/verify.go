@@ -232,7 +232,7 @@ func (v *verifier) op(op *Op, n int) error {
 		nargs, maxArgs = 3, 3
 	case k == OpLoad:
 		nargs, maxArgs = 1, 3
-	case k == OpStore:
+	case k.IsMemWrite():
 		nargs, maxArgs, nres = 2, 3, 0
 	case k == OpFor:
 		nargs, maxArgs, nres = 3, -1, len(op.Args)-3
@@ -408,9 +408,12 @@ func (v *verifier) op(op *Op, n int) error {
 			}
 		}
 		return sameRes(want)
-	case k == OpStore:
+	case k.IsMemWrite():
 		if !a.Ptr {
 			return errf("operand 0 %s is not a pointer", a)
+		}
+		if k == OpAtomicAdd && a.Elem != F32 {
+			return errf("atomic_add on %s, want f32", a)
 		}
 		if want := Tensor(a.Elem, a.Shape...); !b.Equal(want) {
 			return errf("value %s, want %s", b, want)

@@ -267,6 +267,16 @@ func TestVerifyErrors(t *testing.T) {
 		{"store mask shape", tiny(func(b *Builder, p []*Value) {
 			b.Store(p[0], p[3], b.Splat(p[2], []int{4}))
 		}), "func @t: op 2 (store): mask tensor<4xi1>, want i1"},
+		{"atomic_add on i32", tiny(func(b *Builder, p []*Value) {
+			p[0].Type = PtrTo(I32)
+			b.AtomicAdd(p[0], p[1], nil)
+		}), "func @t: op 1 (atomic_add): atomic_add on ptr<i32>, want f32"},
+		{"atomic_add mask shape", tiny(func(b *Builder, p []*Value) {
+			b.AtomicAdd(p[0], p[3], b.Splat(p[2], []int{4}))
+		}), "func @t: op 2 (atomic_add): mask tensor<4xi1>, want i1"},
+		{"atomic_add result", tiny(func(b *Builder, p []*Value) {
+			b.Emit(NewOp(OpAtomicAdd, []*Value{p[0], p[3]}, Scalar(F32)))
+		}), "func @t: op 1 (atomic_add): has 1 results, want 0"},
 		{"cmp result", tiny(func(b *Builder, p []*Value) {
 			b.Emit(NewOp(OpCmp, []*Value{p[3], p[3]}, Scalar(F32))).SetAttr("pred", Ident("eq"))
 		}), "func @t: op 1 (cmp): result type f32, want i1"},

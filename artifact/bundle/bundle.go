@@ -1,113 +1,79 @@
 // Package bundle reads and writes AOT kernel bundles: one JSON file holding
-// several compiled kernels (PTX text plus the metadata needed to launch
-// them), so a program can load kernels with no llc installed.
+// several compiled kernels (artifacts: PTX text plus what a launch needs),
+// so a program can load kernels with no llc installed.
 //
-// The format is identified by "format": "fac-bundle/1". Each kernel
+// The format is identified by "format": "fac-bundle/2". Each kernel
 // carries the SHA-256 of its PTX, checked on read, so a damaged or
 // hand-edited bundle is rejected instead of failing inside the driver.
+// Kernels are found by their identity's portable key (artifact.Ident):
+// the same identity the kernel cache uses, less the compiler build.
 package bundle
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"path/filepath"
+
+	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 // Format is the format string of the bundles this package reads and writes.
-const Format = "fac-bundle/1"
+const Format = "fac-bundle/2"
 
 // Bundle is the file's top-level manifest.
 type Bundle struct {
-	Format     string   `json:"format"`
-	FacVersion string   `json:"fac_version"`
-	Kernels    []Kernel `json:"kernels"`
+	Format     string              `json:"format"`
+	FacVersion string              `json:"fac_version"`
+	Kernels    []artifact.Artifact `json:"kernels"`
 }
 
-// Param is one kernel parameter, in launch order.
-type Param struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
+// Checksum returns the hex SHA-256 of ptx, as stored in each kernel.
+func Checksum(ptx string) string { return artifact.Checksum(ptx) }
+
+// Add appends a to the bundle, filling in its checksum.
+func (b *Bundle) Add(a artifact.Artifact) {
+	a.SHA256 = Checksum(a.PTX)
+	b.Kernels = append(b.Kernels, a)
 }
 
-// Kernel is one compiled kernel variant.
-type Kernel struct {
-	Name        string            `json:"name"`   // PTX entry name
-	Kernel      string            `json:"kernel"` // source kernel it was compiled from
-	Mask        string            `json:"mask"`
-	Score       string            `json:"score"`
-	Arch        string            `json:"arch"` // e.g. sm_90a
-	Params      []Param           `json:"params"`
-	Consts      map[string]string `json:"consts,omitempty"` // compile-time constants (head dim, tile sizes, ...)
-	Block       [3]uint32         `json:"block"`
-	SharedBytes uint32            `json:"shared_bytes"` // dynamic shared memory per block
-	PTX         string            `json:"ptx"`
-	SHA256      string            `json:"sha256"` // hex SHA-256 of PTX
-}
-
-// Checksum returns the hex SHA-256 of ptx, as stored in Kernel.SHA256.
-func Checksum(ptx string) string {
-	sum := sha256.Sum256([]byte(ptx))
-	return hex.EncodeToString(sum[:])
-}
-
-// Add appends k to the bundle, filling in its checksum.
-func (b *Bundle) Add(k Kernel) {
-	k.SHA256 = Checksum(k.PTX)
-	b.Kernels = append(b.Kernels, k)
-}
-
-func (k *Kernel) matches(kernel, mask, score string, consts map[string]string) bool {
-	return k.Kernel == kernel && k.Mask == mask && k.Score == score && maps.Equal(k.Consts, consts)
-}
-
-// FindAll returns the kernels compiled from kernel with the given mask,
-// score and constants (nil and empty consts are equal), in file order;
-// there is one per arch.
-func (b *Bundle) FindAll(kernel, mask, score string, consts map[string]string) []*Kernel {
-	var out []*Kernel
+// Find returns the kernel whose identity matches id, ignoring the compiler
+// build and llc version (see artifact.Ident.PortableKey), or nil.
+func (b *Bundle) Find(id artifact.Ident) *artifact.Artifact {
+	key := id.PortableKey()
 	for i := range b.Kernels {
-		if k := &b.Kernels[i]; k.matches(kernel, mask, score, consts) {
-			out = append(out, k)
+		if b.Kernels[i].Ident.PortableKey() == key {
+			return &b.Kernels[i]
 		}
 	}
-	return out
+	return nil
 }
 
-// Find returns the first kernel matching kernel, mask, score and consts.
-// Use FindAll to choose among several arches.
-func (b *Bundle) Find(kernel, mask, score string, consts map[string]string) (*Kernel, error) {
-	if ks := b.FindAll(kernel, mask, score, consts); len(ks) > 0 {
-		return ks[0], nil
-	}
-	return nil, fmt.Errorf("bundle: no kernel %q with mask %q, score %q, consts %v", kernel, mask, score, consts)
-}
+// Has reports whether the bundle holds a kernel of identity id.
+func (b *Bundle) Has(id artifact.Ident) bool { return b.Find(id) != nil }
 
-// Validate checks the format string, that each kernel has a name and PTX
-// matching its checksum, and that no two kernels share the same variant
-// (kernel, mask, score, consts, arch).
+// Validate checks the format string, every kernel (entry, PTX against its
+// checksum, parameters) and that no two kernels share one identity.
 func (b *Bundle) Validate() error {
 	if b.Format != Format {
 		return fmt.Errorf("bundle: unsupported format %q (want %q)", b.Format, Format)
 	}
+	seen := map[string]int{}
 	for i := range b.Kernels {
 		k := &b.Kernels[i]
-		if k.Name == "" || k.PTX == "" {
-			return fmt.Errorf("bundle: kernel %d (%q): missing name or PTX", i, k.Name)
+		if k.SHA256 == "" {
+			return fmt.Errorf("bundle: kernel %d (%s): no checksum", i, k.Entry)
 		}
-		if k.SHA256 != Checksum(k.PTX) {
-			return fmt.Errorf("bundle: kernel %d (%s, %s): PTX checksum mismatch (bundle corrupt or edited)", i, k.Name, k.Arch)
+		if err := k.Validate(); err != nil {
+			return fmt.Errorf("bundle: kernel %d: %w", i, err)
 		}
-		for j := range i {
-			if p := &b.Kernels[j]; p.Arch == k.Arch && p.matches(k.Kernel, k.Mask, k.Score, k.Consts) {
-				return fmt.Errorf("bundle: kernels %d and %d (%s) are the same variant for %s", j, i, k.Name, k.Arch)
-			}
+		key := k.Ident.PortableKey()
+		if j, ok := seen[key]; ok {
+			return fmt.Errorf("bundle: kernels %d and %d are the same kernel (%s)", j, i, k.Ident)
 		}
+		seen[key] = i
 	}
 	return nil
 }
@@ -155,7 +121,7 @@ func Read(path string) (*Bundle, error) {
 func Marshal(b *Bundle) ([]byte, error) {
 	out := *b
 	out.Format = Format
-	out.Kernels = make([]Kernel, len(b.Kernels))
+	out.Kernels = make([]artifact.Artifact, len(b.Kernels))
 	for i, k := range b.Kernels {
 		k.SHA256 = Checksum(k.PTX)
 		out.Kernels[i] = k
@@ -173,33 +139,16 @@ func Marshal(b *Bundle) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Write writes b to path atomically: to a temporary file in the same
-// directory, then renamed over path.
+// Write writes b to path, a file the caller names: an existing file is
+// written in place (through symlinks, keeping its mode and hard links) and
+// synced, a new one gets 0666 less the umask; see internal/outfile. The
+// bundle is encoded and validated before the file is touched.
 func Write(path string, b *Bundle) error {
 	data, err := Marshal(b)
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("bundle: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync() // a bundle is a build artifact: make it durable
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := outfile.WriteFile(path, data); err != nil {
 		return fmt.Errorf("bundle: %w", err)
 	}
 	return nil

@@ -6,28 +6,25 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fac-compiler/fac/artifact"
 )
+
+func art(kernel, mask, arch, entry string, consts map[string]string, threads int) artifact.Artifact {
+	return artifact.Artifact{
+		Ident: artifact.Ident{Kernel: kernel, Mods: map[string]string{"mask": mask}, Consts: consts, DType: "bf16", Arch: arch,
+			Sources: "abc", Fac: "0.1.0", LLC: "22.1"},
+		Entry: entry, Threads: threads, SharedBytes: 196608,
+		Params: []artifact.Param{{Name: "q", Kind: "u64", Elem: "bf16"}, {Name: "seqlen", Kind: "i32", Elem: "i32"}, {Name: "scale", Kind: "f32", Elem: "f32"}},
+		PTX:    ".version 8.0\n.target " + arch + "\n.address_size 64\n.visible .entry " + entry + "() { ret; }\n// <x> & \"quoted\"\n",
+	}
+}
 
 func sample() *Bundle {
 	b := &Bundle{FacVersion: "0.1.0"}
-	params := []Param{{"q", "bf16*"}, {"k", "bf16*"}, {"v", "bf16*"}, {"o", "bf16*"}, {"seqlen", "i32"}, {"scale", "f32"}}
-	b.Add(Kernel{
-		Name: "flash_fwd_causal_d128", Kernel: "flash_fwd", Mask: "causal", Score: "none", Arch: "sm_90a",
-		Params: params, Consts: map[string]string{"D": "128", "BM": "128"},
-		Block: [3]uint32{384, 1, 1}, SharedBytes: 196608,
-		PTX: ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry flash_fwd_causal_d128() { ret; }\n",
-	})
-	b.Add(Kernel{
-		Name: "flash_fwd_causal_d128", Kernel: "flash_fwd", Mask: "causal", Score: "none", Arch: "sm_80",
-		Params: params, Consts: map[string]string{"D": "128", "BM": "128"},
-		Block: [3]uint32{128, 1, 1}, SharedBytes: 98304,
-		PTX: ".version 7.8\n.target sm_80\n",
-	})
-	b.Add(Kernel{
-		Name: "flash_fwd_none_d64", Kernel: "flash_fwd", Mask: "none", Score: "none", Arch: "sm_90a",
-		Params: params, Block: [3]uint32{256, 1, 1},
-		PTX: ".version 8.0\n.target sm_90a\n// <x> & \"quoted\"\n",
-	})
+	b.Add(art("flash_fwd", "causal", "sm_90a", "flash_fwd", map[string]string{"D": "128"}, 384))
+	b.Add(art("flash_fwd", "causal", "sm_80", "flash_fwd", map[string]string{"D": "128"}, 128))
+	b.Add(art("flash_fwd", "none", "sm_90a", "flash_fwd", map[string]string{"D": "64"}, 256))
 	return b
 }
 
@@ -46,7 +43,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("round trip changed the bundle:\n got %+v\nwant %+v", got, b)
 	}
 	data, _ := os.ReadFile(path)
-	for _, want := range []string{`"format": "fac-bundle/1"`, `"shared_bytes": 196608`, `<x> &`} {
+	for _, want := range []string{`"format": "fac-bundle/2"`, `"shared_bytes": 196608`, `<x> &`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("file lacks %q", want)
 		}
@@ -55,18 +52,20 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("temporary files left: %v", ents)
 	}
 
-	k, err := got.Find("flash_fwd", "causal", "none", map[string]string{"BM": "128", "D": "128"})
-	if err != nil || k.Arch != "sm_90a" {
-		t.Errorf("Find = %+v, %v", k, err)
+	want := b.Kernels[1].Ident
+	want.Fac, want.LLC = "a later build", "" // bundles outlive the compiler that made them
+	if k := got.Find(want); k == nil || k.Ident.Arch != "sm_80" || k.Threads != 128 {
+		t.Errorf("Find = %+v", k)
 	}
-	if ks := got.FindAll("flash_fwd", "causal", "none", map[string]string{"BM": "128", "D": "128"}); len(ks) != 2 || ks[1].Arch != "sm_80" {
-		t.Errorf("FindAll = %d kernels", len(ks))
-	}
-	if k, err := got.Find("flash_fwd", "none", "none", map[string]string{}); err != nil || k.Name != "flash_fwd_none_d64" {
-		t.Errorf("Find with empty consts = %v, %v", k, err)
-	}
-	if _, err := got.Find("flash_fwd", "causal", "none", map[string]string{"D": "64"}); err == nil {
+	other := want
+	other.Consts = map[string]string{"D": "64"}
+	if got.Find(other) != nil {
 		t.Error("Find matched different consts")
+	}
+	other = want
+	other.Sources = "changed"
+	if got.Has(other) {
+		t.Error("Find matched a kernel compiled from other sources")
 	}
 }
 
@@ -90,11 +89,11 @@ func TestCorruptChecksum(t *testing.T) {
 
 func TestWrongFormat(t *testing.T) {
 	for name, tc := range map[string]struct{ data, want string }{
-		"other version": {`{"format":"fac-bundle/2","kernels":[]}`, `unsupported format "fac-bundle/2" (want "fac-bundle/1")`},
+		"other version": {`{"format":"fac-bundle/1","kernels":[]}`, `unsupported format "fac-bundle/1" (want "fac-bundle/2")`},
 		"no format":     {`{"kernels":[]}`, `no "format" field`},
 		"not json":      {"\x7fELF", "not a fac bundle"},
-		"bad field":     {`{"format":"fac-bundle/1","kernels":[{"block":"x"}]}`, "bundle: json"},
-		"empty kernel":  {`{"format":"fac-bundle/1","kernels":[{"name":"k"}]}`, "missing name or PTX"},
+		"bad field":     {`{"format":"fac-bundle/2","kernels":[{"threads":"x"}]}`, "bundle: json"},
+		"empty kernel":  {`{"format":"fac-bundle/2","kernels":[{"entry":"k","sha256":"x"}]}`, "no .entry k"},
 	} {
 		_, err := Parse([]byte(tc.data))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -109,7 +108,7 @@ func TestWrongFormat(t *testing.T) {
 func TestDuplicateVariant(t *testing.T) {
 	b := sample()
 	b.Add(b.Kernels[0])
-	if _, err := Marshal(b); err == nil || !strings.Contains(err.Error(), "same variant") {
+	if _, err := Marshal(b); err == nil || !strings.Contains(err.Error(), "same kernel") {
 		t.Errorf("duplicate: err = %v", err)
 	}
 	if err := Write(filepath.Join(t.TempDir(), "x"), b); err == nil {
@@ -118,7 +117,7 @@ func TestDuplicateVariant(t *testing.T) {
 }
 
 func TestMarshalFillsChecksums(t *testing.T) {
-	b := &Bundle{Kernels: []Kernel{{Name: "k", Kernel: "k", Arch: "sm_90a", PTX: "ptx"}}}
+	b := &Bundle{Kernels: []artifact.Artifact{art("k", "none", "sm_90a", "k", nil, 32)}}
 	data, err := Marshal(b)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +126,7 @@ func TestMarshalFillsChecksums(t *testing.T) {
 		t.Error("Marshal modified its argument")
 	}
 	got, err := Parse(data)
-	if err != nil || got.Kernels[0].SHA256 != Checksum("ptx") {
+	if err != nil || got.Kernels[0].SHA256 != Checksum(b.Kernels[0].PTX) {
 		t.Errorf("Parse = %v, %v", got, err)
 	}
 }

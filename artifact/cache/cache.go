@@ -3,11 +3,13 @@
 // machine rather than once per process.
 //
 // Each entry is one file <key>.facc in the cache directory: a header with a
-// SHA-256 checksum, then a small metadata string (shown by List), then the
-// payload. Writes go to a temporary file that is renamed into place, so
-// readers never see a partial entry and several processes may write the
-// same key at once. A damaged entry (bad checksum, truncated) is deleted and
-// reported as Corrupt, which callers treat as a miss.
+// SHA-256 checksum and the entry's own key, then a small metadata string
+// (shown by List), then the payload. Writes go to a temporary file that is
+// renamed into place, so readers never see a partial entry and several
+// processes may write the same key at once. A damaged entry (bad checksum,
+// truncated, stored under another key's name, or rejected by the caller's
+// validate function) is deleted and reported as Corrupt, which callers treat
+// as a miss. Entries of an older format are misses.
 //
 // Memo is the in-memory layer on top, e.g. for modules already loaded into
 // the driver.
@@ -27,18 +29,28 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // EnvDir names the environment variable that overrides the cache directory.
 const EnvDir = "FAC_CACHE_DIR"
 
+// On-disk layout: magic | SHA-256 of everything after it | key (32 bytes) |
+// payload length (8) | meta length (2) | meta | payload. The key is stored so
+// that a file renamed or copied to another key's name is not served for
+// that key; the checksum covers it so a damaged key reads as corrupt.
 const (
-	magic   = "FACC1"
-	ext     = ".facc"
-	tmpPfx  = ".tmp-"
-	hdrSize = len(magic) + sha256.Size + 8 + 2 // magic, checksum, payload len, meta len
-	maxMeta = 1<<16 - 1
+	magicPfx = "FACC"
+	magic    = magicPfx + "2" // bumped whenever the layout changes
+	ext      = ".facc"
+	tmpPfx   = ".tmp-"
+	keyOff   = len(magic) + sha256.Size
+	hdrSize  = keyOff + sha256.Size + 8 + 2
+	maxMeta  = 1<<16 - 1
+	// maxEntry bounds what Get reads and Put writes, so a stray huge file in
+	// the cache folder cannot exhaust memory; PTX and cubins are a few MB.
+	maxEntry = 256 << 20
 )
 
 // Key identifies an entry: the hex SHA-256 of the parts given to NewKey.
@@ -107,9 +119,40 @@ var ErrStore = errors.New("cache: cannot store entry")
 
 // Cache is a cache directory. It is safe for concurrent use.
 type Cache struct {
+	// Warn receives the one-line warning printed the first time GetOrBuild
+	// or GetOrBuildChecked cannot read or write the folder (read-only, full
+	// disk); the build's result is still returned. Nil means os.Stderr,
+	// where the warning is printed once per process; with a Warn writer,
+	// once per Cache. Set it before the Cache is used.
+	Warn io.Writer
+
 	dir    string
 	mu     sync.Mutex
 	flying map[Key]*flight
+	warned atomic.Bool
+}
+
+// stderr is where warnings go when Cache.Warn is nil; a variable for tests.
+var stderr io.Writer = os.Stderr
+
+// stderrWarned makes the default warning once per process: several Caches
+// may share one unusable folder.
+var stderrWarned atomic.Bool
+
+// warnStore reports a failure to use the folder, once, so that a read-only
+// cache is not silent but does not flood the output either.
+func (c *Cache) warnStore(err error) {
+	if c.warned.Swap(true) {
+		return
+	}
+	w := c.Warn
+	if w == nil {
+		if stderrWarned.Swap(true) {
+			return
+		}
+		w = stderr
+	}
+	fmt.Fprintf(w, "fac: warning: kernel cache %s is not usable, compiling without it: %v\n", c.dir, err)
 }
 
 type flight struct {
@@ -156,73 +199,152 @@ func (c *Cache) path(key Key) (string, error) {
 	return filepath.Join(c.dir, string(key)+ext), nil
 }
 
-// encode builds the on-disk form of an entry.
-func encode(meta string, payload []byte) []byte {
-	sum := sha256.Sum256(payload)
-	b := make([]byte, 0, hdrSize+len(meta)+len(payload))
-	b = append(b, magic...)
-	b = append(b, sum[:]...)
+// encode builds the on-disk form of an entry; key must be Valid.
+func encode(key Key, meta string, payload []byte) []byte {
+	b := make([]byte, keyOff, hdrSize+len(meta)+len(payload))
+	copy(b, magic)
+	kb, _ := hex.DecodeString(string(key))
+	b = append(b, kb...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(payload)))
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(meta)))
 	b = append(b, meta...)
-	return append(b, payload...)
+	b = append(b, payload...)
+	sum := sha256.Sum256(b[keyOff:])
+	copy(b[len(magic):], sum[:])
+	return b
 }
 
-// decodeHeader parses the header and metadata, returning the expected
-// checksum and payload length.
-func decodeHeader(b []byte) (sum []byte, payloadLen uint64, meta string, rest []byte, err error) {
-	if len(b) < hdrSize || string(b[:len(magic)]) != magic {
-		return nil, 0, "", nil, errors.New("bad header")
+// errOldFormat marks an entry written by another version of the layout:
+// a miss, not damage.
+var errOldFormat = errors.New("old cache format")
+
+// header is an entry's parsed header.
+type header struct {
+	sum        []byte
+	key        Key
+	payloadLen uint64
+	meta       string
+}
+
+// decodeHeader parses the header and metadata; rest is what follows them.
+func decodeHeader(b []byte) (h header, rest []byte, err error) {
+	if len(b) < len(magic) || string(b[:len(magic)]) != magic {
+		if len(b) >= len(magic) && string(b[:len(magicPfx)]) == magicPfx {
+			return h, nil, errOldFormat
+		}
+		return h, nil, errors.New("bad header")
 	}
-	sum = b[len(magic) : len(magic)+sha256.Size]
-	payloadLen = binary.LittleEndian.Uint64(b[len(magic)+sha256.Size:])
+	if len(b) < hdrSize {
+		return h, nil, errors.New("truncated header")
+	}
+	h.sum = b[len(magic):keyOff]
+	h.key = Key(hex.EncodeToString(b[keyOff : keyOff+sha256.Size]))
+	h.payloadLen = binary.LittleEndian.Uint64(b[keyOff+sha256.Size:])
 	metaLen := int(binary.LittleEndian.Uint16(b[hdrSize-2:]))
 	if len(b) < hdrSize+metaLen {
-		return nil, 0, "", nil, errors.New("truncated metadata")
+		return h, nil, errors.New("truncated metadata")
 	}
-	return sum, payloadLen, string(b[hdrSize : hdrSize+metaLen]), b[hdrSize+metaLen:], nil
+	h.meta = string(b[hdrSize : hdrSize+metaLen])
+	return h, b[hdrSize+metaLen:], nil
 }
 
-// decode checks a whole entry and returns its payload.
-func decode(b []byte) (payload []byte, meta string, err error) {
-	sum, n, meta, rest, err := decodeHeader(b)
+// decode checks a whole entry read from key's file and returns its payload.
+func decode(key Key, b []byte) (payload []byte, meta string, err error) {
+	h, rest, err := decodeHeader(b)
 	if err != nil {
 		return nil, "", err
 	}
-	if uint64(len(rest)) != n {
-		return nil, "", fmt.Errorf("payload is %d bytes, header says %d", len(rest), n)
+	if uint64(len(rest)) != h.payloadLen {
+		return nil, "", fmt.Errorf("payload is %d bytes, header says %d", len(rest), h.payloadLen)
 	}
-	if got := sha256.Sum256(rest); !bytes.Equal(got[:], sum) {
+	if got := sha256.Sum256(b[keyOff:]); !bytes.Equal(got[:], h.sum) {
 		return nil, "", errors.New("checksum mismatch")
 	}
-	return rest, meta, nil
+	if h.key != key {
+		return nil, "", fmt.Errorf("entry is for key %s", h.key.Short())
+	}
+	return rest, h.meta, nil
 }
 
-// Get returns the payload stored under key. A missing entry gives Miss; a
-// damaged one is deleted and gives Corrupt. Both return a nil payload and
-// nil error; err is for I/O failures only.
+// readEntry reads an entry file. Anything but a regular file of at most
+// maxEntry bytes is reported as damage (errBadFile) rather than read: a
+// FIFO would block and a huge file would exhaust memory.
+func readEntry(p string) ([]byte, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxEntry {
+		return nil, errBadFile
+	}
+	return os.ReadFile(p)
+}
+
+var errBadFile = errors.New("not a regular file of a plausible size")
+
+// Get returns the payload stored under key. A missing entry, or one of an
+// older format, gives Miss; a damaged one (including one stored under a
+// different key) is deleted and gives Corrupt. Both return a nil payload
+// and nil error; err is for I/O failures only.
 func (c *Cache) Get(key Key) ([]byte, Status, error) {
+	return c.get(key, nil)
+}
+
+// get is Get with the caller's check of the payload: an entry that fails
+// validate is damaged too.
+func (c *Cache) get(key Key, validate func([]byte) error) ([]byte, Status, error) {
 	p, err := c.path(key)
 	if err != nil {
 		return nil, Miss, err
 	}
-	b, err := os.ReadFile(p)
+	b, err := readEntry(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, Miss, nil
 	}
-	if err != nil {
+	if err != nil && err != errBadFile {
 		return nil, Miss, fmt.Errorf("cache: %w", err)
 	}
-	payload, _, err := decode(b)
+	var payload []byte
+	if err == nil {
+		payload, _, err = decode(key, b)
+	}
+	if err == errOldFormat {
+		os.Remove(p) // Put would replace it anyway; failing here is harmless
+		return nil, Miss, nil
+	}
+	if err == nil && validate != nil {
+		err = validate(payload)
+	}
 	if err != nil {
-		// Another process may have just replaced it with a good entry;
-		// removing that costs only a rebuild.
-		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		if rerr := c.remove(p); rerr != nil {
 			return nil, Corrupt, fmt.Errorf("cache: removing corrupt entry: %w", rerr)
 		}
 		return nil, Corrupt, nil
 	}
 	return payload, Hit, nil
+}
+
+// Remove deletes key's entry, e.g. one whose payload the caller cannot
+// decode after a Get, so that it is rebuilt rather than failing every
+// compile. A missing entry is not an error.
+func (c *Cache) Remove(key Key) error {
+	p, err := c.path(key)
+	if err != nil {
+		return err
+	}
+	if err := c.remove(p); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	return nil
+}
+
+// remove deletes an entry file. Another process may have just replaced it
+// with a good entry; removing that costs only a rebuild.
+func (c *Cache) remove(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // Put stores payload under key with a metadata string (e.g. kernel name
@@ -236,6 +358,9 @@ func (c *Cache) Put(key Key, meta string, payload []byte) error {
 	if len(meta) > maxMeta {
 		return fmt.Errorf("cache: metadata is %d bytes, max %d", len(meta), maxMeta)
 	}
+	if hdrSize+len(meta)+len(payload) > maxEntry {
+		return fmt.Errorf("cache: entry is %d bytes, max %d", hdrSize+len(meta)+len(payload), maxEntry)
+	}
 	f, err := os.CreateTemp(c.dir, tmpPfx+key.Short()+"-*")
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
@@ -243,7 +368,7 @@ func (c *Cache) Put(key Key, meta string, payload []byte) error {
 	tmp := f.Name()
 	// No fsync: after a crash a torn entry fails its checksum and is
 	// rebuilt, which is cheaper than syncing every write.
-	_, err = f.Write(encode(meta, payload))
+	_, err = f.Write(encode(key, meta, payload))
 	if err == nil {
 		err = f.Chmod(0o644)
 	}
@@ -265,8 +390,18 @@ func (c *Cache) Put(key Key, meta string, payload []byte) error {
 // damaged entry was replaced). Concurrent calls for the same key in this
 // process share one build and get the same slice, which must not be
 // modified. If build succeeds but the cache cannot be used, the payload is
-// returned with an error wrapping ErrStore.
+// returned with an error wrapping ErrStore, and the Cache warns once (see
+// Warn), so callers may ignore such errors.
 func (c *Cache) GetOrBuild(key Key, meta string, build func() ([]byte, error)) ([]byte, Status, error) {
+	return c.GetOrBuildChecked(key, meta, build, nil)
+}
+
+// GetOrBuildChecked is GetOrBuild with the caller's check of a payload,
+// e.g. that it decodes as an artifact for the requested kernel and arch.
+// A cached payload that fails validate is deleted and rebuilt (status
+// Corrupt); a built payload that fails it is an error and is not stored,
+// since the builder contradicts its own check. A nil validate accepts all.
+func (c *Cache) GetOrBuildChecked(key Key, meta string, build func() ([]byte, error), validate func([]byte) error) ([]byte, Status, error) {
 	if !key.Valid() {
 		return nil, Miss, fmt.Errorf("cache: invalid key %q", key)
 	}
@@ -290,13 +425,13 @@ func (c *Cache) GetOrBuild(key Key, meta string, build func() ([]byte, error)) (
 		c.mu.Unlock()
 		close(f.done)
 	}()
-	f.data, f.st, f.err = c.getOrBuild(key, meta, build)
+	f.data, f.st, f.err = c.getOrBuild(key, meta, build, validate)
 	finished = true
 	return f.data, f.st, f.err
 }
 
-func (c *Cache) getOrBuild(key Key, meta string, build func() ([]byte, error)) ([]byte, Status, error) {
-	data, st, getErr := c.Get(key)
+func (c *Cache) getOrBuild(key Key, meta string, build func() ([]byte, error), validate func([]byte) error) ([]byte, Status, error) {
+	data, st, getErr := c.get(key, validate)
 	if getErr == nil && st == Hit {
 		return data, Hit, nil
 	}
@@ -304,11 +439,17 @@ func (c *Cache) getOrBuild(key Key, meta string, build func() ([]byte, error)) (
 	if err != nil {
 		return nil, st, err
 	}
-	if getErr != nil {
-		return data, st, fmt.Errorf("%w: %w", ErrStore, getErr)
+	if validate != nil {
+		if err := validate(data); err != nil {
+			return nil, st, fmt.Errorf("cache: built entry %s fails its check: %w", key.Short(), err)
+		}
 	}
-	if err := c.Put(key, meta, data); err != nil {
-		return data, st, fmt.Errorf("%w: %w", ErrStore, err)
+	if getErr == nil {
+		getErr = c.Put(key, meta, data)
+	}
+	if getErr != nil {
+		c.warnStore(getErr)
+		return data, st, fmt.Errorf("%w: %w", ErrStore, getErr)
 	}
 	return data, st, nil
 }
@@ -318,7 +459,7 @@ type Entry struct {
 	Key     Key
 	Size    int64 // file size in bytes
 	ModTime time.Time
-	Meta    string // "<corrupt>" if the header cannot be read
+	Meta    string // "<corrupt>" if the header cannot be read or names another key, "<old format>" if stale
 }
 
 // List returns the entries in the cache directory, oldest first. It reads
@@ -338,31 +479,35 @@ func (c *Cache) List() ([]Entry, error) {
 		if err != nil {
 			continue // removed meanwhile
 		}
-		out = append(out, Entry{Key: key, Size: info.Size(), ModTime: info.ModTime(), Meta: readMeta(filepath.Join(c.dir, de.Name()))})
+		out = append(out, Entry{Key: key, Size: info.Size(), ModTime: info.ModTime(), Meta: readMeta(key, filepath.Join(c.dir, de.Name()))})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return a.ModTime.Compare(b.ModTime) })
 	return out, nil
 }
 
-func readMeta(path string) string {
-	f, err := os.Open(path)
+func readMeta(key Key, path string) string {
+	f, err := os.Open(path) // List skips non-regular files, so this cannot block on a FIFO
 	if err != nil {
 		return "<corrupt>"
 	}
 	defer f.Close()
 	b := make([]byte, hdrSize)
-	if _, err := io.ReadFull(f, b); err != nil {
+	n, _ := io.ReadFull(f, b)
+	if n >= len(magic) && string(b[:len(magicPfx)]) == magicPfx && string(b[:len(magic)]) != magic {
+		return "<old format>"
+	}
+	if n < hdrSize {
 		return "<corrupt>"
 	}
 	b = append(b, make([]byte, binary.LittleEndian.Uint16(b[hdrSize-2:]))...)
 	if _, err := io.ReadFull(f, b[hdrSize:]); err != nil {
 		return "<corrupt>"
 	}
-	_, _, meta, _, err := decodeHeader(b)
-	if err != nil {
+	h, _, err := decodeHeader(b)
+	if err != nil || h.key != key {
 		return "<corrupt>"
 	}
-	return meta
+	return h.meta
 }
 
 // Clear removes every entry and leftover temporary file. Other files in

@@ -9,18 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fac-compiler/fac"
-	"github.com/fac-compiler/fac/codegen/llc"
-	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/internal/npy"
 	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 // benchResult is one row of `fac bench`, also written as JSON.
@@ -41,24 +39,42 @@ type benchResult struct {
 var anchorMasks = []string{"none", "causal", "sliding_window(1023, 0)", "document", "prefix_lm(1024)"}
 
 func benchCmd() *cobra.Command {
-	var masks, bundles []string
+	var masks, bundles, files []string
 	var seqlens []int
-	var tokens, heads, dim, warmup, reps, docLen int
-	var dtype, jsonOut string
+	var tokens, heads, dim, warmup, reps, docLen, block int
+	var dtype, jsonOut, device string
 	cmd := &cobra.Command{
-		Use:   "bench",
+		Use:   "bench [FILE...]",
 		Short: "time forward attention on the GPU (CUDA events, warm-up, medians) and print TFLOPS",
-		Long: `Times flash_fwd for each mask and sequence length with batch = tokens / seqlen, as in
+		Long: `Times the forward kernel (flash_fwd) for each mask and sequence length with batch = tokens / seqlen, as in
 ../shared/bench/ANCHORS.md (bf16, D=128, 16 heads, 16384 tokens). TFLOPS count only the (q, kv)
-pairs the mask keeps: 4 * pairs * D / t. Also prints the cold compile time and the cache-hit load time.`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+pairs the mask keeps: 4 * pairs * D / t (counted in O(S) for the stdlib's masks, pair by pair on
+the CPU for others). Also prints the cold compile time and the cache-hit load time.`,
+		Example: `  fac bench --bundle attn.bundle --json bench.json
+  fac bench --seqlen 32768 --mask causal --json - > causal.json   # the table goes to stderr
+  fac bench mymask.fa --mask my_mask --seqlen 4096`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkDevice(device, "cuda"); err != nil {
+				return fmt.Errorf("%w (fac bench times GPU kernels)", err)
+			}
+			srcs, err := readSources(append(args, files...))
+			if err != nil {
+				return err
+			}
+			consts := map[string]string{}
+			if err := blockConsts(consts, block, block, true, fmt.Sprintf("--block %d", block)); err != nil {
+				return err
+			}
+			if docLen < 1 {
+				return fmt.Errorf("--doc-len %d: want a positive document length", docLen)
+			}
+			w := reportTo(cmd, jsonOut == "-")
 			gpu, err := openGPU(bundles)
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "device: %s (%s)\n", gpu.Name, gpu.Arch)
-			if err := compileTimes(w, gpu, masks[0], dtype, dim, bundles); err != nil {
+			if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts}, dim, bundles); err != nil {
 				fmt.Fprintf(w, "compile times: %v\n", err)
 			}
 			var rows []benchResult
@@ -66,7 +82,8 @@ pairs the mask keeps: 4 * pairs * D / t. Also prints the cold compile time and t
 			for _, s := range seqlens {
 				b := max(1, tokens/s)
 				for _, m := range masks {
-					r, err := benchOne(gpu, m, s, b, heads, dim, dtype, docLen, warmup, reps)
+					opts := fac.Options{Mask: m, DType: dtype, Sources: srcs, Consts: consts}
+					r, err := benchOne(gpu, opts, s, b, heads, dim, docLen, warmup, reps)
 					if err != nil {
 						return fmt.Errorf("%s S=%d: %w", m, s, err)
 					}
@@ -76,28 +93,31 @@ pairs the mask keeps: 4 * pairs * D / t. Also prints the cold compile time and t
 			}
 			if jsonOut != "" {
 				js, _ := json.MarshalIndent(rows, "", "  ")
-				return npy.WriteFile(jsonOut, append(js, '\n'))
+				return outfile.Write(jsonOut, append(js, '\n'))
 			}
 			return nil
 		},
 	}
 	fs := cmd.Flags()
+	addFileFlag(fs, &files)
 	fs.StringArrayVar(&masks, "mask", anchorMasks, "masks to time (repeatable)")
-	fs.IntSliceVar(&seqlens, "seqlen", []int{2048, 8192}, "sequence lengths")
+	fs.IntSliceVar(&seqlens, "seqlen", []int{2048, 8192}, "sequence lengths (Sq = Sk; comma-separated)")
 	fs.IntVar(&tokens, "tokens", 16384, "batch × seqlen")
 	fs.IntVar(&heads, "heads", 16, "heads")
 	fs.IntVar(&dim, "dim", 128, "head dim")
 	fs.StringVar(&dtype, "dtype", "bf16", "bf16 or f16")
+	addBlockFlag(fs, &block)
 	fs.IntVar(&warmup, "warmup", 5, "untimed launches first")
 	fs.IntVar(&reps, "reps", 20, "timed launches (the median is reported)")
-	fs.IntVar(&docLen, "doc-len", 1000, "document length for the document mask")
-	fs.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")
+	fs.IntVar(&docLen, "doc-len", 1000, "document length for the document mask (its doc ids are made up)")
+	fs.StringVar(&jsonOut, "json", "", "write the results as JSON to this file (- = stdout; the table then goes to stderr)")
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable)")
+	addDeviceFlag(fs, &device, "cuda", "device: cuda (fac bench times GPU kernels only)")
 	return cmd
 }
 
-func benchOne(gpu *fac.CUDA, mask string, s, b, h, d int, dtype string, docLen, warmup, reps int) (benchResult, error) {
-	fwd, err := fac.CompileForward(fac.Options{Mask: mask, DType: dtype}, d)
+func benchOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, reps int) (benchResult, error) {
+	fwd, err := fac.CompileForward(opts, d)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -116,12 +136,17 @@ func benchOne(gpu *fac.CUDA, mask string, s, b, h, d int, dtype string, docLen, 
 	for i := range doc {
 		doc[i] = int32(i / docLen)
 	}
-	in.Aux["doc"] = doc
+	for _, name := range fwd.AuxTensors() {
+		if name != "doc" {
+			return benchResult{}, fmt.Errorf("mask %s reads aux tensor %q, which fac bench cannot make up", opts.Mask, name)
+		}
+		in.Aux["doc"] = doc
+	}
 	times, err := fwd.BenchCUDA(gpu, in, sh, warmup, reps)
 	if err != nil {
 		return benchResult{}, err
 	}
-	pairs, err := keptPairs(fwd, mask, s, doc)
+	pairs, err := keptPairs(fwd, s, doc)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -129,50 +154,12 @@ func benchOne(gpu *fac.CUDA, mask string, s, b, h, d int, dtype string, docLen, 
 	sort.Float64s(sorted)
 	med := sorted[len(sorted)/2]
 	tf := 4 * float64(pairs) * float64(d) * float64(b*h) / (med * 1e-3) / 1e12
-	return benchResult{Mask: mask, SeqLen: s, Batch: b, Heads: h, Dim: d, DType: dtype, Pairs: pairs, MedianMs: med, TFLOPS: tf, TimesMs: times}, nil
-}
-
-// keptPairs counts the (q, kv) pairs a mask keeps for one head. The anchor
-// masks are counted by formula-free loops in Go; any other mask through
-// the reference device (slower, exact).
-func keptPairs(fwd *fac.Forward, mask string, s int, doc []int32) (int64, error) {
-	var keep func(i, j int) bool
-	switch {
-	case mask == "none":
-		return int64(s) * int64(s), nil
-	case mask == "causal":
-		keep = func(i, j int) bool { return i >= j }
-	case mask == "document":
-		keep = func(i, j int) bool { return doc[i] == doc[j] }
-	case strings.HasPrefix(mask, "sliding_window("):
-		var l, r int
-		if _, err := fmt.Sscanf(mask, "sliding_window(%d, %d)", &l, &r); err != nil {
-			return 0, err
-		}
-		keep = func(i, j int) bool { return i-l <= j && j <= i+r }
-	case strings.HasPrefix(mask, "prefix_lm("):
-		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(mask, "prefix_lm("), ")"))
-		if err != nil {
-			return 0, err
-		}
-		keep = func(i, j int) bool { return j < n || i >= j }
-	default:
-		return fwd.CountPairs(fac.Shape{Batch: 1, Heads: 1, KVHeads: 1, SeqQ: s, SeqK: s, Dim: 1}, map[string]any{"doc": doc})
-	}
-	var n int64
-	for i := 0; i < s; i++ {
-		for j := 0; j < s; j++ {
-			if keep(i, j) {
-				n++
-			}
-		}
-	}
-	return n, nil
+	return benchResult{Mask: opts.Mask, SeqLen: s, Batch: b, Heads: h, Dim: d, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf, TimesMs: times}, nil
 }
 
 // compileTimes prints the cold compile time (parse → PTX, llc included) and
 // the cache-hit time (disk entry → loaded module) for one kernel.
-func compileTimes(w io.Writer, gpu *fac.CUDA, mask, dtype string, dim int, bundles []string) error {
+func compileTimes(w io.Writer, gpu *fac.CUDA, opts fac.Options, dim int, bundles []string) error {
 	tool, err := llc.Find()
 	if err != nil {
 		return bundleLoadTimes(w, gpu, bundles, err)
@@ -186,15 +173,19 @@ func compileTimes(w io.Writer, gpu *fac.CUDA, mask, dtype string, dim int, bundl
 	if err != nil {
 		return err
 	}
-	req := compiler.Request{Kernel: "flash_fwd", Mask: mask, Consts: map[string]string{"HEAD_DIM": strconv.Itoa(dim), "DTYPE": dtype}}
 	var cold compiler.Timings
 	t0 := time.Now()
-	if _, err := compiler.CachedPTX(context.Background(), c, req, gpu.Arch, tool, &cold); err != nil {
+	fwd, err := fac.CompileForward(opts, dim)
+	if err != nil {
+		return err
+	}
+	res := fwd.Result()
+	if _, err := compiler.Cached(context.Background(), c, res, gpu.Arch, tool, &cold); err != nil {
 		return err
 	}
 	coldTook := time.Since(t0)
 	var hit compiler.Timings
-	art, err := compiler.CachedPTX(context.Background(), c, req, gpu.Arch, tool, &hit)
+	art, err := compiler.Cached(context.Background(), c, res, gpu.Arch, tool, &hit)
 	if err != nil {
 		return err
 	}
@@ -202,8 +193,8 @@ func compileTimes(w io.Writer, gpu *fac.CUDA, mask, dtype string, dim int, bundl
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "compile flash_fwd mask=%s: cold %.1f ms (%s); cache hit %s; first load (driver JIT) %.1f ms; cache hit → loaded module %.2f ms\n",
-		mask, ms(coldTook), cold.String(), hit.String(), ms(first), ms(loadHit))
+	fmt.Fprintf(w, "compile %s mask=%s: cold %.1f ms (%s); cache hit %s; first load (driver JIT) %.1f ms; cache hit → loaded module %.2f ms\n",
+		res.Kernel, opts.Mask, ms(coldTook), cold.String(), hit.String(), ms(first), ms(loadHit))
 	return nil
 }
 
@@ -225,12 +216,15 @@ func bundleLoadTimes(w io.Writer, gpu *fac.CUDA, bundles []string, why error) er
 		return err
 	}
 	defer os.RemoveAll(dir)
-	art := fac.ArtifactOf(&b.Kernels[0])
+	if len(b.Kernels) == 0 {
+		return fmt.Errorf("bundle %s holds no kernel", bundles[0])
+	}
+	art := &b.Kernels[0]
 	first, hit, err := gpu.CacheHitTime(dir, art)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "no llc here: bundle read+verify %.2f ms (%d kernels); kernel %s mask=%s: first load (driver JIT, cubin cached) %.1f ms, cache hit → loaded module %.2f ms\n",
-		ms(readTook), len(b.Kernels), art.Kernel, b.Kernels[0].Mask, ms(first), ms(hit))
+		ms(readTook), len(b.Kernels), art.Ident.Kernel, art.Ident.Mods["mask"], ms(first), ms(hit))
 	return nil
 }

@@ -10,39 +10,58 @@ import (
 
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/blockmask"
-	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 func blockmaskCmd() *cobra.Command {
-	var files, auxFlags []string
+	var files, consts, bundles []string
+	var shp shapeFlags
+	var ax auxFlags
 	var mask, outDir, png, device string
-	var b, h, sq, sk, block, docLen, cell int
-	var bundles []string
+	var block, cell int
 	cmd := &cobra.Command{
-		Use:   "blockmask",
+		Use:   "blockmask [FILE...]",
 		Short: "build a mask's block mask (FlexAttention layout), save it as .npy files and draw it",
 		Example: `  fac blockmask --mask "sliding_window(1023, 0)" --seqlen-q 8192 --seqlen-k 8192 --png sw.png
-  fac blockmask --mask document --doc-len 1000 --seqlen-q 8192 --seqlen-k 8192 --out bm/   # then: fac run --blockmask bm/`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			srcs, err := readSources(files)
+  fac blockmask --mask document --random-aux --doc-len 1000 --out bm/   # then: fac run --blockmask bm/
+  fac blockmask mymask.fa --mask my_mask --png - > my_mask.png`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkDevice(device, "cpu", "cuda"); err != nil {
+				return err
+			}
+			if mask == "" {
+				return fmt.Errorf("--mask is required: the mask whose block mask to build (e.g. --mask causal)")
+			}
+			if outDir == "-" {
+				return fmt.Errorf("--out -: a block mask is a folder of .npy files, it cannot go to stdout; give a folder (--png - draws to stdout)")
+			}
+			w := reportTo(cmd, png == "-")
+			srcs, err := readSources(append(args, files...))
 			if err != nil {
 				return err
 			}
-			consts := map[string]string{"SPARSE_Q": fmt.Sprint(block), "SPARSE_K": fmt.Sprint(block)}
-			if block%64 != 0 {
-				consts["BLOCK_M"], consts["BLOCK_N"] = fmt.Sprint(gcd(block, 64)), fmt.Sprint(gcd(block, 64))
-			}
-			fwd, err := fac.CompileForward(fac.Options{Mask: mask, Sources: srcs, Consts: consts}, 64)
+			cm, err := (&compileFlags{consts: consts}).constMap()
 			if err != nil {
 				return err
 			}
-			sh := fac.Shape{Batch: b, Heads: h, SeqQ: sq, SeqK: sk, Dim: 64}
+			if err := blockConsts(cm, block, block, cmd.Flags().Changed("block"), fmt.Sprintf("--block %d", block)); err != nil {
+				return err
+			}
+			fwd, err := fac.CompileForward(fac.Options{Mask: mask, Sources: srcs, Consts: cm}, 64)
+			if err != nil {
+				return err
+			}
+			sh := shp.shape()
+			sh.Dim = 64
 			if err := sh.Validate(); err != nil {
 				return err
 			}
-			aux := map[string]any{}
-			if err := auxArgs(aux, auxFlags, fwd, sh, docLen); err != nil {
+			aux, notes, err := ax.load(fwd, sh)
+			if err != nil {
 				return err
+			}
+			for _, n := range notes {
+				fmt.Fprintln(w, n)
 			}
 			t0 := time.Now()
 			var bm *blockmask.BlockMask
@@ -88,7 +107,6 @@ func blockmaskCmd() *cobra.Command {
 				}
 			}
 			took := time.Since(t0)
-			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "block mask %s: %d×%d blocks of %d×%d, shared over b: %v, over h: %v; built %s in %.3f ms; density %.4f\n",
 				modName(fwd.Mask()), bm.NumQ, bm.NumK, bm.BlockQ, bm.BlockK, bm.B == 1, bm.H == 1, method, ms(took), bm.Density())
 			if outDir != "" {
@@ -108,38 +126,29 @@ func blockmaskCmd() *cobra.Command {
 				if err := blockmask.PNG(&buf, bm, cell); err != nil {
 					return err
 				}
-				data := buf.Bytes()
-				if err := npy.WriteFile(png, data); err != nil {
+				if err := outfile.Write(png, buf.Bytes()); err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "wrote %s\n", png)
+				if png != "-" {
+					fmt.Fprintf(w, "wrote %s\n", png)
+				}
 			}
 			return nil
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringSliceVarP(&files, "file", "f", nil, "user source files with mods (repeatable)")
-	fs.StringVar(&mask, "mask", "causal", "mask mod")
-	fs.IntVar(&b, "batch", 1, "batch size")
-	fs.IntVar(&h, "heads", 1, "heads")
-	fs.IntVar(&sq, "seqlen-q", 8192, "query sequence length")
-	fs.IntVar(&sk, "seqlen-k", 8192, "key sequence length")
-	fs.IntVar(&block, "block", 128, "block size (both sides)")
-	fs.StringVar(&outDir, "out", "", "write the block-mask tensors as .npy files into this folder")
-	fs.StringVar(&png, "png", "", "draw the block mask into this PNG file")
+	addFileFlag(fs, &files)
+	fs.StringVar(&mask, "mask", "", `mask mod (required), e.g. causal or "sliding_window(256, 0)"`)
+	fs.StringArrayVar(&consts, "const", nil, "compile-time argument NAME=VALUE of flash_fwd (repeatable)")
+	shp.add(cmd, 8192, false)
+	addBlockFlag(fs, &block)
+	fs.StringVarP(&outDir, "out", "o", "", "write the block-mask tensors as .npy files and block_mask.json into this folder")
+	fs.StringVar(&png, "png", "", "draw the block mask into this PNG file (- = stdout; the report then goes to stderr)")
 	fs.IntVar(&cell, "cell", 0, "pixels per block in the PNG (0 = fit about 512 px)")
-	fs.StringArrayVar(&auxFlags, "aux", nil, "aux tensor NAME=FILE.npy (e.g. doc=doc.npy)")
-	fs.IntVar(&docLen, "doc-len", 1000, "when no doc aux is given: tokens per document")
+	ax.add(fs)
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle with the block classifier (repeatable; no llc needed)")
-	fs.StringVar(&device, "device", "cpu", "where to evaluate masks that cannot be bounded: cpu or cuda")
+	addDeviceFlag(fs, &device, "cpu", "where to evaluate masks that cannot be bounded: cpu or cuda")
 	return cmd
-}
-
-func gcd(a, b int) int {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 // bestOf runs fn n times and returns its fastest time.

@@ -4,33 +4,35 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fac-compiler/fac"
-	"github.com/fac-compiler/fac/codegen/llc"
-	"github.com/fac-compiler/fac/internal/version"
 	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/internal/outfile"
+	"github.com/fac-compiler/fac/internal/version"
 )
 
 func buildCmd() *cobra.Command {
 	var files, masks, scores, consts, dtypes, archs []string
 	var dims []int
+	var block int
 	var out, cacheDir string
 	var verbose bool
 	cmd := &cobra.Command{
-		Use:   "build",
+		Use:   "build [FILE...]",
 		Short: "compile forward kernels ahead of time into a bundle that loads with no llc",
 		Example: `  fac build --mask causal --mask "sliding_window(1024, 0)" --dtype bf16 --dim 64,128 --arch sm_90a -o attn.bundle
-  # then, in Go: b, _ := bundle.Read("attn.bundle"); gpu.AddBundle(b)  (or go:embed the file and bundle.Parse it)`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  # then, in Go: b, _ := bundle.Read("attn.bundle"); gpu.AddBundle(b)  (or go:embed the file and bundle.Parse it)
+  fac build mymask.fa --mask my_mask -o - | ssh gpu-host 'cat > my.bundle'   # "wrote" goes to stderr`,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				return fmt.Errorf("-o FILE is required")
+				return fmt.Errorf("-o FILE is required (- = stdout)")
 			}
-			srcs, err := readSources(files)
+			srcs, err := readSources(append(args, files...))
 			if err != nil {
 				return err
 			}
@@ -38,6 +40,11 @@ func buildCmd() *cobra.Command {
 			cm, err := cf.constMap()
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("block") {
+				if err := blockConsts(cm, block, block, true, fmt.Sprintf("--block %d", block)); err != nil {
+					return err
+				}
 			}
 			tool, err := llc.Find()
 			if err != nil {
@@ -65,12 +72,12 @@ func buildCmd() *cobra.Command {
 									return err
 								}
 								for _, k := range ks {
-									if inBundle(b, k) {
+									if b.Has(k.Ident) {
 										continue // the classifier is shared by dtypes, dims and scores
 									}
-									b.Add(k)
+									b.Add(*k)
 									if verbose {
-										fmt.Fprintf(os.Stderr, "build: %s mask=%s score=%s dtype=%s dim=%s %s\n", k.Kernel, k.Mask, k.Score, dt, strconv.Itoa(d), arch)
+										fmt.Fprintf(os.Stderr, "build: %s\n", k.Ident)
 									}
 								}
 							}
@@ -78,32 +85,33 @@ func buildCmd() *cobra.Command {
 					}
 				}
 			}
-			if err := bundle.Write(out, b); err != nil {
+			data, err := bundle.Marshal(b)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d kernels in %.1fs\n", out, len(b.Kernels), time.Since(t0).Seconds())
+			if err := outfile.Write(out, data); err != nil {
+				return fmt.Errorf("bundle: %w", err)
+			}
+			name := out
+			if out == "-" {
+				name = "stdout"
+			}
+			fmt.Fprintf(reportTo(cmd, out == "-"), "wrote %s: %d kernels in %.1fs\n", name, len(b.Kernels), time.Since(t0).Seconds())
 			return nil
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringSliceVarP(&files, "file", "f", nil, "user source files with mods (repeatable)")
+	addFileFlag(fs, &files)
 	fs.StringArrayVar(&masks, "mask", []string{"none"}, "mask mod (repeatable)")
 	fs.StringArrayVar(&scores, "score", []string{"identity"}, "score mod (repeatable)")
 	fs.StringArrayVar(&consts, "const", nil, "compile-time argument NAME=VALUE (repeatable)")
 	fs.StringSliceVar(&dtypes, "dtype", []string{"bf16"}, "element types (comma-separated): bf16, f16, f32")
 	fs.IntSliceVar(&dims, "dim", []int{128}, "head dims (comma-separated)")
 	fs.StringSliceVar(&archs, "arch", []string{"sm_90a"}, "GPU targets (comma-separated)")
-	fs.StringVarP(&out, "output", "o", "", "bundle file to write")
+	addBlockFlag(fs, &block)
+	fs.StringVarP(&out, "out", "o", "", "bundle file to write (- = stdout)")
 	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (- for none)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "list each kernel as it is built")
+	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
-}
-
-func inBundle(b *bundle.Bundle, k bundle.Kernel) bool {
-	for _, have := range b.FindAll(k.Kernel, k.Mask, k.Score, k.Consts) {
-		if have.Arch == k.Arch {
-			return true
-		}
-	}
-	return false
 }

@@ -9,20 +9,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fac-compiler/fac"
-	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/passes"
 	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/codegen"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/parser"
+	"github.com/fac-compiler/fac/passes"
 )
 
-// readSources reads user source files into a name → text map.
+// readSources reads user source files into a name → text map. It reads
+// through parser.ReadFile, which refuses files over the size limit without
+// reading them whole (`fac check /dev/zero` ends at once).
 func readSources(files []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		src, err := parser.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
-		out[f] = string(b)
+		out[f] = src
 	}
 	return out, nil
 }
@@ -44,7 +48,7 @@ func (c *compileFlags) add(cmd *cobra.Command, withKernel bool) {
 	if withKernel {
 		fs.StringVar(&c.kernel, "kernel", "flash_fwd", "kernel to compile")
 	}
-	fs.StringSliceVarP(&c.files, "file", "f", nil, "user source files with mods or kernels (repeatable)")
+	addFileFlag(fs, &c.files)
 	fs.StringVar(&c.mask, "mask", "", `mask mod, e.g. causal or "sliding_window(256, 0)"`)
 	fs.StringVar(&c.score, "score", "", `score mod, e.g. "softcap(30.0)"`)
 	fs.StringArrayVar(&c.consts, "const", nil, "compile-time argument NAME=VALUE, e.g. BLOCK_M=32 (repeatable)")
@@ -65,20 +69,69 @@ func (c *compileFlags) constMap() (map[string]string, error) {
 	return out, nil
 }
 
-func (c *compileFlags) passOptions() (passes.Options, error) {
-	o := passes.Options{PrintAfter: c.printAfter, Out: os.Stderr, VerifyEach: c.verifyEach, Disable: map[string]bool{}}
+// passOptions splits --print-ir-after and --disable-pass between the tile
+// pass table and, when arch is set (commands that build for a GPU), the
+// arch's GPU phase table: a name is looked up in both, and an unknown
+// name, or a required pass or phase, is an error.
+func (c *compileFlags) passOptions(arch string) (passes.Options, compiler.GPUOptions, error) {
+	o := passes.Options{Out: os.Stderr, VerifyEach: c.verifyEach, Disable: map[string]bool{}}
+	g := compiler.GPUOptions{Out: os.Stderr, Disable: map[string]bool{}}
+	var phases []codegen.Phase
+	if arch != "" {
+		var err error
+		if phases, err = codegen.Phases(arch); err != nil {
+			return o, g, err
+		}
+	}
+	phase := func(name string) (codegen.Phase, bool) {
+		for _, p := range phases {
+			if p.Name == name {
+				return p, true
+			}
+		}
+		return codegen.Phase{}, false
+	}
+	valid := func() string {
+		s := "tile passes: " + strings.Join(passes.Names(), ", ")
+		if arch != "" {
+			s += "; " + arch + " GPU phases: " + strings.Join(codegen.PhaseNames(arch), ", ")
+		} else {
+			s += " (GPU phases: fac compile --emit llvm|ptx)"
+		}
+		return s
+	}
 	for _, d := range c.disable {
-		if _, ok := passes.Lookup(d); !ok {
-			return o, fmt.Errorf("--disable-pass: unknown pass %q (passes: %s)", d, strings.Join(passes.Names(), ", "))
+		if p, ok := passes.Lookup(d); ok {
+			if p.Required {
+				return o, g, fmt.Errorf("--disable-pass %s: the pass is required (later stages need what it does)", d)
+			}
+			o.Disable[d] = true
+		} else if p, ok := phase(d); ok {
+			if p.Required {
+				return o, g, fmt.Errorf("--disable-pass %s: the GPU phase is required", d)
+			}
+			g.Disable[d] = true
+		} else {
+			return o, g, fmt.Errorf("--disable-pass: unknown pass %q (%s)", d, valid())
 		}
-		o.Disable[d] = true
 	}
-	if c.printAfter != "" && c.printAfter != "all" {
-		if _, ok := passes.Lookup(c.printAfter); !ok {
-			return o, fmt.Errorf("--print-ir-after: unknown pass %q (passes: %s, or all)", c.printAfter, strings.Join(passes.Names(), ", "))
+	switch pa := c.printAfter; {
+	case pa == "":
+	case pa == "all":
+		o.PrintAfter = "all"
+		if arch != "" {
+			g.PrintAfter = "all"
+		}
+	default:
+		if _, ok := passes.Lookup(pa); ok {
+			o.PrintAfter = pa
+		} else if _, ok := phase(pa); ok {
+			g.PrintAfter = pa
+		} else {
+			return o, g, fmt.Errorf("--print-ir-after: unknown pass %q (%s, or all)", pa, valid())
 		}
 	}
-	return o, nil
+	return o, g, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -90,8 +143,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// request reads the user's files and flags into a compile request.
-func (c *compileFlags) request(files []string) (compiler.Request, error) {
+// request reads the user's files and flags into a compile request; arch is
+// the GPU target for commands that build for one, else "".
+func (c *compileFlags) request(files []string, arch string) (compiler.Request, error) {
 	srcs, err := readSources(append(files, c.files...))
 	if err != nil {
 		return compiler.Request{}, err
@@ -100,11 +154,11 @@ func (c *compileFlags) request(files []string) (compiler.Request, error) {
 	if err != nil {
 		return compiler.Request{}, err
 	}
-	po, err := c.passOptions()
+	po, gpu, err := c.passOptions(arch)
 	if err != nil {
 		return compiler.Request{}, err
 	}
-	return compiler.Request{Sources: srcs, Kernel: c.kernel, Mask: c.mask, Score: c.score, Consts: consts, Passes: po}, nil
+	return compiler.Request{Sources: srcs, Kernel: c.kernel, Mask: c.mask, Score: c.score, Consts: consts, Passes: po, GPU: gpu}, nil
 }
 
 // openGPU opens GPU 0 and adds the given AOT bundles to it.

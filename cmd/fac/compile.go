@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/internal/npy"
-	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 func compileCmd() *cobra.Command {
@@ -25,7 +25,7 @@ func compileCmd() *cobra.Command {
 		Example: `  fac compile --mask causal --const DTYPE=bf16 --arch sm_90a --emit ptx -o fwd.ptx -v
   fac compile mymask.fa --mask my_mask --emit llvm`,
 		RunE: func(cmd *cobra.Command, files []string) error {
-			req, err := cf.request(files)
+			req, err := cf.request(files, gpuArch(emit, arch))
 			if err != nil {
 				return err
 			}
@@ -46,7 +46,7 @@ func compileCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				cg, err := codegen.Lower(res.Module, cf.kernel, codegen.Options{Arch: arch})
+				cg, err := codegen.Lower(res.Module, res.Kernel, codegen.Options{Arch: arch, PrintAfter: req.GPU.PrintAfter, Out: req.GPU.Out, Disable: req.GPU.Disable})
 				if err != nil {
 					return err
 				}
@@ -57,22 +57,24 @@ func compileCmd() *cobra.Command {
 					return err
 				}
 				var t compiler.Timings
-				var a *compiler.Artifact
-				if noCache {
-					a, err = compiler.BuildPTX(context.Background(), req, arch, tool, &t)
-				} else {
-					c, cerr := cache.Open(cacheDir)
-					if cerr != nil {
-						return cerr
-					}
-					a, err = compiler.CachedPTX(context.Background(), c, req, arch, tool, &t)
+				res, err := compiler.CompileTimed(req, &t)
+				if err != nil {
+					return err
 				}
+				var c *cache.Cache
+				if !noCache {
+					if c, err = cache.Open(cacheDir); err != nil {
+						fmt.Fprintf(os.Stderr, "fac: warning: no kernel cache (%v); compiling without it\n", err)
+						c = nil
+					}
+				}
+				a, err := compiler.Cached(context.Background(), c, res, arch, tool, &t)
 				if err != nil {
 					return err
 				}
 				text = a.PTX
 				if t.Cache == cache.Corrupt {
-					fmt.Fprintln(os.Stderr, "fac: cache entry was corrupt (checksum or length); rebuilt it")
+					fmt.Fprintln(os.Stderr, "fac: cache entry was damaged or for another kernel; rebuilt it")
 				}
 				if verbose {
 					fmt.Fprintf(os.Stderr, "compile: %s (llc %s, %s, cache %s)\n", t.String(), tool.Version, arch, t.Cache)
@@ -85,17 +87,18 @@ func compileCmd() *cobra.Command {
 				_, err = fmt.Fprint(os.Stdout, text)
 				return err
 			}
-			return npy.WriteFile(out, []byte(text))
+			return outfile.Write(out, []byte(text))
 		},
 	}
 	cf.add(cmd, true)
 	fs := cmd.Flags()
 	fs.StringVar(&arch, "arch", "sm_90a", "GPU target: sm_80, sm_90, sm_90a")
 	fs.StringVar(&emit, "emit", "ptx", "output: tir, llvm or ptx")
-	fs.StringVarP(&out, "output", "o", "", "output file (default stdout)")
+	fs.StringVarP(&out, "out", "o", "", "output file (default or - = stdout)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "print per-stage compile times to stderr")
 	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir)")
 	fs.BoolVar(&noCache, "no-cache", false, "compile without the kernel cache")
+	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
 }
 
@@ -142,4 +145,12 @@ func cacheCmd() *cobra.Command {
 	}
 	cmd.AddCommand(ls, clear)
 	return cmd
+}
+
+// gpuArch is the target whose GPU phases a compile runs: none for tile IR.
+func gpuArch(emit, arch string) string {
+	if emit == "tir" {
+		return ""
+	}
+	return arch
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 func irCmd() *cobra.Command {
@@ -20,7 +20,7 @@ func irCmd() *cobra.Command {
   fac ir mymask.fa --mask my_mask --print-ir-after all
   fac ir --mask "sliding_window(128, 0)" --const BLOCK_M=32 --disable-pass cse`,
 		RunE: func(cmd *cobra.Command, files []string) error {
-			req, err := cf.request(files)
+			req, err := cf.request(files, "")
 			if err != nil {
 				return err
 			}
@@ -33,10 +33,11 @@ func irCmd() *cobra.Command {
 				_, err = fmt.Fprint(os.Stdout, text)
 				return err
 			}
-			return npy.WriteFile(out, []byte(text))
+			return outfile.Write(out, []byte(text))
 		},
 	}
 	cf.add(cmd, true)
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write the IR to this file instead of stdout")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "write the IR to this file instead of stdout (- = stdout)")
+	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"math"
+	"io/fs"
 	"math/rand/v2"
-	"strings"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,69 +14,139 @@ import (
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/internal/outfile"
+	"github.com/fac-compiler/fac/lang"
+	"github.com/fac-compiler/fac/parser"
 )
 
 func runCmd() *cobra.Command {
 	var cf compileFlags
+	var shp shapeFlags
+	var ax auxFlags
 	var (
-		device                             string
-		batch, heads, kvHeads, sq, sk, dim int
-		dtype                              string
-		qf, kf, vf, outF, lseF             string
-		auxFlags                           []string
-		seed                               uint64
-		scale                              float32
-		docLen                             int
-		bundles                            []string
-		bmDir                              string
-		bmBlock                            int
+		device, dtype          string
+		qf, kf, vf, outF, lseF string
+		seed                   uint64
+		scale                  float32
+		bundles                []string
+		bmDir, bmMask          string
+		block                  int
+		noCheck                bool
+		tol                    float64
 	)
 	cmd := &cobra.Command{
 		Use:   "run [FILE...]",
-		Short: "run forward attention with a mask on a device and compare it with naive attention",
+		Short: "run forward attention with a mask on a device and check it against naive float64 attention",
+		Long: `Runs flash_fwd with the mask and score mods on random inputs (or --q/--k/--v), then checks O and LSE
+against naive float64 attention: above the dtype's tolerance (f32 1e-4, f16 5e-3, bf16 2e-2; --tol), or
+with any NaN, the check fails and fac exits 1. --no-check skips the reference (O(B·H·Sq·Sk) on the CPU).
+Sizes not given by flags come from the --q/--k/--v files and the --blockmask folder.`,
 		Example: `  fac run --device cpu --mask causal --batch 2 --heads 4 --seqlen-q 100 --seqlen-k 257 --dim 64
-  fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy --out o.npy`,
+  fac run mymask.fa --mask my_mask --seqlen-q 1000 --seqlen-k 1000
+  fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy -o o.npy
+  fac run --mask document --random-aux --doc-len 32 --out - > o.npy`,
 		RunE: func(cmd *cobra.Command, files []string) error {
-			if device != "cpu" && device != "cuda" {
-				return fmt.Errorf("--device %q: want cpu or cuda", device)
+			if err := checkDevice(device, "cpu", "cuda"); err != nil {
+				return err
 			}
-			req, err := cf.request(files)
+			t, ok := tolerances[dtype]
+			if !ok {
+				return fmt.Errorf("--dtype %q: want f32, bf16 or f16", dtype)
+			}
+			if tol < 0 {
+				return fmt.Errorf("--tol %g: want a positive tolerance (0 = the dtype's)", tol)
+			} else if tol > 0 {
+				t = tolerance{o: tol, lse: tol}
+			}
+			if err := oneStdout(map[string]string{"--out": outF, "--lse-out": lseF}); err != nil {
+				return err
+			}
+			w := reportTo(cmd, outF == "-" || lseF == "-")
+			// Sizes: the flags the user set, then the tensor files, then
+			// the block mask; all must agree.
+			tensors := map[string]*npy.Array{}
+			for _, t := range []struct {
+				flag, path string
+				kv         bool
+			}{{"q", qf, false}, {"k", kf, true}, {"v", vf, true}} {
+				if t.path == "" {
+					continue
+				}
+				a, err := shp.noteTensor(t.flag, t.path, t.kv)
+				if err != nil {
+					return err
+				}
+				tensors[t.flag] = a
+			}
+			var bm *blockmask.BlockMask
+			consts := map[string]string{}
+			blockFrom, blockSet := fmt.Sprintf("--block %d", block), cmd.Flags().Changed("block")
+			bq, bk := block, block
+			if bmDir != "" {
+				var err error
+				if bm, err = loadBlockMask(bmDir, &shp, block); err != nil {
+					return err
+				}
+				if blockSet && (bm.BlockQ != block || bm.BlockK != block) {
+					return fmt.Errorf("--block is %d, but --blockmask %s has blocks of %d×%d", block, bmDir, bm.BlockQ, bm.BlockK)
+				}
+				bq, bk, blockSet = bm.BlockQ, bm.BlockK, true
+				blockFrom = fmt.Sprintf("--blockmask %s (blocks of %d×%d)", bmDir, bq, bk)
+				// With no --mask, the mask the block mask was built for.
+				if !cmd.Flags().Changed("mask") && bm.Mask != "" {
+					cf.mask = bm.Mask
+				}
+			}
+			req, err := cf.request(files, "")
 			if err != nil {
 				return err
 			}
-			sh := fac.Shape{Batch: batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: sk, Dim: dim}
+			for k, v := range req.Consts {
+				consts[k] = v
+			}
+			if blockSet {
+				if err := blockConsts(consts, bq, bk, true, blockFrom); err != nil {
+					return err
+				}
+			}
+			sh := shp.shape()
 			if err := sh.Validate(); err != nil {
 				return err
 			}
 			t0 := time.Now()
-			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: req.Consts, DType: dtype, Passes: req.Passes}, dim)
+			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: consts, DType: dtype, Passes: req.Passes}, sh.Dim)
 			if err != nil {
 				return err
 			}
 			compileTime := time.Since(t0)
-			rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-			kvh := kvHeads
-			if kvh == 0 {
-				kvh = heads
-			}
-			in := fac.Inputs{Scale: scale, Aux: map[string]any{}}
-			if in.Q, err = tensorArg(qf, []int{batch, heads, sq, dim}, rng); err != nil {
-				return err
-			}
-			if in.K, err = tensorArg(kf, []int{batch, kvh, sk, dim}, rng); err != nil {
-				return err
-			}
-			if in.V, err = tensorArg(vf, []int{batch, kvh, sk, dim}, rng); err != nil {
-				return err
-			}
-			if err := auxArgs(in.Aux, auxFlags, fwd, sh, docLen); err != nil {
-				return err
-			}
-			if bmDir != "" {
-				if in.BlockMask, err = blockmask.Load(bmDir, sq, sk, bmBlock, bmBlock); err != nil {
+			if bm != nil {
+				if err := checkBlockMaskMask(fwd, bm, bmDir, bmMask); err != nil {
 					return err
 				}
 			}
+			rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+			in := fac.Inputs{Scale: scale, BlockMask: bm}
+			for _, t := range []struct {
+				name string
+				dst  *[]float32
+				n    int
+			}{{"q", &in.Q, sh.Batch * sh.Heads * sh.SeqQ * sh.Dim}, {"k", &in.K, sh.Batch * sh.KV() * sh.SeqK * sh.Dim}, {"v", &in.V, sh.Batch * sh.KV() * sh.SeqK * sh.Dim}} {
+				*t.dst = tensorArg(tensors[t.name], t.n, rng)
+			}
+			aux, notes, err := ax.load(fwd, sh)
+			if err != nil {
+				return err
+			}
+			in.Aux = aux
+			fmt.Fprintf(w, "kernel %s mask=%s score=%s dtype=%s on %s\n", fwd.Result().Kernel, modName(fwd.Mask()), modName(fwd.Score()), dtype, device)
+			fmt.Fprintf(w, "shape B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d\n", sh.Batch, sh.Heads, sh.KV(), sh.SeqQ, sh.SeqK, sh.Dim)
+			if bm != nil {
+				fmt.Fprintf(w, "block mask %s: mask %s, blocks of %d×%d\n", bmDir, bm.Mask, bm.BlockQ, bm.BlockK)
+			}
+			for _, n := range notes {
+				fmt.Fprintln(w, n)
+			}
+			stderr, term := cmd.ErrOrStderr(), isTerminal(os.Stderr)
 			var o, lse []float32
 			t1 := time.Now()
 			if device == "cuda" {
@@ -85,28 +157,39 @@ func runCmd() *cobra.Command {
 				if o, lse, err = fwd.RunCUDA(gpu, in, sh); err != nil {
 					return err
 				}
-			} else if o, lse, err = fwd.RunCPU(in, sh); err != nil {
+			} else if err := withProgress(stderr, term, "running on the CPU interpreter", "", func() (err error) {
+				o, lse, err = fwd.RunCPU(in, sh)
+				return err
+			}); err != nil {
 				return err
 			}
-			runTime := time.Since(t1)
-			ro, rlse, err := fwd.Reference(in, sh)
-			if err != nil {
-				return err
+			fmt.Fprintf(w, "compile %.1f ms, run %.1f ms\n", ms(compileTime), ms(time.Since(t1)))
+			if noCheck {
+				fmt.Fprintln(w, "check skipped (--no-check): no float64 reference computed, the output is unchecked")
+			} else {
+				var ro, rlse []float64
+				what := fmt.Sprintf("float64 reference, %d×%d pairs per head", sh.SeqQ, sh.SeqK)
+				if err := withProgress(stderr, term, what, " (--no-check skips it)", func() (err error) {
+					ro, rlse, err = fwd.Reference(in, sh)
+					return err
+				}); err != nil {
+					return err
+				}
+				rep := compare(o, lse, ro, rlse)
+				fmt.Fprintf(w, "max |O - ref| = %.3g, relative to max |ref| = %.3g; max |LSE - ref| = %.3g; NaN: %d (reference: %d)\n",
+					rep.maxAbs, rep.rel, rep.lseErr, rep.nans, rep.refNaNs)
+				if err := rep.verdict(t, dtype); err != nil {
+					return err // and write no output: a result that fails its check is no result
+				}
+				fmt.Fprintf(w, "check passed (tolerance for %s: %.3g relative on O, %.3g on LSE)\n", dtype, t.o, t.lse)
 			}
-			rep := compare(o, lse, ro, rlse)
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "kernel flash_fwd mask=%s score=%s dtype=%s on %s\n", modName(fwd.Mask()), modName(fwd.Score()), orDefault(dtype, "f32"), device)
-			fmt.Fprintf(w, "shape B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d\n", batch, heads, kvh, sq, sk, dim)
-			fmt.Fprintf(w, "compile %.1f ms, run %.1f ms\n", ms(compileTime), ms(runTime))
-			fmt.Fprintf(w, "max |O - ref| = %.3g, relative to max |ref| = %.3g; max |LSE - ref| = %.3g; NaN: %d\n",
-				rep.maxAbs, rep.rel, rep.lseErr, rep.nans)
 			if outF != "" {
-				if err := writeNpy(outF, []int{batch, heads, sq, dim}, o); err != nil {
+				if err := writeNpy(outF, []int{sh.Batch, sh.Heads, sh.SeqQ, sh.Dim}, o); err != nil {
 					return err
 				}
 			}
 			if lseF != "" {
-				if err := writeNpy(lseF, []int{batch, heads, sq}, lse); err != nil {
+				if err := writeNpy(lseF, []int{sh.Batch, sh.Heads, sh.SeqQ}, lse); err != nil {
 					return err
 				}
 			}
@@ -114,126 +197,108 @@ func runCmd() *cobra.Command {
 		},
 	}
 	cf.add(cmd, false)
+	shp.add(cmd, 128, true)
+	ax.add(cmd.Flags())
 	fs := cmd.Flags()
-	fs.StringVar(&device, "device", "cpu", "device: cpu (reference interpreter) or cuda (GPU 0; time includes compile or cache load)")
-	fs.IntVar(&batch, "batch", 2, "batch size")
-	fs.IntVar(&heads, "heads", 2, "query heads")
-	fs.IntVar(&kvHeads, "kv-heads", 0, "key/value heads (grouped-query attention); 0 = heads")
-	fs.IntVar(&sq, "seqlen-q", 128, "query sequence length")
-	fs.IntVar(&sk, "seqlen-k", 128, "key sequence length")
-	fs.IntVar(&dim, "dim", 64, "head dimension")
+	addDeviceFlag(fs, &device, "cpu", "device: cpu (reference interpreter) or cuda (GPU 0; time includes compile or cache load)")
 	fs.StringVar(&dtype, "dtype", "f32", "element type of q, k, v, o: f32, bf16, f16")
-	fs.StringVar(&qf, "q", "", "query .npy [B, H, Sq, D] (random if absent)")
+	addBlockFlag(fs, &block)
+	fs.StringVar(&qf, "q", "", "query .npy [B, H, Sq, D] (random if absent; gives the sizes)")
 	fs.StringVar(&kf, "k", "", "key .npy [B, Hkv, Sk, D] (random if absent)")
 	fs.StringVar(&vf, "v", "", "value .npy [B, Hkv, Sk, D] (random if absent)")
-	fs.StringVar(&outF, "out", "", "write O to this .npy file")
-	fs.StringVar(&lseF, "lse-out", "", "write LSE to this .npy file")
-	fs.StringArrayVar(&auxFlags, "aux", nil, "aux tensor NAME=FILE.npy for the mods (e.g. doc=doc.npy)")
+	fs.StringVarP(&outF, "out", "o", "", "write O to this .npy file (- = stdout; the report then goes to stderr)")
+	fs.StringVar(&lseF, "lse-out", "", "write LSE to this .npy file (- = stdout)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the random inputs")
 	fs.Float32Var(&scale, "scale", 0, "softmax scale (0 = 1/sqrt(dim))")
-	fs.StringVar(&bmDir, "blockmask", "", "use the block mask in this folder (.npy files named like FlexAttention's BlockMask fields)")
-	fs.IntVar(&bmBlock, "blockmask-block", 128, "block size of --blockmask when its folder has no block_mask.json")
+	fs.StringVar(&bmDir, "blockmask", "", "use the block mask in this folder (fac blockmask --out, or FlexAttention's tensors); its mask is the default --mask")
+	fs.StringVar(&bmMask, "blockmask-mask", "", "the mask a --blockmask folder that records none (from PyTorch, or format fac-blockmask/1) was made for")
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable; no llc needed)")
-	fs.IntVar(&docLen, "doc-len", 0, "when no doc aux is given: tokens per random-length document (0 = about seqlen/4)")
+	fs.BoolVar(&noCheck, "no-check", false, "skip the float64 reference and the check (it is O(B·H·Sq·Sk) on the CPU)")
+	fs.Float64Var(&tol, "tol", 0, "tolerance of the check, on O relative to max |ref| and on LSE (0 = the dtype's)")
+	aliases(cmd, map[string]string{"blockmask-block": "block"})
 	return cmd
 }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
+// loadBlockMask reads a --blockmask folder. A folder with block_mask.json
+// has its own sizes, which must agree with the others; one without (from
+// PyTorch) takes the sequence lengths and --block from the command line.
+func loadBlockMask(dir string, shp *shapeFlags, block int) (*blockmask.BlockMask, error) {
+	_, err := os.Stat(filepath.Join(dir, blockmask.MetaFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		bm, err := blockmask.Load(dir, shp.seqQ, shp.seqK, block, block)
+		if err != nil {
+			return nil, fmt.Errorf("--blockmask: %w (no %s: sizes from --seqlen-q %d, --seqlen-k %d, --block %d)", err, blockmask.MetaFile, shp.seqQ, shp.seqK, block)
+		}
+		return bm, nil
 	}
-	return s
+	bm, err := blockmask.Load(dir, 0, 0, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("--blockmask: %w", err)
+	}
+	from := fmt.Sprintf("--blockmask %s is for sequence lengths %d×%d", dir, bm.SeqQ, bm.SeqK)
+	if err := shp.note("seqlen-q", bm.SeqQ, from); err != nil {
+		return nil, err
+	}
+	if err := shp.note("seqlen-k", bm.SeqK, from); err != nil {
+		return nil, err
+	}
+	return bm, nil
+}
+
+// checkBlockMaskMask refuses a block mask made for another mask than the
+// kernel's: the kernel trusts its full and empty blocks, so the result
+// would be another mask's attention. A folder that records no mask needs
+// --blockmask-mask to say which mask it was made for.
+func checkBlockMaskMask(fwd *fac.Forward, bm *blockmask.BlockMask, dir, vouched string) error {
+	want := modName(fwd.Mask())
+	canon := func(s string) string {
+		e, err := parser.ParseExpr("<mask>", s)
+		if err != nil {
+			return s
+		}
+		m, err := fwd.Result().Program.ResolveMod(e, "mask")
+		if err != nil {
+			return s
+		}
+		return m.String()
+	}
+	switch {
+	case bm.Mask == "" && vouched == "":
+		return fmt.Errorf("--blockmask %s does not record the mask it was made for (no \"mask\" in its %s: made by PyTorch, or format fac-blockmask/1); "+
+			"pass --blockmask-mask MASK to say it was made for %s, or rebuild it with fac blockmask --mask %q --out %s",
+			dir, blockmask.MetaFile, want, want, dir)
+	case bm.Mask == "":
+		bm.Mask = vouched // the Go API checks it again
+	case vouched != "" && canon(vouched) != canon(bm.Mask):
+		return fmt.Errorf("--blockmask-mask is %s, but --blockmask %s records mask %s", vouched, dir, bm.Mask)
+	}
+	if got := canon(bm.Mask); got != want {
+		return fmt.Errorf("--blockmask %s was built for mask %s, but the kernel's mask is %s (--mask); build one for it with fac blockmask --mask %q --out DIR",
+			dir, bm.Mask, want, want)
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func modName(m interface{ String() string }) string {
+func modName(m *lang.ModInst) string {
 	if m == nil {
 		return "none"
 	}
 	return m.String()
 }
 
-// tensorArg reads a .npy of the given shape, or draws N(0, 1) values.
-func tensorArg(path string, shape []int, rng *rand.Rand) ([]float32, error) {
-	n := 1
-	for _, d := range shape {
-		n *= d
+// tensorArg is a tensor file's values (its shape already checked), or n
+// N(0, 1) values.
+func tensorArg(a *npy.Array, n int, rng *rand.Rand) []float32 {
+	if a != nil {
+		return a.F32()
 	}
-	if path == "" {
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = float32(rng.NormFloat64())
-		}
-		return out, nil
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(rng.NormFloat64())
 	}
-	a, err := npy.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if a.Len() != n || len(a.Shape) != len(shape) {
-		return nil, fmt.Errorf("%s: shape %v, want %v", path, a.Shape, shape)
-	}
-	for i := range shape {
-		if a.Shape[i] != shape[i] {
-			return nil, fmt.Errorf("%s: shape %v, want %v", path, a.Shape, shape)
-		}
-	}
-	return a.F32(), nil
-}
-
-// auxArgs loads --aux files and fills in sensible defaults for the stdlib's
-// aux tensors (document ids, ALiBi slopes) when none is given.
-func auxArgs(aux map[string]any, flags []string, fwd *fac.Forward, sh fac.Shape, docLen int) error {
-	for _, kv := range flags {
-		name, path, ok := strings.Cut(kv, "=")
-		if !ok {
-			return fmt.Errorf("--aux %q: want NAME=FILE.npy", kv)
-		}
-		a, err := npy.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(a.Dtype, "<i") {
-			v, err := a.I32()
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			aux[name] = v
-		} else {
-			aux[name] = a.F32()
-		}
-	}
-	if m := fwd.Mask(); m != nil {
-		for _, a := range m.AuxParams() {
-			if _, ok := aux[a.Name]; ok || a.Name != "doc" {
-				continue
-			}
-			n := max(sh.SeqQ, sh.SeqK)
-			l := docLen
-			if l <= 0 {
-				l = max(1, n/4)
-			}
-			doc := make([]int32, n)
-			for i := range doc {
-				doc[i] = int32(i / l)
-			}
-			aux["doc"] = doc
-		}
-	}
-	if s := fwd.Score(); s != nil {
-		for _, a := range s.AuxParams() {
-			if _, ok := aux[a.Name]; ok || a.Name != "slopes" {
-				continue
-			}
-			sl := make([]float32, sh.Heads)
-			for h := range sl {
-				sl[h] = float32(math.Exp2(-8 * float64(h+1) / float64(sh.Heads)))
-			}
-			aux["slopes"] = sl
-		}
-	}
-	return nil
+	return out
 }
 
 func writeNpy(path string, shape []int, vals []float32) error {
@@ -241,45 +306,5 @@ func writeNpy(path string, shape []int, vals []float32) error {
 	if err != nil {
 		return err
 	}
-	return npy.WriteFile(path, b)
-}
-
-type report struct {
-	maxAbs, rel, lseErr float64
-	nans                int
-}
-
-// compare measures O and LSE against the reference; -inf LSE must match
-// exactly, NaN is counted, never hidden.
-func compare(o, lse []float32, ro, rlse []float64) report {
-	var r report
-	maxRef := 0.0
-	for i := range o {
-		x := float64(o[i])
-		if math.IsNaN(x) {
-			r.nans++
-			continue
-		}
-		r.maxAbs = math.Max(r.maxAbs, math.Abs(x-ro[i]))
-		maxRef = math.Max(maxRef, math.Abs(ro[i]))
-	}
-	if maxRef > 0 {
-		r.rel = r.maxAbs / maxRef
-	} else {
-		r.rel = r.maxAbs
-	}
-	for i := range lse {
-		x := float64(lse[i])
-		switch {
-		case math.IsNaN(x):
-			r.nans++
-		case math.IsInf(rlse[i], -1) || math.IsInf(x, -1):
-			if x != rlse[i] {
-				r.lseErr = math.Inf(1)
-			}
-		default:
-			r.lseErr = math.Max(r.lseErr, math.Abs(x-rlse[i]))
-		}
-	}
-	return r
+	return outfile.Write(path, b)
 }

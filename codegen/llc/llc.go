@@ -4,7 +4,9 @@
 // fac emits textual LLVM IR and relies on an external llc (LLVM 19 or newer,
 // for sm_90a and the intrinsics the kernels use) instead of linking LLVM, so
 // the compiler stays pure Go. Find locates a suitable llc; Tool.Compile runs
-// it and CheckPTX rejects PTX that llc produced from a misspelled intrinsic.
+// it under a timeout, ValidatePTX rejects output that is not PTX for the
+// requested target and kernel, and CheckPTX rejects PTX that llc produced
+// from a misspelled intrinsic.
 package llc
 
 import (
@@ -18,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MinMajor is the oldest LLVM major version accepted.
@@ -33,11 +36,35 @@ const EnvLLC = "FAC_LLC"
 // variable so tests can point it at a temporary directory.
 var libPattern = "/usr/lib/llvm-%d/bin/llc"
 
+// EnvTimeout names the environment variable that sets how long one llc run
+// may take: a Go duration ("90s", "5m") or a number of seconds.
+const EnvTimeout = "FAC_LLC_TIMEOUT"
+
+// DefaultTimeout bounds one llc run when neither Tool.Timeout nor
+// FAC_LLC_TIMEOUT is set. flash_fwd takes about a second; a minute leaves
+// room for a loaded machine while a hung llc still fails.
+const DefaultTimeout = 60 * time.Second
+
+// probeTimeout bounds `llc --version`, which is instant for a real llc; a
+// variable so tests can shorten it.
+var probeTimeout = 10 * time.Second
+
+// Output limits: a misbehaving llc must not exhaust memory. flash_fwd's PTX
+// is well under a megabyte.
+const (
+	maxPTX    = 256 << 20
+	maxStderr = 1 << 20
+)
+
 // Tool is an llc binary known to support NVPTX.
 type Tool struct {
 	Path    string // absolute or PATH-resolved path of the binary
 	Major   int    // LLVM major version, e.g. 22
 	Version string // full version, e.g. "22.1.8"
+
+	// Timeout bounds each Compile; llc (and anything it started) is killed
+	// at the deadline. Zero means $FAC_LLC_TIMEOUT, else DefaultTimeout.
+	Timeout time.Duration
 }
 
 func (t *Tool) String() string { return fmt.Sprintf("%s (LLVM %s)", t.Path, t.Version) }
@@ -64,8 +91,13 @@ func ParseVersion(out string) (major int, version string, nvptx bool, err error)
 // Probe runs `path --version` and returns the Tool if it is an llc with
 // the NVPTX target and LLVM >= MinMajor.
 func Probe(path string) (*Tool, error) {
-	out, err := exec.Command(path, "--version").Output()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	out, _, err := run(ctx, path, nil, maxStderr, "--version")
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("--version did not finish within %v", probeTimeout)
+		}
 		return nil, fmt.Errorf("cannot run: %v", err)
 	}
 	major, version, nvptx, err := ParseVersion(string(out))
@@ -176,20 +208,34 @@ func Args(arch string, extraArgs ...string) []string {
 
 // Compile runs llc on the LLVM IR text ll for the target arch (sm_80,
 // sm_90, sm_90a, ...) and returns the PTX. llc's diagnostics are included
-// in the error. The PTX is also checked with CheckPTX.
+// in the error. The output must be PTX for arch with at least one kernel
+// (ValidatePTX) and is checked with CheckPTX. CompileEntry also checks the
+// kernel's name.
 func (t *Tool) Compile(ctx context.Context, ll []byte, arch string, extraArgs ...string) ([]byte, error) {
+	return t.CompileEntry(ctx, ll, arch, "", extraArgs...)
+}
+
+// CompileEntry is Compile for a module whose PTX must define the kernel
+// entry (the PTX .entry name, e.g. codegen's Result.Name); "" accepts any
+// kernel. llc runs under the Tool's timeout and ctx, whichever ends first.
+func (t *Tool) CompileEntry(ctx context.Context, ll []byte, arch, entry string, extraArgs ...string) ([]byte, error) {
 	if !archRE.MatchString(arch) {
 		return nil, fmt.Errorf("llc: invalid GPU arch %q (want e.g. sm_80, sm_90a)", arch)
 	}
-	cmd := exec.CommandContext(ctx, t.Path, Args(arch, extraArgs...)...)
-	cmd.Stdin = bytes.NewReader(ll)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	msg := strings.TrimSpace(stderr.String())
+	timeout, err := t.timeout()
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stdout, stderr, err := run(rctx, t.Path, ll, maxPTX, Args(arch, extraArgs...)...)
+	msg := strings.TrimSpace(string(stderr))
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("llc: %w", ctx.Err())
+			return nil, fmt.Errorf("llc %s: %w", arch, ctx.Err())
+		}
+		if rctx.Err() != nil {
+			return nil, fmt.Errorf("llc %s (%s) did not finish within %v and was killed; set %s to allow longer", arch, t.Path, timeout, EnvTimeout)
 		}
 		return nil, fmt.Errorf("llc %s failed: %v\n%s", arch, err, msg)
 	}
@@ -198,10 +244,141 @@ func (t *Tool) Compile(ctx context.Context, ll []byte, arch string, extraArgs ..
 	if strings.Contains(msg, "is not a recognized") {
 		return nil, fmt.Errorf("llc %s: %s", arch, firstLine(msg))
 	}
-	if err := CheckPTX(stdout.Bytes()); err != nil {
+	if err := ValidatePTX(stdout, arch, entry); err != nil {
 		return nil, err
 	}
-	return stdout.Bytes(), nil
+	if err := CheckPTX(stdout); err != nil {
+		return nil, err
+	}
+	return stdout, nil
+}
+
+// timeout is the limit for one llc run: Tool.Timeout, else
+// $FAC_LLC_TIMEOUT, else DefaultTimeout.
+func (t *Tool) timeout() (time.Duration, error) {
+	if t.Timeout > 0 {
+		return t.Timeout, nil
+	}
+	v := strings.TrimSpace(os.Getenv(EnvTimeout))
+	if v == "" {
+		return DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		// A bare number is seconds, the unit people expect for a timeout.
+		if secs, ferr := strconv.ParseFloat(v, 64); ferr == nil && secs < 1e9 {
+			d, err = time.Duration(secs*float64(time.Second)), nil
+		}
+	}
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 60s, 5m or 120", EnvTimeout, v)
+	}
+	return d, nil
+}
+
+// run runs path with args and stdin, returning stdout (at most maxOut
+// bytes, else an error) and the start of stderr. When ctx ends the process
+// and everything it started are killed, and run returns soon after even if
+// a leftover process still holds the output pipes.
+func run(ctx context.Context, path string, stdin []byte, maxOut int, args ...string) (stdout, stderr []byte, err error) {
+	cmd := exec.CommandContext(ctx, path, args...)
+	killGroup(cmd)
+	cmd.WaitDelay = time.Second
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, errOut := &capped{max: maxOut}, &capped{max: maxStderr}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	err = cmd.Run()
+	if err == nil && out.over {
+		err = fmt.Errorf("output exceeds %d bytes", maxOut)
+	}
+	return out.buf.Bytes(), errOut.buf.Bytes(), err
+}
+
+// capped keeps the first max bytes written and drops the rest, still
+// reporting success so the writer is not blocked on a full pipe.
+type capped struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); len(p) > room {
+		c.buf.Write(p[:max(room, 0)])
+		c.over = true
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+var (
+	versionLineRE = regexp.MustCompile(`^\.version\s+\d+\.\d+$`)
+	entryRE       = regexp.MustCompile(`(?m)^[ \t]*(?:\.(?:visible|weak)[ \t]+)*\.entry[ \t]+([^\s(]+)`)
+)
+
+// ValidatePTX checks that ptx is what llc emits for arch: the header
+// (.version, then .target naming arch, then .address_size 64, with only
+// comments and blank lines before them) and a kernel .entry named entry, or
+// any kernel if entry is "". It guards against an llc that exits 0 but
+// prints something else, before that output is cached or loaded.
+func ValidatePTX(ptx []byte, arch, entry string) error {
+	if err := validatePTX(ptx, arch, entry); err != nil {
+		return fmt.Errorf("llc produced invalid PTX: %v; output starts %q", err, head(ptx, 120))
+	}
+	return nil
+}
+
+func validatePTX(ptx []byte, arch, entry string) error {
+	if len(bytes.TrimSpace(ptx)) == 0 {
+		return errors.New("empty output")
+	}
+	var hdr []string
+	for line := range strings.Lines(string(ptx)) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		if hdr = append(hdr, line); len(hdr) == 3 {
+			break
+		}
+	}
+	for len(hdr) < 3 {
+		hdr = append(hdr, "end of output")
+	}
+	if !versionLineRE.MatchString(hdr[0]) {
+		return fmt.Errorf("want a .version line first, got %q", head([]byte(hdr[0]), 60))
+	}
+	if tgt, ok := strings.CutPrefix(hdr[1], ".target"); !ok || strings.TrimSpace(strings.Split(tgt, ",")[0]) != arch {
+		return fmt.Errorf("want .target %s after .version, got %q", arch, head([]byte(hdr[1]), 60))
+	}
+	if f := strings.Fields(hdr[2]); len(f) != 2 || f[0] != ".address_size" || f[1] != "64" {
+		return fmt.Errorf("want .address_size 64 after .target, got %q", head([]byte(hdr[2]), 60))
+	}
+	var names []string
+	for _, m := range entryRE.FindAllSubmatch(ptx, -1) {
+		name := string(m[1])
+		if entry == "" || name == entry {
+			return nil
+		}
+		names = append(names, name)
+	}
+	if entry == "" {
+		return errors.New("no kernel (.entry)")
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("no .entry %s (no kernel at all)", entry)
+	}
+	return fmt.Errorf("no .entry %s (kernels: %s)", entry, strings.Join(names, ", "))
+}
+
+// head is the first n bytes of b, for messages.
+func head(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }
 
 func firstLine(s string) string {

@@ -14,15 +14,50 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/fac-compiler/fac/internal/half"
+	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 var magic = []byte("\x93NUMPY")
+
+// Limits on a shape, checked before any size arithmetic so a hostile
+// header cannot overflow it: MaxElems bounds the element count (and so
+// every product of dims: 2^36 elements is 256 GiB of float32, beyond any
+// tensor fac exchanges, yet 8·MaxElems still fits an int), MaxRank the
+// number of dims (NumPy's own limit is 64).
+const (
+	MaxElems = min(1<<36, math.MaxInt/8)
+	MaxRank  = 64
+)
+
+// elems returns the element count of shape, refusing negative dims, more
+// than MaxRank dims, and counts beyond MaxElems. Zero dims are left out of
+// the bound, so a product of any of the dims stays within it: callers may
+// multiply dims of an accepted shape without overflow.
+func elems(shape []int) (int, error) {
+	if len(shape) > MaxRank {
+		return 0, fmt.Errorf("shape has %d dims, more than %d", len(shape), MaxRank)
+	}
+	n, nz := 1, 1 // nz: the product of the non-zero dims
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("shape %v has a negative dim %d", shape, d)
+		}
+		if d == 0 {
+			n = 0
+			continue
+		}
+		if nz > MaxElems/d {
+			return 0, fmt.Errorf("shape %v has more than %d elements", shape, MaxElems)
+		}
+		nz *= d
+	}
+	return n * nz, nil
+}
 
 // Array is a decoded array: its shape and its values as float64 (exact for
 // every supported dtype except i8 beyond 2^53).
@@ -122,12 +157,15 @@ func Decode(b []byte) (*Array, error) {
 			continue
 		}
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("bad shape %q", s[1])
+		if err != nil || n < 0 || n > MaxElems {
+			return nil, fmt.Errorf("bad shape (%s): dim %q is not a count from 0 to %d", s[1], p, MaxElems)
 		}
 		a.Shape = append(a.Shape, n)
 	}
-	n := a.Len()
+	n, err := elems(a.Shape)
+	if err != nil {
+		return nil, err
+	}
 	size := map[string]int{"<f4": 4, "<f8": 8, "<f2": 2, "<i4": 4, "<i8": 8, "|b1": 1, "|u1": 1, "|i1": 1}[a.Dtype]
 	if size == 0 {
 		return nil, fmt.Errorf("unsupported dtype %s (want <f4, <f8, <f2, <i4, <i8 or |b1)", a.Dtype)
@@ -169,10 +207,12 @@ func EncodeI32(shape []int, vals []int32) ([]byte, error) {
 }
 
 func encode(descr string, shape []int, n int, data func(io.Writer) error) ([]byte, error) {
-	want := 1
+	want, err := elems(shape)
+	if err != nil {
+		return nil, fmt.Errorf("npy: %w", err)
+	}
 	dims := make([]string, len(shape))
 	for i, d := range shape {
-		want *= d
 		dims[i] = strconv.Itoa(d)
 	}
 	if want != n {
@@ -197,32 +237,9 @@ func encode(descr string, shape []int, n int, data func(io.Writer) error) ([]byt
 	return buf.Bytes(), nil
 }
 
-// WriteFile writes bytes atomically: a temp file in the same folder, then a
-// rename, so a crash never leaves a half-written file behind.
+// WriteFile writes bytes to path by fac's output policy (see
+// internal/outfile): into an existing file, through symlinks, keeping its
+// mode and links; a new file gets 0666 less the umask.
 func WriteFile(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600; outputs are ordinary files
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return outfile.WriteFile(path, b)
 }

@@ -155,7 +155,7 @@ func arity(k tir.Kind) (args []int, results int) {
 		return []int{3}, 1
 	case k == tir.OpLoad:
 		return []int{1, 3}, 1
-	case k == tir.OpStore:
+	case k.IsMemWrite():
 		return []int{2, 3}, 0
 	case k == tir.OpIf:
 		return []int{1}, -1
@@ -328,14 +328,17 @@ func (fc *fnCompiler) inst(op *tir.Op) (inst, error) {
 		if err := sameN(0); err != nil {
 			return inst{}, err
 		}
-	case k == tir.OpStore:
+	case k.IsMemWrite():
 		in.n = at.NumElems()
 		if !at.Ptr || op.Args[1].Type.Ptr {
-			return bad("store needs pointers and values")
+			return bad("%s needs pointers and values", k)
+		}
+		if k == tir.OpAtomicAdd && at.Elem != tir.F32 {
+			return bad("atomic_add on %s, want f32", at)
 		}
 		for _, a := range op.Args[1:] {
 			if a.Type.NumElems() != in.n {
-				return bad("store operand %s does not match pointers %s", a.Type, at)
+				return bad("%s operand %s does not match pointers %s", k, a.Type, at)
 			}
 		}
 	case k == tir.OpDot:

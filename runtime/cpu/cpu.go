@@ -9,6 +9,7 @@
 package cpu
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -61,6 +62,13 @@ func (x *fn) toError(err error, pid [3]int) error {
 // for i32/i64; float32 or float64 for float scalars; bool for i1. When
 // programs fail, the error of the lowest-numbered failing one is returned.
 func Launch(m *tir.Module, kernel string, grid [3]int, args ...any) error {
+	return LaunchContext(context.Background(), m, kernel, grid, args...)
+}
+
+// LaunchContext is Launch that stops between programs once ctx is done and
+// then returns ctx's error: an interpreted launch of a large problem takes
+// minutes.
+func LaunchContext(ctx context.Context, m *tir.Module, kernel string, grid [3]int, args ...any) error {
 	x, err := compileEntry(m, kernel)
 	if err != nil {
 		return err
@@ -93,6 +101,15 @@ func Launch(m *tir.Module, kernel string, grid [3]int, args ...any) error {
 		for !failed.Load() {
 			i := int(next.Add(1) - 1)
 			if i >= total {
+				return
+			}
+			if ctx.Err() != nil {
+				mu.Lock()
+				if firstErr == nil || i < firstIdx {
+					firstIdx, firstErr = i, ctx.Err()
+				}
+				mu.Unlock()
+				failed.Store(true)
 				return
 			}
 			m.pid = [3]int{i % grid[0], i / grid[0] % grid[1], i / (grid[0] * grid[1])}

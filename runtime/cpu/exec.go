@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/fac-compiler/fac/tir"
 )
@@ -164,6 +165,8 @@ func (m *machine) exec(fr *frame, b *block) (*inst, error) {
 			err = load(in, s, fr.out(in.r[0], in.n))
 		case k == tir.OpStore:
 			err = store(in, s)
+		case k == tir.OpAtomicAdd:
+			err = atomicAdd(in, s)
 		case k == tir.OpDot:
 			dot(in, fr.out(in.r[0], in.n), s[in.a[0]].f, s[in.a[1]].f, s[in.a[2]].f)
 		case k == tir.OpReduce:
@@ -590,6 +593,31 @@ func store(in *inst, s []slot) error {
 			return err
 		}
 		p.Buf.Vals[p.Off] = fix(p.Buf.Elem, vals[i])
+	}
+	return nil
+}
+
+// atomicMu serializes atomic_add across the concurrent programs of every
+// launch: each element's read-modify-write is then atomic, as on a GPU
+// (the order of the adds, and so the rounding, may differ run to run).
+var atomicMu sync.Mutex
+
+func atomicAdd(in *inst, s []slot) error {
+	ptrs, vals := s[in.a[0]].p, s[in.a[1]].f
+	var mask []float64
+	if len(in.a) == 3 {
+		mask = s[in.a[2]].f
+	}
+	atomicMu.Lock()
+	defer atomicMu.Unlock()
+	for i, p := range ptrs {
+		if mask != nil && mask[i] == 0 {
+			continue
+		}
+		if err := check("atomic_add", p); err != nil {
+			return err
+		}
+		p.Buf.Vals[p.Off] = fix(p.Buf.Elem, p.Buf.Vals[p.Off]+vals[i])
 	}
 	return nil
 }

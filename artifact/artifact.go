@@ -1,0 +1,159 @@
+// Package artifact is what the compiler hands to everything downstream: a
+// kernel compiled for one GPU target (PTX plus what a launch needs) and its
+// identity. The kernel cache (artifact/cache), AOT bundles
+// (artifact/bundle) and the GPU runtime all store and load this one type,
+// and all name a kernel by the same Ident.
+package artifact
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Ident is the canonical identity of a compiled kernel instance: the kernel,
+// its mods written canonically with their arguments ("sliding_window(255,
+// 0)"), every compile-time argument with its resolved value (defaults
+// included, so "BLOCK_M given as 64" and "BLOCK_M left at 64" are one
+// kernel), the element type, the GPU target, a digest of every source the
+// instance was compiled from, and the compiler that made it.
+type Ident struct {
+	Kernel  string            `json:"kernel"`
+	Mods    map[string]string `json:"mods,omitempty"`   // mod parameter → canonical mod, e.g. mask → "causal"
+	Consts  map[string]string `json:"consts,omitempty"` // other compile-time arguments, canonical text
+	DType   string            `json:"dtype,omitempty"`  // the kernel's DTYPE argument, when it has one
+	Arch    string            `json:"arch"`             // sm_80, sm_90a, ...
+	Sources string            `json:"sources"`          // SHA-256 over the source files (stdlib and user)
+	Fac     string            `json:"fac"`              // fac build (version, VCS revision)
+	LLC     string            `json:"llc"`              // llc version that made the PTX
+	Passes  string            `json:"passes,omitempty"` // non-default pass options, e.g. "disable=cse"
+}
+
+// String is the identity in one line, for listings and errors.
+func (id Ident) String() string {
+	parts := []string{id.Kernel}
+	for _, k := range slices.Sorted(maps.Keys(id.Mods)) {
+		parts = append(parts, k+"="+id.Mods[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(id.Consts)) {
+		parts = append(parts, k+"="+id.Consts[k])
+	}
+	if id.DType != "" {
+		parts = append(parts, "dtype="+id.DType)
+	}
+	if id.Passes != "" {
+		parts = append(parts, "passes="+id.Passes)
+	}
+	return strings.Join(append(parts, id.Arch), " ")
+}
+
+// Key is the cache key: a digest of every field.
+func (id Ident) Key() string { return digest(id.canonical(true)) }
+
+// PortableKey leaves out the compiler build and the llc version. AOT bundles
+// are matched by it: a bundle exists to be loaded by a later build with no
+// llc at all; the sources digest (stdlib included) and the parameter check at
+// launch keep a stale bundle from being used for a kernel that changed.
+func (id Ident) PortableKey() string { return digest(id.canonical(false)) }
+
+func (id Ident) canonical(build bool) string {
+	c := id
+	if !build {
+		c.Fac, c.LLC = "", ""
+	}
+	// encoding/json writes map keys sorted, so this text is canonical.
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// SourcesDigest is the Sources field for a set of named source texts.
+func SourcesDigest(files map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(files[k]), files[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// Param is one kernel parameter in launch order, as the driver passes it.
+type Param struct {
+	Name string `json:"name"` // tile-IR name: "q", "mask.doc", "mask.doc.len"
+	Kind string `json:"kind"` // u64 (device pointer), i32, i64 or f32
+	Elem string `json:"elem"` // element type: of the pointee for pointers (bf16, i32, ...), else of the value
+}
+
+// Parameter kinds.
+const (
+	KindPtr = "u64"
+	KindI32 = "i32"
+	KindI64 = "i64"
+	KindF32 = "f32"
+)
+
+// Artifact is a kernel compiled for a GPU target.
+type Artifact struct {
+	Ident       Ident            `json:"ident"`
+	Entry       string           `json:"entry"` // the PTX .entry name
+	PTX         string           `json:"ptx"`
+	Threads     int              `json:"threads"`      // threads per CTA; blockDim = (Threads, 1, 1)
+	SharedBytes int              `json:"shared_bytes"` // dynamic shared memory per CTA
+	Params      []Param          `json:"params"`
+	Attrs       map[string]int64 `json:"attrs,omitempty"` // the kernel's integer attributes (BLOCK_M, ...)
+	SHA256      string           `json:"sha256"`          // of PTX, checked on decode
+	LL          string           `json:"-"`               // LLVM IR, kept only in memory for -v/--emit
+}
+
+// Checksum is the hex SHA-256 of ptx, as stored in Artifact.SHA256.
+func Checksum(ptx string) string { return digest(ptx) }
+
+// Encode serializes the artifact, filling in its checksum.
+func (a *Artifact) Encode() ([]byte, error) {
+	a.SHA256 = Checksum(a.PTX)
+	return json.Marshal(a)
+}
+
+// Decode reads what Encode wrote and validates it.
+func Decode(b []byte) (*Artifact, error) {
+	var a Artifact
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, fmt.Errorf("artifact: %w", err)
+	}
+	return &a, a.Validate()
+}
+
+// Validate rejects an artifact that cannot be launched: damaged PTX, no
+// entry, no threads, parameters of unknown kinds.
+func (a *Artifact) Validate() error {
+	switch {
+	case a.Entry == "":
+		return errors.New("artifact: no entry name")
+	case a.PTX == "" || !strings.Contains(a.PTX, ".entry "+a.Entry):
+		return fmt.Errorf("artifact %s: PTX has no .entry %s", a.Entry, a.Entry)
+	case a.SHA256 != "" && a.SHA256 != Checksum(a.PTX):
+		return fmt.Errorf("artifact %s for %s: PTX checksum mismatch (damaged or edited)", a.Entry, a.Ident.Arch)
+	case a.Threads <= 0 || a.Threads > 1024:
+		return fmt.Errorf("artifact %s: %d threads per CTA", a.Entry, a.Threads)
+	case a.SharedBytes < 0:
+		return fmt.Errorf("artifact %s: negative shared memory", a.Entry)
+	case a.Ident.Kernel == "" || a.Ident.Arch == "":
+		return fmt.Errorf("artifact %s: identity lacks kernel or arch", a.Entry)
+	}
+	for _, p := range a.Params {
+		switch p.Kind {
+		case KindPtr, KindI32, KindI64, KindF32:
+		default:
+			return fmt.Errorf("artifact %s: parameter %s has unknown kind %q", a.Entry, p.Name, p.Kind)
+		}
+	}
+	return nil
+}

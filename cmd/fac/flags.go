@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Flags shared by run, blockmask, bench and build (and compile and ir where
+// they apply) are registered here, so that a flag has one name, one
+// meaning and one check everywhere.
+
+// addFileFlag registers -f/--file; every command that reads user sources
+// also takes them as positional arguments.
+func addFileFlag(fs *pflag.FlagSet, files *[]string) {
+	fs.StringSliceVarP(files, "file", "f", nil, "user source files with mods or kernels (repeatable; positional FILEs too)")
+}
+
+// addDeviceFlag registers --device; checkDevice validates it.
+func addDeviceFlag(fs *pflag.FlagSet, dev *string, def, help string) {
+	fs.StringVar(dev, "device", def, help)
+}
+
+// checkDevice refuses a --device value the command cannot use, naming the
+// ones it can.
+func checkDevice(dev string, allowed ...string) error {
+	if slices.Contains(allowed, dev) {
+		return nil
+	}
+	return fmt.Errorf("--device %q: want %s", dev, strings.Join(allowed, " or "))
+}
+
+// addBlockFlag registers --block, the block size of the block mask (the
+// kernel's SPARSE_Q × SPARSE_K), FlexAttention's BLOCK_SIZE.
+func addBlockFlag(fs *pflag.FlagSet, block *int) {
+	fs.IntVar(block, "block", 128, "block size of the block mask, both sides (the kernel's SPARSE_Q and SPARSE_K)")
+}
+
+// aliases keeps old flag names working, hidden from help: pflag folds
+// each old name into the new one.
+func aliases(cmd *cobra.Command, oldToNew map[string]string) {
+	cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if n, ok := oldToNew[name]; ok {
+			return pflag.NormalizedName(n)
+		}
+		return pflag.NormalizedName(name)
+	})
+}
+
+// blockConsts sets the kernel's block-mask block sizes (SPARSE_Q, SPARSE_K)
+// to bq × bk, unless --const gave them: then they must agree when the
+// block size is required (by a flag or a block mask; from names it). The kernel's
+// tiles must divide a block, so BLOCK_M and BLOCK_N shrink to a divisor
+// when the block is not a multiple of the default 64 (unless --const set
+// them).
+func blockConsts(consts map[string]string, bq, bk int, required bool, from string) error {
+	if bq < 1 || bk < 1 {
+		return fmt.Errorf("%s: block sizes must be positive, got %d×%d", from, bq, bk)
+	}
+	for _, c := range []struct {
+		name, tile string
+		v          int
+	}{{"SPARSE_Q", "BLOCK_M", bq}, {"SPARSE_K", "BLOCK_N", bk}} {
+		if s, ok := consts[c.name]; ok {
+			if n, err := strconv.Atoi(s); required && (err != nil || n != c.v) {
+				return fmt.Errorf("%s contradicts --const %s=%s", from, c.name, s)
+			}
+			continue
+		}
+		consts[c.name] = strconv.Itoa(c.v)
+		if _, ok := consts[c.tile]; !ok && c.v%64 != 0 {
+			consts[c.tile] = strconv.Itoa(gcd(c.v, 64))
+		}
+	}
+	return nil
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// reportTo is where a command's human report goes: stdout, unless a data
+// output goes there ("-"), then stderr, so the data stays clean.
+func reportTo(cmd *cobra.Command, dataToStdout bool) io.Writer {
+	if dataToStdout {
+		return cmd.ErrOrStderr()
+	}
+	return cmd.OutOrStdout()
+}
+
+// oneStdout refuses two data outputs on stdout: their bytes would mix.
+func oneStdout(flags map[string]string) error {
+	var dash []string
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		if flags[name] == "-" {
+			dash = append(dash, name)
+		}
+	}
+	if len(dash) > 1 {
+		return fmt.Errorf("%s both name standard output (-); only one output can go there", strings.Join(dash, " and "))
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+// Package codegen lowers verified, fully inlined tile-IR kernels to LLVM IR
+// for the NVPTX back end (llc), in the manner of Triton's TTGIR → LLVM
+// stage: a layout-assignment phase gives every tensor value a distributed
+// layout (blocked, mma accumulator, mma operand, slice), tensors become
+// per-thread lists of LLVM scalars, and layout changes go through shared
+// memory only where registers cannot be re-indexed.
+//
+// The work is split like wazevo's backend: codegen/core is the
+// target-independent lowering, codegen/sm80 and codegen/sm90 are the
+// targets (core.Target), and this package picks the target from
+// Options.Arch and runs its phase table (Phases). See docs/codegen.md.
+package codegen
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/fac-compiler/fac/codegen/core"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Options controls code generation.
+type Options struct {
+	// Arch is the GPU target: sm_80 or newer (sm_80, sm_86, sm_89, sm_90,
+	// sm_90a, ...). Empty means sm_80. It picks the target (see Target).
+	Arch string
+	// NumWarps is the number of warps per CTA; 0 takes the kernel's
+	// num_warps attribute, else 4.
+	NumWarps int
+	// PrintAfter names a phase (see PhaseNames) after which the kernel is
+	// printed to Out, or "all" for after every phase: the tile IR
+	// annotated with layouts and staged loads, and after lower-llvm the
+	// LLVM IR.
+	PrintAfter string
+	// Out receives PrintAfter's output; nil means os.Stderr.
+	Out io.Writer
+	// Disable names optional phases to skip. Naming a required or unknown
+	// phase is an error.
+	Disable map[string]bool
+}
+
+// ParamKind says how the runtime passes one kernel argument.
+type ParamKind = core.ParamKind
+
+const (
+	ParamU64 = core.ParamU64 // a device pointer (ptr<T>)
+	ParamI32 = core.ParamI32 // i32, and i1 as 0/1
+	ParamI64 = core.ParamI64 // i64
+	ParamF32 = core.ParamF32 // f32, and f16/bf16 scalars (rounded in the kernel)
+)
+
+// Param is one kernel parameter, in order.
+type Param = core.Param
+
+// Result is a lowered kernel.
+type Result struct {
+	LL          string // LLVM IR text (LLVM 14 syntax, typed pointers), no datalayout
+	Name        string // the PTX .entry name
+	Threads     int    // threads per CTA (block x dimension); blockDim = (Threads, 1, 1)
+	SharedBytes int    // dynamic shared memory to request at launch
+	Params      []Param
+	// Conversions counts layout conversions through shared memory emitted
+	// (a cost indicator; register re-indexing is not counted).
+	Conversions int
+	// Target is the target package that lowered the kernel ("sm80", "sm90").
+	Target string
+	// Phases are the phases that ran, with their times.
+	Phases []PhaseTime
+}
+
+// PhaseTime is how long one phase took.
+type PhaseTime struct {
+	Name string
+	Took time.Duration
+}
+
+// Lower lowers kernel of m to LLVM IR: it picks the target for opts.Arch
+// and runs the target's phases in order. m must be verified and fully
+// inlined (no call ops); tensor shapes must be powers of two.
+func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
+	f := m.Func(kernel)
+	if f == nil {
+		return nil, fmt.Errorf("codegen: no function @%s in module", kernel)
+	}
+	if !f.Kernel {
+		return nil, fmt.Errorf("codegen: @%s is a func, not a kernel", kernel)
+	}
+	if opts.Arch == "" {
+		opts.Arch = "sm_80"
+	}
+	tg, err := targetFor(opts.Arch)
+	if err != nil {
+		return nil, err
+	}
+	nw := opts.NumWarps
+	if nw == 0 {
+		if v, ok := f.Attr("num_warps").(int64); ok {
+			nw = int(v)
+		} else {
+			nw = 4
+		}
+	}
+	if nw <= 0 || nw&(nw-1) != 0 || nw > 32 {
+		return nil, fmt.Errorf("codegen: num_warps = %d: want a power of two from 1 to 32", nw)
+	}
+	phases := tg.t.Phases()
+	if err := checkPhaseOptions(phases, opts); err != nil {
+		return nil, err
+	}
+	out := opts.Out
+	if out == nil {
+		out = os.Stderr
+	}
+	l := core.NewLowerer(f, opts.Arch, tg.t, nw)
+	var times []PhaseTime
+	for _, p := range phases {
+		if opts.Disable[p.Name] {
+			continue
+		}
+		start := time.Now()
+		err := l.Run(p)
+		times = append(times, PhaseTime{p.Name, time.Since(start)})
+		if err != nil {
+			return nil, fmt.Errorf("codegen @%s: %v", kernel, err)
+		}
+		if opts.PrintAfter == "all" || opts.PrintAfter == p.Name {
+			fmt.Fprintf(out, "// ---- @%s %s (%s) after %s ----\n", kernel, opts.Arch, tg.name, p.Name)
+			if err := l.Print(out); err != nil {
+				return nil, fmt.Errorf("codegen @%s: printing after %s: %v", kernel, p.Name, err)
+			}
+		}
+	}
+	return &Result{
+		LL:          l.Text(),
+		Name:        l.EntryName(),
+		Threads:     nw * 32,
+		SharedBytes: l.SharedBytes(),
+		Params:      l.Params(),
+		Conversions: l.Conversions(),
+		Target:      tg.name,
+		Phases:      times,
+	}, nil
+}

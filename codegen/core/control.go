@@ -1,0 +1,118 @@
+package core
+
+import (
+	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// lowerFor lowers a for loop: a header with phis for the induction
+// variable and every register of every carried value, `iv < hi`, the body,
+// and a latch that steps iv.
+func (l *Lowerer) lowerFor(op *tir.Op) {
+	l.regionsLowered++
+	l.smemDirty = true
+	defer func() { l.smemDirty = true }()
+	lays := l.a.forLays[op]
+	lo := l.Get(op.Args[0], scalarL)[0]
+	hi := l.Get(op.Args[1], scalarL)[0]
+	step := l.Get(op.Args[2], scalarL)[0]
+	inits := make([][]value.Value, len(lays))
+	for i := range lays {
+		inits[i] = l.Get(op.Args[3+i], lays[i])
+	}
+	pre := l.b
+	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
+	pre.NewBr(hdr)
+	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
+	phis := make([][]*ir.InstPhi, len(lays))
+	for i, regs := range inits {
+		for _, r := range regs {
+			phis[i] = append(phis[i], hdr.NewPhi(ir.NewIncoming(r, pre)))
+		}
+	}
+	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), body, exit)
+
+	l.b = body
+	rb := op.Regions[0]
+	l.put(rb.Args[0], scalarL, []value.Value{iv})
+	for i, a := range rb.Args[1:] {
+		l.put(a, lays[i], phiValues(phis[i]))
+		l.convertDemands(a)
+	}
+	y := l.lowerBlock(rb)
+	if y == nil || y.Kind != tir.OpYield || len(y.Args) != len(lays) {
+		Fail("%s: for body must end with yield of %d values", op.Pos, len(lays))
+	}
+	yields := make([][]value.Value, len(lays))
+	for i := range lays {
+		yields[i] = l.Get(y.Args[i], lays[i])
+	}
+	next := l.b.NewAdd(iv, step)
+	latch := l.b
+	latch.NewBr(hdr)
+	iv.Incs = append(iv.Incs, ir.NewIncoming(next, latch))
+	for i := range phis {
+		for j, p := range phis[i] {
+			p.Incs = append(p.Incs, ir.NewIncoming(yields[i][j], latch))
+		}
+	}
+	l.b = exit
+	for i, r := range op.Results {
+		l.put(r, lays[i], phiValues(phis[i]))
+		l.convertDemands(r)
+	}
+}
+
+func phiValues(ps []*ir.InstPhi) []value.Value {
+	out := make([]value.Value, len(ps))
+	for i, p := range ps {
+		out[i] = p
+	}
+	return out
+}
+
+// lowerIf lowers an if: branches to the two arms (an empty else when there
+// is none) and phis for the results in the merge block.
+func (l *Lowerer) lowerIf(op *tir.Op) {
+	l.regionsLowered++
+	defer func() { l.smemDirty = true }()
+	lays := l.a.forLays[op]
+	cond := l.Get(op.Args[0], scalarL)[0]
+	thenB, elseB, merge := l.newBlock("if.then"), l.newBlock("if.else"), l.newBlock("if.end")
+	l.b.NewCondBr(cond, thenB, elseB)
+	arm := func(i int, start *ir.Block) ([][]value.Value, *ir.Block) {
+		l.b = start
+		l.smemDirty = true
+		var ys [][]value.Value
+		if i < len(op.Regions) {
+			y := l.lowerBlock(op.Regions[i])
+			if len(lays) > 0 {
+				if y == nil || y.Kind != tir.OpYield || len(y.Args) != len(lays) {
+					Fail("%s: if region must end with yield of %d values", op.Pos, len(lays))
+				}
+				for j := range lays {
+					ys = append(ys, l.Get(y.Args[j], lays[j]))
+				}
+			}
+		} else if len(lays) > 0 {
+			Fail("%s: if with results needs an else region", op.Pos)
+		}
+		end := l.b
+		end.NewBr(merge)
+		return ys, end
+	}
+	ty, te := arm(0, thenB)
+	ey, ee := arm(1, elseB)
+	l.b = merge
+	for i, r := range op.Results {
+		regs := make([]value.Value, len(ty[i]))
+		for j := range regs {
+			regs[j] = merge.NewPhi(ir.NewIncoming(ty[i][j], te), ir.NewIncoming(ey[i][j], ee))
+		}
+		l.put(r, lays[i], regs)
+		l.convertDemands(r)
+	}
+}

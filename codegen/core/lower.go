@@ -1,0 +1,264 @@
+package core
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+var nameRE = regexp.MustCompile(`[^A-Za-z0-9_]`)
+
+func sanitize(s string) string {
+	s = nameRE.ReplaceAllString(s, "_")
+	if s == "" || (s[0] >= '0' && s[0] <= '9') {
+		s = "_" + s
+	}
+	return s
+}
+
+func (l *Lowerer) lowerKernel() {
+	l.mod.TargetTriple = "nvptx64-nvidia-cuda"
+	var params []*ir.Param
+	for _, p := range l.f.Params {
+		t := p.Type
+		var lt types.Type
+		var kind ParamKind
+		switch {
+		case t.Ptr:
+			lt, kind = ptrType(t.Elem), ParamU64
+		case t.Elem == tir.I32 || t.Elem == tir.I1:
+			lt, kind = types.I32, ParamI32
+		case t.Elem == tir.I64:
+			lt, kind = types.I64, ParamI64
+		case t.Elem.IsFloat():
+			lt, kind = types.Float, ParamF32
+		default:
+			Fail("kernel parameter %%%s: unsupported type %s", p.Name, t)
+		}
+		params = append(params, ir.NewParam(sanitize(p.Name), lt))
+		l.params = append(l.params, Param{Name: p.Name, Type: t, Kind: kind})
+	}
+	l.fn = l.mod.NewFunc(sanitize(l.f.Name), types.Void, params...)
+	l.fn.CallingConv = enum.CallingConvPTXKernel
+	l.entry = l.fn.NewBlock("entry")
+	body := l.newBlock("body")
+	l.b = l.entry
+	l.tid = l.Call("llvm.nvvm.read.ptx.sreg.tid.x", types.I32)
+	l.lane = l.entry.NewAnd(l.tid, ConstI32(31))
+	l.warp = l.entry.NewLShr(l.tid, ConstI32(5))
+	l.b = body
+	for i, p := range l.f.Params {
+		var v value.Value = params[i]
+		switch t := p.Type; {
+		case t.Ptr:
+		case t.Elem == tir.I1:
+			v = l.b.NewICmp(enum.IPredNE, v, ConstI32(0))
+		case t.Elem == tir.F16 || t.Elem == tir.BF16:
+			v = l.fromF32(v, t.Elem)
+		}
+		l.put(p, scalarL, []value.Value{v})
+	}
+	l.lowerBlock(l.f.Body)
+	l.b.NewRet(nil)
+	l.entry.NewBr(body)
+}
+
+func (l *Lowerer) text() string {
+	var b strings.Builder
+	b.WriteString(l.mod.String())
+	fmt.Fprintf(&b, "\n!nvvm.annotations = !{!0}\n!0 = !{%s %s, !\"maxntidx\", i32 %d}\n",
+		l.fn.Type(), l.fn.Ident(), l.nw*32)
+	return b.String()
+}
+
+func (l *Lowerer) newBlock(name string) *ir.Block {
+	l.nblocks++
+	return l.fn.NewBlock(fmt.Sprintf("%s%d", name, l.nblocks))
+}
+
+// ---- value environment ----
+
+func (l *Lowerer) put(v *tir.Value, lay Layout, regs []value.Value) {
+	m := l.env[v]
+	if m == nil {
+		m = map[string][]value.Value{}
+		l.env[v] = m
+	}
+	m[lay.String()] = regs
+}
+
+// Get returns v's registers in layout lay (converting it there, with a
+// late conversion, if the assignment did not announce that layout).
+func (l *Lowerer) Get(v *tir.Value, lay Layout) []value.Value {
+	if v.Type.IsScalar() {
+		lay = scalarL
+	}
+	if regs, ok := l.env[v][lay.String()]; ok {
+		return regs
+	}
+	in := l.a.info[v]
+	if in != nil && !in.flex {
+		if src, ok := l.env[v][in.lay.String()]; ok {
+			// Not announced by the demand pass: convert here (correct, but
+			// not hoisted to the definition). Tests check this never runs.
+			lateConversions.Add(1)
+			return l.convert(src, in.lay, lay, v.Type)
+		}
+	}
+	Fail("internal error: value of type %s not available in layout %s", v.Type, lay)
+	return nil
+}
+
+// Lin is lay on shape (memoized), checked against Linear's invariants.
+func (l *Lowerer) Lin(lay Layout, shape []int) *Linear {
+	key := lay.String() + fmt.Sprint(shape)
+	if x, ok := l.lins[key]; ok {
+		return x
+	}
+	x := lay.Linear(shape, l.nw)
+	if err := x.Check(); err != nil {
+		Fail("internal error: layout %s on %v: %v", lay, shape, err)
+	}
+	l.lins[key] = x
+	return x
+}
+
+// ---- blocks and ops ----
+
+// lowerBlock lowers b's ops and returns its terminator (or nil).
+func (l *Lowerer) lowerBlock(b *tir.Block) *tir.Op {
+	for _, op := range b.Ops {
+		if op.Kind.IsTerminator() {
+			return op
+		}
+		l.lowerOp(op)
+	}
+	return nil
+}
+
+func (l *Lowerer) lowerOp(op *tir.Op) {
+	switch op.Kind {
+	case tir.OpFor:
+		l.lowerFor(op)
+		return
+	case tir.OpIf:
+		l.lowerIf(op)
+		return
+	case tir.OpStore:
+		l.lowerStore(op)
+		return
+	case tir.OpAtomicAdd:
+		l.lowerAtomicAdd(op)
+		return
+	case tir.OpLoad:
+		if st := l.a.async[op]; st != nil {
+			l.lowerStaged(op, st)
+			return
+		}
+	case tir.OpTrans:
+		if at := l.smemTiles[op.Args[0]]; at != nil {
+			l.smemTiles[op.Result()] = at // a transposed view of the staged tile
+			return
+		}
+	}
+	v := op.Result()
+	in := l.a.get(v)
+	if in.flex {
+		for _, lay := range in.demands() {
+			l.put(v, lay, l.lowerIn(op, lay))
+		}
+		return
+	}
+	l.put(v, in.lay, l.lowerIn(op, in.lay))
+	l.convertDemands(v)
+}
+
+// convertDemands materializes an anchored value in every extra layout its
+// consumers want, right after its definition.
+func (l *Lowerer) convertDemands(v *tir.Value) {
+	in := l.a.get(v)
+	if in.flex {
+		return
+	}
+	src := l.env[v][in.lay.String()]
+	for _, lay := range in.demands() {
+		l.put(v, lay, l.convert(src, in.lay, lay, v.Type))
+	}
+}
+
+// lowerIn produces op's result in layout lay.
+func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
+	ws := l.a.operandWants(op, lay)
+	arg := func(i int) []value.Value { return l.Get(op.Args[i], ws[i]) }
+	rt := op.Result().Type
+	lout := l.Lin(lay, rt.Shape)
+	n := lout.NumRegs()
+	k := op.Kind
+	switch {
+	case k == tir.OpConst:
+		c := l.constant(rt, op.Attr("value"))
+		return repeat(c, n)
+	case k == tir.OpSplat:
+		return repeat(arg(0)[0], n)
+	case k == tir.OpArange:
+		base := l.baseCoords(lout)[0]
+		start := op.IntAttr("start")
+		out := make([]value.Value, n)
+		for r := range out {
+			out[r] = l.AddOff(base, int64(lout.RegOffset(r)[0])+start)
+		}
+		return out
+	case k == tir.OpProgramID:
+		axis := op.IntAttr("axis")
+		if axis < 0 || axis > 2 {
+			Fail("%s: program_id axis %d", op.Pos, axis)
+		}
+		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.ctaid."+"xyz"[axis:axis+1], types.I32)}
+	case k.IsElementwise():
+		args := make([][]value.Value, len(op.Args))
+		for i := range op.Args {
+			args[i] = arg(i)
+		}
+		out := make([]value.Value, n)
+		for r := range out {
+			xs := make([]value.Value, len(args))
+			for i := range args {
+				xs[i] = args[i][r]
+			}
+			out[r] = l.elementwise(op, xs)
+		}
+		return out
+	case k == tir.OpBroadcast, k == tir.OpReshape, k == tir.OpTrans:
+		return l.shapeOp(op, ws[0], lay)
+	case k == tir.OpLoad:
+		return l.lowerLoad(op, lay, ws)
+	case k == tir.OpDot:
+		return l.lowerDot(op, lay, ws)
+	case k == tir.OpReduce:
+		return l.lowerReduce(op, lay, ws)
+	}
+	Fail("%s: codegen does not support op %s", op.Pos, k)
+	return nil
+}
+
+func repeat(v value.Value, n int) []value.Value {
+	out := make([]value.Value, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// ---- small helpers ----
+
+// ConstI32 and ci64 are integer constants.
+func ConstI32(x int64) *constant.Int { return constant.NewInt(types.I32, x) }
+func ci64(x int64) *constant.Int     { return constant.NewInt(types.I64, x) }

@@ -1,0 +1,185 @@
+// Package core is the target-independent part of codegen: layouts and
+// their assignment, the lowering of tile IR to LLVM IR (elementwise ops,
+// reductions, global memory, layout conversions through shared memory,
+// control flow, the FMA dot) and the phases every target shares. What
+// depends on the GPU generation (tensor-core dots, operand staging) is
+// asked of a Target (codegen/sm80, codegen/sm90), which imports this
+// package; this package imports no target. See docs/codegen.md.
+package core
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// ParamKind says how the runtime passes one kernel argument.
+type ParamKind string
+
+const (
+	ParamU64 ParamKind = "u64" // a device pointer (ptr<T>)
+	ParamI32 ParamKind = "i32" // i32, and i1 as 0/1
+	ParamI64 ParamKind = "i64" // i64
+	ParamF32 ParamKind = "f32" // f32, and f16/bf16 scalars (rounded in the kernel)
+)
+
+// Param is one kernel parameter, in order.
+type Param struct {
+	Name string   // tile-IR name, e.g. "q" or "mask.doc"
+	Type tir.Type // tile-IR type
+	Kind ParamKind
+}
+
+// lateConversions counts conversions the demand analysis missed.
+var lateConversions atomic.Int64
+
+// LateConversions is the number of layout conversions emitted so far (in
+// this process) that the assignment's demand pass did not announce; tests
+// check it stays 0.
+func LateConversions() int64 { return lateConversions.Load() }
+
+type lowerError struct{ msg string }
+
+func (e lowerError) Error() string { return e.msg }
+
+// Fail aborts the lowering of the kernel with an error; the phase driver
+// (Run) turns it into the error it returns.
+func Fail(format string, args ...any) {
+	panic(lowerError{fmt.Sprintf(format, args...)})
+}
+
+// Lowerer is the state of one kernel's lowering, shared by the phases and
+// handed to the target's hooks.
+type Lowerer struct {
+	f      *tir.Func
+	nw     int
+	arch   string
+	target Target
+	a      *assigner
+	// What the phases run so far produced (what Print shows).
+	assigned, planned, lowered bool
+
+	mod   *ir.Module
+	fn    *ir.Func
+	entry *ir.Block // run-time constants (thread ids, layout bases); branches to the body
+	b     *ir.Block // current insertion block
+
+	env     map[*tir.Value]map[string][]value.Value
+	lins    map[string]*Linear
+	bases   map[string][]value.Value
+	flats   map[string]value.Value
+	smemPtr map[string]value.Value
+	decls   map[string]*ir.Func
+
+	tid, lane, warp value.Value
+	smem            *ir.Global
+	smemBytes       int
+	conversions     int
+	nblocks         int
+	params          []Param
+
+	// Staged tiles sit at the start of shared memory, the scratch area of
+	// conversions and reductions starts at scratchBase.
+	smemTiles      map[*tir.Value]*Staged
+	scratchBase    int
+	stagedIssued   int
+	regionsLowered int
+	inFlight       int // staged tiles loaded and not yet consumed
+	// smemDirty: shared memory may have been accessed since the last
+	// barrier on some path to here (a staged load must then sync first).
+	smemDirty bool
+}
+
+// NewLowerer starts the lowering of kernel f for arch on target with nw
+// warps per CTA. f must be verified; the phases do the rest.
+func NewLowerer(f *tir.Func, arch string, t Target, nw int) *Lowerer {
+	l := &Lowerer{
+		f: f, nw: nw, arch: arch, target: t, a: newAssigner(nw),
+		mod:     ir.NewModule(),
+		env:     map[*tir.Value]map[string][]value.Value{},
+		lins:    map[string]*Linear{},
+		bases:   map[string][]value.Value{},
+		flats:   map[string]value.Value{},
+		smemPtr: map[string]value.Value{},
+		decls:   map[string]*ir.Func{},
+
+		smemTiles: map[*tir.Value]*Staged{},
+	}
+	l.a.l = l
+	return l
+}
+
+// Func is the kernel being lowered.
+func (l *Lowerer) Func() *tir.Func { return l.f }
+
+// Arch is the GPU arch lowered for, e.g. "sm_90a".
+func (l *Lowerer) Arch() string { return l.arch }
+
+// NumWarps is the number of warps per CTA.
+func (l *Lowerer) NumWarps() int { return l.nw }
+
+// ---- results (after lower-llvm) ----
+
+// Text is the LLVM IR module (LLVM 14 syntax, typed pointers, no
+// datalayout) with the kernel's nvvm annotations.
+func (l *Lowerer) Text() string { return l.text() }
+
+// EntryName is the PTX .entry name.
+func (l *Lowerer) EntryName() string { return l.fn.Name() }
+
+// SharedBytes is the dynamic shared memory the kernel needs.
+func (l *Lowerer) SharedBytes() int { return l.smemBytes }
+
+// Params are the kernel's parameters and how to pass them.
+func (l *Lowerer) Params() []Param { return l.params }
+
+// Conversions counts layout conversions through shared memory emitted.
+func (l *Lowerer) Conversions() int { return l.conversions }
+
+// ---- assignment queries (after assign-layouts) ----
+
+// LayoutOf is v's primary layout, or flex = true for a flexible value
+// (rematerialized in every layout a consumer wants; lay is then nil).
+func (l *Lowerer) LayoutOf(v *tir.Value) (lay Layout, flex bool) {
+	in := l.a.get(v)
+	return in.lay, in.flex
+}
+
+// DefiningBlock is the block defining v (an op result or region argument).
+func (l *Lowerer) DefiningBlock(v *tir.Value) *tir.Block { return l.a.blockOf[v] }
+
+// OperandWants is the layout op wants each operand in when its result is
+// produced in lay (the answers the assignment recorded).
+func (l *Lowerer) OperandWants(op *tir.Op, lay Layout) []Layout { return l.a.operandWants(op, lay) }
+
+// Contiguity is, per dim, the length of the aligned runs along which v's
+// values increase by one (valid before assignment too).
+func (l *Lowerer) Contiguity(v *tir.Value) []int { return l.a.axis(v).contig }
+
+// ---- emission helpers for targets (during lower-llvm) ----
+
+// Block is the current insertion block. It changes when the lowering
+// branches (AlignedOr), so ask again after such calls.
+func (l *Lowerer) Block() *ir.Block { return l.b }
+
+// Entry is the kernel's entry block, where per-thread constants (thread
+// coordinates, layout bases) are computed once.
+func (l *Lowerer) Entry() *ir.Block { return l.entry }
+
+// LaneID is the thread's lane (tid.x % 32), defined in the entry block.
+func (l *Lowerer) LaneID() value.Value { return l.lane }
+
+// CountConversion records one layout conversion through shared memory.
+func (l *Lowerer) CountConversion() { l.conversions++ }
+
+// SharedDirty reports that shared memory may have been accessed since the
+// last barrier on some path to here.
+func (l *Lowerer) SharedDirty() bool { return l.smemDirty }
+
+// MarkSharedClean records that only accesses that need no barrier before
+// the next staged load happened since the last barrier.
+func (l *Lowerer) MarkSharedClean() { l.smemDirty = false }

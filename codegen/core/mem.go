@@ -1,0 +1,584 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// ---- global memory ----
+
+func (l *Lowerer) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
+	t := op.Result().Type
+	e := t.Elem
+	ptrs := l.Get(op.Args[0], ws[0])
+	var mask, other []value.Value
+	if len(op.Args) == 3 {
+		mask, other = l.Get(op.Args[1], ws[1]), l.Get(op.Args[2], ws[2])
+	}
+	scalar := func() []value.Value {
+		out := make([]value.Value, len(ptrs))
+		for r, p := range ptrs {
+			if mask == nil {
+				out[r] = l.fromMem(l.b.NewLoad(memType(e), p), e)
+			} else {
+				out[r] = l.MaskedLoad(p, mask[r], other[r], e)
+			}
+		}
+		return out
+	}
+	v, check := l.memVec(op, lay, t)
+	if v == 1 {
+		return scalar()
+	}
+	var uniform []value.Value
+	if check {
+		uniform = mask
+	}
+	return l.AlignedOr(ptrs, uniform, v, e, func() []value.Value {
+		out := make([]value.Value, 0, len(ptrs))
+		for g := 0; g < len(ptrs); g += v {
+			if mask == nil {
+				vt := types.NewVector(uint64(v), memType(e))
+				p := l.b.NewBitCast(ptrs[g], PtrTo(vt, 1))
+				ld := l.b.NewLoad(vt, p)
+				ld.Align = ir.Align(v * e.Bytes())
+				for i := 0; i < v; i++ {
+					out = append(out, l.b.NewExtractElement(ld, ConstI32(int64(i))))
+				}
+			} else {
+				out = append(out, l.maskedLoadVec(ptrs[g], mask[g], other[g:g+v], e)...)
+			}
+		}
+		return out
+	}, scalar)
+}
+
+// memVec is how many consecutive registers of a load or store (op, in
+// layout lay, tensor type t) can move as one vector access, provided the
+// first address of each group is aligned: the registers must step by one
+// along the last dim (layout) and the pointers be contiguous there
+// (axisInfo), at most 16 bytes. maskCheck reports that the mask is not
+// provably constant over a group, so the caller must check that at run
+// time too (a tail mask such as offs < n).
+func (l *Lowerer) memVec(op *tir.Op, lay Layout, t tir.Type) (v int, maskCheck bool) {
+	if t.IsScalar() || t.Elem == tir.I1 {
+		return 1, false
+	}
+	x := l.Lin(lay, t.Shape)
+	last := t.Rank() - 1
+	v = 1
+	for i, b := range x.reg {
+		if v*2*t.Elem.Bytes() > 16 || !onlyDim(b, last) || b[last] != 1<<i {
+			break
+		}
+		v *= 2
+	}
+	if v == 1 {
+		return 1, false
+	}
+	v = min(v, l.a.axis(op.Args[0]).contig[last])
+	mi := -1
+	switch {
+	case op.Kind == tir.OpLoad && len(op.Args) == 3:
+		mi = 1
+	case op.Kind == tir.OpStore && len(op.Args) == 3:
+		mi = 2
+	}
+	return v, mi >= 0 && l.a.axis(op.Args[mi]).constancy[last] < v
+}
+
+// AlignedOr branches once on whether the first pointer of every group of
+// v is aligned to v elements (and, with uniform, every group's mask
+// values are equal): then fast runs, else slow; both return the same
+// registers, merged by phis (a result of nil: nothing to merge).
+func (l *Lowerer) AlignedOr(ptrs, uniform []value.Value, v int, e tir.Elem, fast, slow func() []value.Value) []value.Value {
+	var bad value.Value
+	for g := 0; g < len(ptrs); g += v {
+		lo := l.b.NewAnd(l.b.NewPtrToInt(ptrs[g], types.I64), ci64(int64(v*e.Bytes()-1)))
+		if bad == nil {
+			bad = lo
+		} else {
+			bad = l.b.NewOr(bad, lo)
+		}
+	}
+	var ok value.Value = l.b.NewICmp(enum.IPredEQ, bad, ci64(0))
+	if uniform != nil {
+		var diff value.Value
+		for g := 0; g < len(uniform); g += v {
+			for i := 1; i < v; i++ {
+				d := l.b.NewXor(uniform[g], uniform[g+i])
+				if diff == nil {
+					diff = d
+				} else {
+					diff = l.b.NewOr(diff, d)
+				}
+			}
+		}
+		ok = l.b.NewAnd(ok, l.b.NewXor(diff, constant.NewBool(true)))
+	}
+	fb, sb, merge := l.newBlock("vec"), l.newBlock("novec"), l.newBlock("vec.end")
+	l.b.NewCondBr(ok, fb, sb)
+	l.b = fb
+	fr := fast()
+	fe := l.b
+	fe.NewBr(merge)
+	l.b = sb
+	sr := slow()
+	se := l.b
+	se.NewBr(merge)
+	l.b = merge
+	if fr == nil {
+		return nil
+	}
+	out := make([]value.Value, len(fr))
+	for i := range fr {
+		out[i] = merge.NewPhi(ir.NewIncoming(fr[i], fe), ir.NewIncoming(sr[i], se))
+	}
+	return out
+}
+
+// PtrTo is a pointer to t in address space space.
+func PtrTo(t types.Type, space int) *types.PointerType {
+	p := types.NewPointer(t)
+	p.AddrSpace = types.AddrSpace(space)
+	return p
+}
+
+// maskedLoadVec is a predicated vector ld.global of len(others) elements
+// sharing one mask.
+func (l *Lowerer) maskedLoadVec(p, m value.Value, others []value.Value, e tir.Elem) []value.Value {
+	sfx, c, rt := ptxBits(e)
+	v := len(others)
+	var b strings.Builder
+	fmt.Fprintf(&b, "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $%d, 0;\n\t", v+1)
+	outs := make([]string, v)
+	for i := range outs {
+		outs[i] = fmt.Sprintf("$%d", i)
+		fmt.Fprintf(&b, "mov.%s $%d, $%d;\n\t", sfx, i, v+2+i)
+	}
+	fmt.Fprintf(&b, "@p ld.global.v%d.%s {%s}, [$%d];\n\t}", v, sfx, strings.Join(outs, ", "), v)
+	cons := strings.Repeat("="+c+",", v) + "l,r" + strings.Repeat(","+c, v)
+	fields := make([]types.Type, v)
+	args := []value.Value{p, l.b.NewZExt(m, types.I32)}
+	for i := range fields {
+		fields[i] = rt
+		args = append(args, l.toBits(others[i], e))
+	}
+	r := l.asm(types.NewStruct(fields...), b.String(), cons, false, args...)
+	out := make([]value.Value, v)
+	for i := range out {
+		out[i] = l.fromBits(l.b.NewExtractValue(r, uint64(i)), e)
+	}
+	return out
+}
+
+func (l *Lowerer) fromMem(v value.Value, e tir.Elem) value.Value {
+	if e == tir.I1 {
+		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I8, 0))
+	}
+	return v
+}
+
+// ptxBits gives the PTX width suffix, inline-asm constraint and the
+// integer register type used to move an element through asm.
+func ptxBits(e tir.Elem) (suffix, constraint string, rt *types.IntType) {
+	switch e {
+	case tir.I1:
+		return "u8", "h", types.I16
+	case tir.F16, tir.BF16:
+		return "b16", "h", types.I16
+	case tir.I32, tir.F32:
+		return "b32", "r", types.I32
+	case tir.I64:
+		return "b64", "l", types.I64
+	}
+	Fail("no PTX width for %s", e)
+	return "", "", nil
+}
+
+// toBits/fromBits move a register to and from the integer type of ptxBits.
+func (l *Lowerer) toBits(v value.Value, e tir.Elem) value.Value {
+	switch e {
+	case tir.I1:
+		return l.b.NewZExt(v, types.I16)
+	case tir.F32:
+		return l.b.NewBitCast(v, types.I32)
+	}
+	return v
+}
+
+func (l *Lowerer) fromBits(v value.Value, e tir.Elem) value.Value {
+	switch e {
+	case tir.I1:
+		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I16, 0))
+	case tir.F32:
+		return l.b.NewBitCast(v, types.Float)
+	}
+	return v
+}
+
+// MaskedLoad is a predicated ld.global: a masked-off lane never touches
+// memory and yields other.
+func (l *Lowerer) MaskedLoad(p, m, other value.Value, e tir.Elem) value.Value {
+	sfx, c, rt := ptxBits(e)
+	mov := sfx
+	if e == tir.I1 {
+		mov = "b16"
+	}
+	text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\tmov.%s $0, $3;\n\t@p ld.global.%s $0, [$1];\n\t}", mov, sfx)
+	v := l.asm(rt, text, fmt.Sprintf("=%s,l,r,%s", c, c), false, p, l.b.NewZExt(m, types.I32), l.toBits(other, e))
+	return l.fromBits(v, e)
+}
+
+// guardCopies makes the threads holding copies of x's elements (zero lane
+// or warp bases) skip a write, leaving it to the one whose copy bits are
+// zero. It returns the block to branch to after the write, or nil when
+// every thread holds distinct elements.
+func (l *Lowerer) guardCopies(x *Linear, name string) *ir.Block {
+	zl, zw := x.zeroLaneMask(), x.zeroWarpMask()
+	if zl == 0 && zw == 0 {
+		return nil
+	}
+	var cond value.Value
+	if zl != 0 {
+		cond = l.b.NewICmp(enum.IPredEQ, l.b.NewAnd(l.lane, ConstI32(int64(zl))), ConstI32(0))
+	}
+	if zw != 0 {
+		c := l.b.NewICmp(enum.IPredEQ, l.b.NewAnd(l.warp, ConstI32(int64(zw))), ConstI32(0))
+		if cond == nil {
+			cond = c
+		} else {
+			cond = l.b.NewAnd(cond, c)
+		}
+	}
+	then := l.newBlock(name)
+	cont := l.newBlock(name + ".end")
+	l.b.NewCondBr(cond, then, cont)
+	l.b = then
+	return cont
+}
+
+func (l *Lowerer) lowerStore(op *tir.Op) {
+	lay := l.a.storeLayout(op)
+	ws := l.a.operandWants(op, lay)
+	pt := op.Args[0].Type
+	e := pt.Elem
+	ptrs := l.Get(op.Args[0], ws[0])
+	vals := l.Get(op.Args[1], ws[1])
+	var mask []value.Value
+	if len(op.Args) == 3 {
+		mask = l.Get(op.Args[2], ws[2])
+	}
+	cont := l.guardCopies(l.Lin(lay, pt.Shape), "store")
+	scalar := func() []value.Value {
+		for r, p := range ptrs {
+			if mask == nil {
+				v := vals[r]
+				if e == tir.I1 {
+					v = l.b.NewZExt(v, types.I8)
+				}
+				l.b.NewStore(v, p)
+				continue
+			}
+			sfx, c, _ := ptxBits(e)
+			text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p st.global.%s [$0], $1;\n\t}", sfx)
+			l.asm(types.Void, text, fmt.Sprintf("l,%s,r,~{memory}", c), true, p, l.toBits(vals[r], e), l.b.NewZExt(mask[r], types.I32))
+		}
+		return nil
+	}
+	if v, check := l.memVec(op, lay, pt); v == 1 {
+		scalar()
+	} else {
+		var uniform []value.Value
+		if check {
+			uniform = mask
+		}
+		l.AlignedOr(ptrs, uniform, v, e, func() []value.Value {
+			for g := 0; g < len(ptrs); g += v {
+				if mask == nil {
+					vt := types.NewVector(uint64(v), memType(e))
+					var vec value.Value = constant.NewUndef(vt)
+					for i := 0; i < v; i++ {
+						vec = l.b.NewInsertElement(vec, vals[g+i], ConstI32(int64(i)))
+					}
+					st := l.b.NewStore(vec, l.b.NewBitCast(ptrs[g], PtrTo(vt, 1)))
+					st.Align = ir.Align(v * e.Bytes())
+					continue
+				}
+				sfx, c, _ := ptxBits(e)
+				ins := make([]string, v)
+				args := []value.Value{ptrs[g], l.b.NewZExt(mask[g], types.I32)}
+				for i := range ins {
+					ins[i] = fmt.Sprintf("$%d", i+2)
+					args = append(args, l.toBits(vals[g+i], e))
+				}
+				text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p st.global.v%d.%s [$0], {%s};\n\t}", v, sfx, strings.Join(ins, ", "))
+				l.asm(types.Void, text, "l,r"+strings.Repeat(","+c, v)+",~{memory}", true, args...)
+			}
+			return nil
+		}, scalar)
+	}
+	if cont != nil {
+		l.b.NewBr(cont)
+		l.b = cont
+	}
+}
+
+// ---- layout changes ----
+
+func rowMajorStrides(shape []int) []int {
+	st := make([]int, len(shape))
+	n := 1
+	for d := len(shape) - 1; d >= 0; d-- {
+		st[d] = n
+		n *= shape[d]
+	}
+	return st
+}
+
+// remap re-indexes registers when lout's element at every (register, lane,
+// warp) is, through the coordinate map f (out coordinate -> in coordinate),
+// an element the same thread holds in lin: no data moves.
+func remap(src []value.Value, lin, lout *Linear, f func([]int) []int) ([]value.Value, bool) {
+	for i := range lout.lane {
+		if !EqualVec(f(lout.lane[i]), lin.lane[i]) {
+			return nil, false
+		}
+	}
+	if len(lout.warp) != len(lin.warp) {
+		return nil, false
+	}
+	for i := range lout.warp {
+		if !EqualVec(f(lout.warp[i]), lin.warp[i]) {
+			return nil, false
+		}
+	}
+	idx := lin.regIndex()
+	out := make([]value.Value, lout.NumRegs())
+	for r := range out {
+		j, ok := idx[fmt.Sprint(f(lout.RegOffset(r)))]
+		if !ok {
+			return nil, false
+		}
+		out[r] = src[j]
+	}
+	return out, true
+}
+
+// Identity is the coordinate map of a conversion that keeps coordinates.
+func Identity(c []int) []int { return c }
+
+// Remappable reports whether remap would succeed.
+func Remappable(lin, lout *Linear, f func([]int) []int) bool {
+	_, ok := remap(make([]value.Value, lin.NumRegs()), lin, lout, f)
+	return ok
+}
+
+// convert changes a value's layout: by register re-indexing when the two
+// layouts put the same elements in the same threads, else through shared
+// memory.
+func (l *Lowerer) convert(src []value.Value, from, to Layout, t tir.Type) []value.Value {
+	lin, lout := l.Lin(from, t.Shape), l.Lin(to, t.Shape)
+	if out, ok := remap(src, lin, lout, Identity); ok {
+		return out
+	}
+	if out, ok := l.target.ConvertOperand(l, src, lin, to, lout, t); ok {
+		return out
+	}
+	st := rowMajorStrides(t.Shape)
+	return l.exchange(src, lin, st, lout, st, t)
+}
+
+// shapeOp lowers broadcast, reshape and trans from layout inLay to outLay.
+func (l *Lowerer) shapeOp(op *tir.Op, inLay, outLay Layout) []value.Value {
+	x := op.Args[0]
+	in, out := x.Type.Shape, op.Result().Type.Shape
+	src := l.Get(x, inLay)
+	lin, lout := l.Lin(inLay, in), l.Lin(outLay, out)
+	inSt := rowMajorStrides(in)
+	var f func([]int) []int
+	outSt := rowMajorStrides(out)
+	switch op.Kind {
+	case tir.OpBroadcast:
+		if len(in) != len(out) {
+			Fail("%s: broadcast from %v to %v changes rank", op.Pos, in, out)
+		}
+		outSt = make([]int, len(out))
+		for d := range out {
+			if in[d] == out[d] {
+				outSt[d] = inSt[d]
+			}
+		}
+		f = func(c []int) []int {
+			o := make([]int, len(c))
+			for d := range c {
+				if in[d] == out[d] {
+					o[d] = c[d]
+				}
+			}
+			return o
+		}
+	case tir.OpReshape:
+		if d, ok := expandDim(in, out); ok {
+			f = func(c []int) []int { return removeDim(c, d) }
+		} else if d, ok := expandDim(out, in); ok {
+			f = func(c []int) []int { return insertDim(c, d, 0) }
+		}
+	case tir.OpTrans:
+		if len(in) != 2 {
+			Fail("%s: trans of rank %d", op.Pos, len(in))
+		}
+		outSt = []int{inSt[1], inSt[0]}
+		f = func(c []int) []int { return []int{c[1], c[0]} }
+	}
+	if f != nil {
+		if regs, ok := remap(src, lin, lout, f); ok {
+			return regs
+		}
+	}
+	return l.exchange(src, lin, inSt, lout, outSt, x.Type)
+}
+
+// sharedRepr is how an element is kept in shared memory.
+func (l *Lowerer) sharedRepr(t tir.Type) types.Type {
+	if t.Ptr {
+		return types.I64
+	}
+	return memType(t.Elem)
+}
+
+func (l *Lowerer) toShared(v value.Value, t tir.Type) value.Value {
+	switch {
+	case t.Ptr:
+		return l.b.NewPtrToInt(v, types.I64)
+	case t.Elem == tir.I1:
+		return l.b.NewZExt(v, types.I8)
+	}
+	return v
+}
+
+func (l *Lowerer) fromShared(v value.Value, t tir.Type) value.Value {
+	switch {
+	case t.Ptr:
+		return l.b.NewIntToPtr(v, ptrType(t.Elem))
+	case t.Elem == tir.I1:
+		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I8, 0))
+	}
+	return v
+}
+
+// AddOff is base + off (i32), folding off == 0.
+func (l *Lowerer) AddOff(base value.Value, off int64) value.Value {
+	if off == 0 {
+		return base
+	}
+	return l.b.NewAdd(base, ConstI32(off))
+}
+
+// exchange moves a tensor between layouts through shared memory: every
+// thread writes its registers of lin at address sum(coord*inSt), a barrier,
+// then every thread reads its registers of lout at sum(coord*outSt)
+// (outSt encodes broadcast, transposition and reshape). A barrier before
+// the writes protects readers of the previous use of the scratch area.
+//
+// Accesses are vectorized (up to 16 bytes) where a thread's consecutive
+// registers are consecutive and aligned in shared memory; there is no
+// swizzling yet, so some layout pairs have bank conflicts.
+func (l *Lowerer) exchange(src []value.Value, lin *Linear, inSt []int, lout *Linear, outSt []int, t tir.Type) []value.Value {
+	l.conversions++
+	n := 1
+	for d, s := range lin.shape {
+		n += (s - 1) * inSt[d]
+	}
+	l.UseShared(n * typeBytes(l.sharedRepr(t)))
+	l.SharedWrite(src, lin, inSt, t, 0)
+	return l.sharedRead(lout, outSt, t)
+}
+
+// vecWidth is how many consecutive registers of x, starting at any
+// multiple of the width, sit at consecutive, width-aligned element
+// addresses under strides st (at most maxVec).
+func vecWidth(x *Linear, st []int, maxVec int) int {
+	v := 1
+	for i, b := range x.reg {
+		if v >= maxVec || int(DotInts(b, st)) != 1<<i {
+			break
+		}
+		v *= 2
+	}
+	if v == 1 {
+		return 1
+	}
+	// Alignment: every other basis must move the address by a multiple of v.
+	for _, bs := range [][][]int{x.reg[log2(v):], x.lane, x.warp} {
+		for _, b := range bs {
+			if int(DotInts(b, st))%v != 0 {
+				return 1
+			}
+		}
+	}
+	return v
+}
+
+// SharedWrite stores x's registers at element address sum(coord*st) of
+// the scratch area (from byte byteOff), between two barriers (before:
+// earlier readers are done; after: the data is visible).
+func (l *Lowerer) SharedWrite(src []value.Value, x *Linear, st []int, t tir.Type, byteOff int) {
+	l.Barrier()
+	l.SharedStore(src, x, st, t, byteOff)
+	l.Barrier()
+}
+
+// SharedStore is SharedWrite without the barriers.
+func (l *Lowerer) SharedStore(src []value.Value, x *Linear, st []int, t tir.Type, byteOff int) {
+	mt := l.sharedRepr(t)
+	sz := typeBytes(mt)
+	v := vecWidth(x, st, max(1, 16/sz))
+	base := l.FlatBase(x, st)
+	for r := 0; r < len(src); r += v {
+		idx := l.AddOff(base, DotInts(x.RegOffset(r), st))
+		if v == 1 {
+			l.b.NewStore(l.toShared(src[r], t), l.sharedAt(mt, byteOff, idx))
+			continue
+		}
+		vt := types.NewVector(uint64(v), mt)
+		var vec value.Value = constant.NewUndef(vt)
+		for i := 0; i < v; i++ {
+			vec = l.b.NewInsertElement(vec, l.toShared(src[r+i], t), ConstI32(int64(i)))
+		}
+		p := l.b.NewBitCast(l.sharedAt(mt, byteOff, idx), SharedPtr(vt))
+		l.b.NewStore(vec, p).Align = ir.Align(v * sz)
+	}
+}
+
+// sharedRead loads x's registers from element address sum(coord*st).
+func (l *Lowerer) sharedRead(x *Linear, st []int, t tir.Type) []value.Value {
+	mt := l.sharedRepr(t)
+	sz := typeBytes(mt)
+	v := vecWidth(x, st, max(1, 16/sz))
+	base := l.FlatBase(x, st)
+	out := make([]value.Value, x.NumRegs())
+	for r := 0; r < len(out); r += v {
+		idx := l.AddOff(base, DotInts(x.RegOffset(r), st))
+		if v == 1 {
+			out[r] = l.fromShared(l.b.NewLoad(mt, l.sharedAt(mt, 0, idx)), t)
+			continue
+		}
+		vt := types.NewVector(uint64(v), mt)
+		p := l.b.NewBitCast(l.sharedAt(mt, 0, idx), SharedPtr(vt))
+		ld := l.b.NewLoad(vt, p)
+		ld.Align = ir.Align(v * sz)
+		for i := 0; i < v; i++ {
+			out[r+i] = l.fromShared(l.b.NewExtractElement(ld, ConstI32(int64(i))), t)
+		}
+	}
+	return out
+}

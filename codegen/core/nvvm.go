@@ -1,0 +1,371 @@
+package core
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/internal/half"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Register and memory representation of elements:
+//
+//	tile IR   register   global/shared memory
+//	i1        i1         i8 (0/1)
+//	i32, i64  i32, i64   same
+//	f32       float      float
+//	f16, bf16 i16 bits   i16 bits (arithmetic converts to float and rounds back)
+//	ptr<T>    T' addrspace(1)*, T' the memory type of T
+func regType(t tir.Type) types.Type {
+	if t.Ptr {
+		return ptrType(t.Elem)
+	}
+	switch t.Elem {
+	case tir.I1:
+		return types.I1
+	case tir.I32:
+		return types.I32
+	case tir.I64:
+		return types.I64
+	case tir.F16, tir.BF16:
+		return types.I16
+	case tir.F32:
+		return types.Float
+	}
+	Fail("no register type for %s", t)
+	return nil
+}
+
+// memType is the in-memory type of an element.
+func memType(e tir.Elem) types.Type {
+	if e == tir.I1 {
+		return types.I8
+	}
+	return regType(tir.Scalar(e))
+}
+
+func ptrType(e tir.Elem) *types.PointerType {
+	p := types.NewPointer(memType(e))
+	p.AddrSpace = 1
+	return p
+}
+
+// SharedPtr is a pointer to t in shared memory (address space 3).
+func SharedPtr(t types.Type) *types.PointerType {
+	p := types.NewPointer(t)
+	p.AddrSpace = 3
+	return p
+}
+
+// cf32 is a float constant, printed exactly (hex) so inf and nan work.
+func cf32(x float64) *constant.Float {
+	f := float64(float32(x))
+	c, err := constant.NewFloatFromString(types.Float, fmt.Sprintf("0x%016X", math.Float64bits(f)))
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// constant gives the register constant of type t's element for an
+// attribute value (int64, float64 or bool).
+func (l *Lowerer) constant(t tir.Type, v any) value.Value {
+	var f float64
+	var i int64
+	switch v := v.(type) {
+	case int64:
+		f, i = float64(v), v
+	case float64:
+		f, i = v, int64(v)
+	case bool:
+		if v {
+			f, i = 1, 1
+		}
+	default:
+		Fail("const: bad value %v", v)
+	}
+	if t.Ptr {
+		Fail("const of pointer type %s", t)
+	}
+	switch t.Elem {
+	case tir.I1:
+		return constant.NewBool(i != 0 || f != 0)
+	case tir.I32:
+		return ConstI32(int64(int32(i)))
+	case tir.I64:
+		return ci64(i)
+	case tir.F32:
+		return cf32(f)
+	case tir.BF16:
+		r := half.RoundBF16(f)
+		return constant.NewInt(types.I16, int64(int16(math.Float32bits(float32(r))>>16)))
+	case tir.F16:
+		r := half.RoundF16(f)
+		return constant.NewInt(types.I16, int64(int16(half.F32ToF16(float32(r)))))
+	}
+	Fail("const of type %s", t)
+	return nil
+}
+
+// Decl returns the declaration of an external function (an intrinsic).
+func (l *Lowerer) Decl(name string, ret types.Type, params ...types.Type) *ir.Func {
+	if f, ok := l.decls[name]; ok {
+		return f
+	}
+	ps := make([]*ir.Param, len(params))
+	for i, t := range params {
+		ps[i] = ir.NewParam("", t)
+	}
+	f := l.mod.NewFunc(name, ret, ps...)
+	l.decls[name] = f
+	return f
+}
+
+// Call calls intrinsic name (declared from the argument types) in the
+// current block.
+func (l *Lowerer) Call(name string, ret types.Type, args ...value.Value) value.Value {
+	pts := make([]types.Type, len(args))
+	for i, a := range args {
+		pts[i] = a.Type()
+	}
+	return l.b.NewCall(l.Decl(name, ret, pts...), args...)
+}
+
+// asm emits an inline-asm call. sideEffect marks asm that writes memory
+// or must not move (stores); pure=true marks it readnone (arithmetic).
+func (l *Lowerer) asm(ret types.Type, text, constraints string, sideEffect bool, args ...value.Value) value.Value {
+	pts := make([]types.Type, len(args))
+	for i, a := range args {
+		pts[i] = a.Type()
+	}
+	ft := types.NewFunc(ret, pts...)
+	ia := ir.NewInlineAsm(types.NewPointer(ft), text, constraints)
+	ia.SideEffect = sideEffect
+	c := l.b.NewCall(ia, args...)
+	if !sideEffect {
+		c.FuncAttrs = append(c.FuncAttrs, enum.FuncAttrNoUnwind)
+	}
+	return c
+}
+
+// Barrier is bar.sync 0 for the whole CTA.
+func (l *Lowerer) Barrier() {
+	l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
+	l.smemDirty = false
+}
+
+// toF32 widens a float register (f32, or f16/bf16 bits) to float.
+func (l *Lowerer) toF32(v value.Value, e tir.Elem) value.Value {
+	switch e {
+	case tir.F32:
+		return v
+	case tir.BF16:
+		w := l.b.NewShl(l.b.NewZExt(v, types.I32), ConstI32(16))
+		return l.b.NewBitCast(w, types.Float)
+	case tir.F16:
+		return l.b.NewFPExt(l.b.NewBitCast(v, types.Half), types.Float)
+	}
+	Fail("toF32 of %s", e)
+	return nil
+}
+
+// fromF32 rounds a float to e (to nearest even) and returns its register.
+func (l *Lowerer) fromF32(v value.Value, e tir.Elem) value.Value {
+	switch e {
+	case tir.F32:
+		return v
+	case tir.F16:
+		return l.b.NewBitCast(l.b.NewFPTrunc(v, types.Half), types.I16)
+	case tir.BF16:
+		return l.asm(types.I16, "cvt.rn.bf16.f32 $0, $1;", "=h,f", false, v)
+	}
+	Fail("fromF32 to %s", e)
+	return nil
+}
+
+// ---- run-time thread coordinates ----
+
+// baseCoords returns, per dimension, the i32 coordinate that this thread's
+// register 0 holds in layout x (lane and warp contributions); emitted once
+// in the entry block.
+func (l *Lowerer) baseCoords(x *Linear) []value.Value {
+	key := x.key()
+	if v, ok := l.bases[key]; ok {
+		return v
+	}
+	e := l.entry
+	out := make([]value.Value, x.rank())
+	for d := range out {
+		var acc value.Value
+		add := func(term value.Value) {
+			if acc == nil {
+				acc = term
+			} else {
+				acc = e.NewOr(acc, term)
+			}
+		}
+		for _, src := range []struct {
+			bases [][]int
+			id    value.Value
+		}{{x.lane, l.lane}, {x.warp, l.warp}} {
+			// Merge runs of id bits i..i+n mapping to coordinate bits k..k+n.
+			for i := 0; i < len(src.bases); {
+				c := src.bases[i][d]
+				if c == 0 || !onlyDim(src.bases[i], d) {
+					i++
+					continue
+				}
+				k := log2(c)
+				n := 1
+				for i+n < len(src.bases) && src.bases[i+n][d] == 1<<(k+n) && onlyDim(src.bases[i+n], d) {
+					n++
+				}
+				var t value.Value = src.id
+				if i > 0 {
+					t = e.NewLShr(t, ConstI32(int64(i)))
+				}
+				t = e.NewAnd(t, ConstI32(int64(1<<n-1)))
+				if k > 0 {
+					t = e.NewShl(t, ConstI32(int64(k)))
+				}
+				add(t)
+				i += n
+			}
+		}
+		if acc == nil {
+			acc = ConstI32(0)
+		}
+		out[d] = acc
+	}
+	l.bases[key] = out
+	return out
+}
+
+func onlyDim(b []int, d int) bool {
+	for i, x := range b {
+		if i != d && x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// FlatBase is sum_d base_d * strides[d] (entry block).
+func (l *Lowerer) FlatBase(x *Linear, strides []int) value.Value {
+	key := x.key() + fmt.Sprint(strides)
+	if v, ok := l.flats[key]; ok {
+		return v
+	}
+	bs := l.baseCoords(x)
+	var acc value.Value = ConstI32(0)
+	for d, b := range bs {
+		if strides[d] == 0 {
+			continue
+		}
+		var t value.Value = b
+		if strides[d] != 1 {
+			t = l.entry.NewMul(b, ConstI32(int64(strides[d])))
+		}
+		if c, ok := acc.(*constant.Int); ok && c.X.Sign() == 0 {
+			acc = t
+		} else {
+			acc = l.entry.NewAdd(acc, t)
+		}
+	}
+	l.flats[key] = acc
+	return acc
+}
+
+// DotInts is the dot product of two coordinate vectors.
+func DotInts(a, b []int) int64 {
+	s := 0
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return int64(s)
+}
+
+// sharedBase is @smem as a pointer to t (entry block).
+func (l *Lowerer) sharedBase(t types.Type) value.Value {
+	if l.smem == nil {
+		l.smem = l.mod.NewGlobal("smem", types.NewArray(0, types.I8))
+		l.smem.Linkage = enum.LinkageExternal
+		l.smem.AddrSpace = 3
+		l.smem.Align = 1024
+		l.smem.Typ = SharedPtr(l.smem.ContentType)
+	}
+	key := t.String()
+	if v, ok := l.smemPtr[key]; ok {
+		return v
+	}
+	v := l.entry.NewBitCast(l.smem, SharedPtr(t))
+	l.smemPtr[key] = v
+	return v
+}
+
+// Scratch is where the scratch area of conversions, reductions and dot
+// staging starts: after the staged (cp.async) tiles while any is in flight,
+// else at 0, overlapping them (every scratch use and every staged load
+// begins with a barrier, so the two never meet).
+func (l *Lowerer) Scratch() int {
+	if l.inFlight > 0 {
+		return l.scratchBase
+	}
+	return 0
+}
+
+// UseShared records that the scratch area needs bytes.
+func (l *Lowerer) UseShared(bytes int) {
+	if l.Scratch()+bytes > l.smemBytes {
+		l.smemBytes = l.Scratch() + bytes
+	}
+}
+
+// sharedAt is the address of element idx (i32) of a t array at byte
+// offset byteOff of the scratch area.
+func (l *Lowerer) sharedAt(t types.Type, byteOff int, idx value.Value) value.Value {
+	return l.SharedAbs(t, l.Scratch()+byteOff, idx)
+}
+
+// SharedAbs is sharedAt from the start of shared memory.
+func (l *Lowerer) SharedAbs(t types.Type, byteOff int, idx value.Value) value.Value {
+	l.smemDirty = true
+	base := l.sharedBase(t)
+	if byteOff != 0 {
+		sz := typeBytes(t)
+		if byteOff%sz != 0 {
+			Fail("internal error: misaligned shared offset")
+		}
+		idx = l.b.NewAdd(idx, ConstI32(int64(byteOff/sz)))
+	}
+	return l.b.NewGetElementPtr(t, base, idx)
+}
+
+// ConstI16 is an i16 constant (the register of a 16-bit float).
+func ConstI16(x int64) value.Value { return constant.NewInt(types.I16, x) }
+
+func typeBytes(t types.Type) int {
+	switch t := t.(type) {
+	case *types.IntType:
+		return int(t.BitSize+7) / 8
+	case *types.FloatType:
+		switch t.Kind {
+		case types.FloatKindHalf:
+			return 2
+		case types.FloatKindFloat:
+			return 4
+		case types.FloatKindDouble:
+			return 8
+		}
+	case *types.PointerType:
+		return 8
+	}
+	Fail("internal error: size of %s", t)
+	return 0
+}

@@ -1,0 +1,170 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// lowerReduce reduces one axis in three steps, each only where the layout
+// spreads that axis: within a thread over registers, across lanes with
+// shfl.sync.bfly (every lane of a group ends with the total), across warps
+// through shared memory (every warp writes its partial, every thread folds
+// all partials in warp order). f16/bf16 are reduced in f32 and rounded once
+// at the end.
+func (l *Lowerer) lowerReduce(op *tir.Op, lay Layout, ws []Layout) []value.Value {
+	x := op.Args[0]
+	axis := int(op.IntAttr("axis"))
+	kind := op.IdentAttr("kind")
+	if kind != "max" && kind != "min" && kind != "sum" {
+		Fail("%s: reduce kind %q", op.Pos, kind)
+	}
+	e := x.Type.Elem
+	if x.Type.Ptr {
+		Fail("%s: reduce of pointers", op.Pos)
+	}
+	src := l.Get(x, ws[0])
+	lin := l.Lin(ws[0], x.Type.Shape)
+	rt := op.Result().Type
+	lout := l.Lin(lay, rt.Shape)
+
+	wide := func(v value.Value) value.Value {
+		switch {
+		case e.IsFloat():
+			return l.toF32(v, e)
+		case e == tir.I1:
+			return l.b.NewZExt(v, types.I32)
+		}
+		return v
+	}
+	combine := func(a, b value.Value) value.Value {
+		switch {
+		case e.IsFloat():
+			return l.binary(reduceKind(kind), tir.F32, a, b)
+		case e == tir.I1:
+			k := map[string]tir.Kind{"max": tir.OpOr, "min": tir.OpAnd, "sum": tir.OpXor}[kind]
+			return l.binary(k, tir.I32, a, b)
+		}
+		return l.binary(reduceKind(kind), e, a, b)
+	}
+
+	idx := lout.regIndex()
+	acc := make([]value.Value, lout.NumRegs())
+	for r, v := range src {
+		key := fmt.Sprint(removeDim(lin.RegOffset(r), axis))
+		j, ok := idx[key]
+		if !ok {
+			Fail("internal error: reduce: %s is not a slice of %s", lay, ws[0])
+		}
+		if acc[j] == nil {
+			acc[j] = wide(v)
+		} else {
+			acc[j] = combine(acc[j], wide(v))
+		}
+	}
+	for j := range acc {
+		if acc[j] == nil {
+			Fail("internal error: reduce: output register %d has no input", j)
+		}
+	}
+	for i, b := range lin.lane {
+		if b[axis] == 0 {
+			continue
+		}
+		for j := range acc {
+			acc[j] = combine(acc[j], l.shuffleXor(acc[j], 1<<i))
+		}
+	}
+	var wbits []int
+	for i, b := range lin.warp {
+		if b[axis] != 0 {
+			wbits = append(wbits, i)
+		}
+	}
+	if len(wbits) > 0 {
+		nOut := 1
+		for _, d := range rt.Shape {
+			nOut *= d
+		}
+		ct := acc[0].Type()
+		nW := 1 << len(wbits)
+		l.UseShared(nOut * nW * typeBytes(ct))
+		l.conversions++
+		// The warp's index along the axis: its axis bits, compressed.
+		var wi value.Value = ConstI32(0)
+		for k, bit := range wbits {
+			t := l.entry.NewAnd(l.entry.NewLShr(l.warp, ConstI32(int64(bit))), ConstI32(1))
+			if k > 0 {
+				wi = l.entry.NewOr(wi, l.entry.NewShl(t, ConstI32(int64(k))))
+			} else {
+				wi = t
+			}
+		}
+		st := rowMajorStrides(rt.Shape)
+		ob := l.FlatBase(lout, st)
+		l.Barrier()
+		mine := l.b.NewAdd(l.b.NewMul(wi, ConstI32(int64(nOut))), ob)
+		for j, v := range acc {
+			l.b.NewStore(v, l.sharedAt(ct, 0, l.AddOff(mine, DotInts(lout.RegOffset(j), st))))
+		}
+		l.Barrier()
+		for j := range acc {
+			off := DotInts(lout.RegOffset(j), st)
+			var r value.Value
+			for w := 0; w < nW; w++ {
+				v := l.b.NewLoad(ct, l.sharedAt(ct, 0, l.AddOff(ob, int64(w*nOut)+off)))
+				if r == nil {
+					r = v
+				} else {
+					r = combine(r, v)
+				}
+			}
+			acc[j] = r
+		}
+	}
+	for j, v := range acc {
+		switch {
+		case e.IsFloat():
+			acc[j] = l.fromF32(v, e)
+		case e == tir.I1:
+			acc[j] = l.b.NewTrunc(v, types.I1)
+		}
+	}
+	return acc
+}
+
+func reduceKind(kind string) tir.Kind {
+	switch kind {
+	case "max":
+		return tir.OpMax
+	case "min":
+		return tir.OpMin
+	}
+	return tir.OpAdd
+}
+
+// shuffleXor is shfl.sync.bfly over the full warp.
+func (l *Lowerer) shuffleXor(v value.Value, mask int) value.Value {
+	all := constant.NewInt(types.I32, -1)
+	m, c := ConstI32(int64(mask)), ConstI32(31)
+	switch t := v.Type().(type) {
+	case *types.FloatType:
+		return l.Call("llvm.nvvm.shfl.sync.bfly.f32", types.Float, all, v, m, c)
+	case *types.IntType:
+		switch t.BitSize {
+		case 32:
+			return l.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, v, m, c)
+		case 64:
+			var lo, hi value.Value = l.b.NewTrunc(v, types.I32), l.b.NewTrunc(l.b.NewLShr(v, ci64(32)), types.I32)
+			lo = l.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, lo, m, c)
+			hi = l.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, hi, m, c)
+			return l.b.NewOr(l.b.NewZExt(lo, types.I64), l.b.NewShl(l.b.NewZExt(hi, types.I64), ci64(32)))
+		}
+	}
+	Fail("internal error: shuffle of %s", v.Type())
+	return nil
+}

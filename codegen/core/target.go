@@ -1,0 +1,45 @@
+package core
+
+import (
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Target is what the core asks of a GPU generation (codegen/sm80,
+// codegen/sm90), in the manner of wazevo's backend.Machine: which dots run
+// on tensor cores and how they are emitted, how a tensor reaches a
+// tensor-core operand layout, how staged loads are placed and copied, and
+// the target's phase table. The core never imports a target; package
+// codegen picks one from the arch.
+//
+// The hooks receive the kernel's Lowerer. DotLayout and DotOperandLayout
+// are asked during layout assignment (only assignment queries are valid
+// then); the others during planning and emission.
+type Target interface {
+	// Phases is the target's phase table, in run order.
+	Phases() []Phase
+
+	// DotLayout is the accumulator layout of dot op when the target lowers
+	// it on tensor cores; false leaves the dot to the core's FMA loop.
+	DotLayout(l *Lowerer, op *tir.Op) (Layout, bool)
+	// DotOperandLayout is the layout a tensor-core dot (DotLayout true)
+	// wants operand i (0: A, 1: B) in.
+	DotOperandLayout(l *Lowerer, op *tir.Op, i int) Layout
+	// LowerDot emits a tensor-core dot; ws are the layouts of A, B and C.
+	// It returns the accumulator registers in DotLayout's layout.
+	LowerDot(l *Lowerer, op *tir.Op, ws []Layout) []value.Value
+
+	// ConvertOperand converts a whole tensor of type t from layout from
+	// (concrete: lin) to layout to (lout) when to is a tensor-core operand
+	// layout the target has a fast path for; false lets the core use its
+	// shared-memory exchange.
+	ConvertOperand(l *Lowerer, src []value.Value, lin *Linear, to Layout, lout *Linear, t tir.Type) ([]value.Value, bool)
+
+	// PlanStaged returns the shared-memory bytes of staged tile st (and
+	// fills st.Plan), or false when st's dot does not read that operand
+	// from shared memory after all: the load is then lowered normally.
+	PlanStaged(l *Lowerer, st *Staged) (bytes int, ok bool)
+	// LowerStagedLoad issues the copies of staged load op into its tile.
+	LowerStagedLoad(l *Lowerer, op *tir.Op, st *Staged)
+}

@@ -1,0 +1,56 @@
+package codegen
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/fac-compiler/fac/codegen/core"
+	"github.com/fac-compiler/fac/codegen/sm80"
+	"github.com/fac-compiler/fac/codegen/sm90"
+)
+
+// archTargets picks the target of an arch sm_NN[a|f] by NN: the first row
+// whose range holds it. This package imports the targets directly (they
+// import core, never this package), so no registration is needed.
+// Archs past Hopper use sm80's mma.sync path, which they all run; wgmma
+// is sm_90a-only.
+var archTargets = []struct {
+	name     string // the target package
+	min, max int    // SM numbers served, inclusive
+	new      func(arch string) core.Target
+}{
+	{"sm90", 90, 90, func(arch string) core.Target { return sm90.New(arch) }},
+	{"sm80", 80, 1 << 30, func(string) core.Target { return sm80.Target{} }},
+}
+
+var archRE = regexp.MustCompile(`^sm_(\d+)[af]?$`)
+
+type target struct {
+	name string
+	t    core.Target
+}
+
+func targetFor(arch string) (target, error) {
+	am := archRE.FindStringSubmatch(arch)
+	if am == nil {
+		return target{}, fmt.Errorf("codegen: bad arch %q (want sm_80, sm_90a, ...)", arch)
+	}
+	n, _ := strconv.Atoi(am[1])
+	for _, r := range archTargets {
+		if n >= r.min && n <= r.max {
+			return target{r.name, r.new(arch)}, nil
+		}
+	}
+	return target{}, fmt.Errorf("codegen: arch %s not supported: need sm_80 or newer (bf16 mma, cvt.rn.bf16)", arch)
+}
+
+// Target is the name of the target package that lowers for arch ("sm80",
+// "sm90"); empty arch means sm_80.
+func Target(arch string) (string, error) {
+	if arch == "" {
+		arch = "sm_80"
+	}
+	t, err := targetFor(arch)
+	return t.name, err
+}

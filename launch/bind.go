@@ -1,0 +1,355 @@
+package launch
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/fac-compiler/fac/artifact"
+)
+
+// BlockMask is what a launch reads of a block mask (*blockmask.BlockMask
+// has these methods).
+type BlockMask interface {
+	Lists(transposed bool) (counts, indices, fullCounts, fullIndices []int32)
+	Dims() (b, h, numQ, numK int)
+}
+
+// Request is a call's named values, device-independent: the problem, the
+// strides of tensors that are not contiguous, the block mask, and the
+// lengths of the aux tensors the caller provides, by the names the caller
+// used ("doc" or "mask.doc").
+type Request struct {
+	Problem   Problem
+	Strides   map[string][]int // tensor → strides of its leading dimensions
+	BlockMask BlockMask
+	Aux       map[string]int
+}
+
+// Role says where a buffer's contents come from.
+type Role int
+
+const (
+	Input           Role = iota // a contract tensor the caller provides
+	Output                      // a contract tensor the kernel writes
+	BlockMaskTensor             // one of the block mask's lists
+	Aux                         // an aux tensor of a mod
+)
+
+// Buffer is one memory argument of a call.
+type Buffer struct {
+	Name string // the kernel parameter ("q", "kv_indices", "mask.doc")
+	Role Role
+	Elem string // element type, from the kernel's parameter
+	Len  int    // elements the kernel may touch (from the shape and strides)
+	Key  string // Aux: the caller's name for it
+}
+
+// Arg is one argument in parameter order: a buffer or a scalar.
+type Arg struct {
+	Param  artifact.Param
+	Buffer int // index into Call.Buffers, -1 for a scalar
+	Value  any // scalars: int32, int64 or float32
+}
+
+// Call is a bound launch: grid, the buffers to provide and the arguments.
+type Call struct {
+	Kernel  string
+	Grid    [3]int
+	Buffers []Buffer
+	Args    []Arg
+}
+
+// Buffer finds a buffer by parameter name.
+func (c *Call) Buffer(name string) (Buffer, bool) {
+	for _, b := range c.Buffers {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Buffer{}, false
+}
+
+// Bind binds a request to a kernel's parameters (in launch order) under
+// contract c. Every parameter gets exactly one value; aux tensors the
+// request names but the kernel does not read are an error, so a typo in a
+// name never silently falls back to something else.
+func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
+	if err := c.CheckParams(params); err != nil {
+		return nil, err
+	}
+	if err := r.Problem.Shape.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Check != nil {
+		if err := c.Check(r.Problem); err != nil {
+			return nil, err
+		}
+	}
+	call := &Call{Kernel: c.Kernel, Grid: c.Grid(r.Problem)}
+	for i, g := range call.Grid {
+		if g < 0 || g > math.MaxInt32 || (i > 0 && g > 65535) {
+			return nil, fmt.Errorf("kernel %s: grid %v is out of range", c.Kernel, call.Grid)
+		}
+	}
+	scalars, err := c.scalarValues(r)
+	if err != nil {
+		return nil, err
+	}
+	if bm := c.BlockMask; bm != nil {
+		if r.BlockMask == nil {
+			return nil, fmt.Errorf("kernel %s: no block mask", c.Kernel)
+		}
+		for k, v := range bm.scalars(r.BlockMask) {
+			scalars[k] = v
+		}
+	}
+	auxUsed := map[string]bool{}
+	bufIndex := map[string]int{}
+	addBuf := func(b Buffer) int {
+		if i, ok := bufIndex[b.Name]; ok {
+			return i
+		}
+		bufIndex[b.Name] = len(call.Buffers)
+		call.Buffers = append(call.Buffers, b)
+		return len(call.Buffers) - 1
+	}
+	for _, p := range params {
+		arg := Arg{Param: p, Buffer: -1}
+		if p.Kind == artifact.KindPtr {
+			b, err := c.buffer(p, r, auxUsed)
+			if err != nil {
+				return nil, err
+			}
+			arg.Buffer = addBuf(b)
+		} else {
+			v, ok := scalars[p.Name]
+			if !ok {
+				if _, aux, isLen, isAux := c.auxParam(p.Name); isAux && isLen {
+					key, err := auxKey(r.Aux, p.Name[:len(p.Name)-len(".len")], aux)
+					if err != nil {
+						return nil, fmt.Errorf("kernel %s: %w", c.Kernel, err)
+					}
+					auxUsed[key] = true
+					v, ok = r.Aux[key], true
+				}
+			}
+			if !ok {
+				return nil, fmt.Errorf("kernel %s: no value for parameter %s", c.Kernel, p.Name)
+			}
+			if arg.Value, err = convert(p, v); err != nil {
+				return nil, fmt.Errorf("kernel %s: %w", c.Kernel, err)
+			}
+		}
+		call.Args = append(call.Args, arg)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Aux)) {
+		if !auxUsed[k] {
+			return nil, fmt.Errorf("kernel %s: aux tensor %q is not read by its mods (they read: %s)", c.Kernel, k, c.auxNames(params))
+		}
+	}
+	return call, nil
+}
+
+// AuxTensors lists the aux tensors a kernel with these parameters reads,
+// by their short names ("doc").
+func (c *Contract) AuxTensors(params []artifact.Param) []string {
+	var names []string
+	for _, p := range params {
+		if _, aux, isLen, ok := c.auxParam(p.Name); ok && !isLen {
+			names = append(names, aux)
+		}
+	}
+	return names
+}
+
+// auxNames lists the aux tensors a kernel reads, for errors.
+func (c *Contract) auxNames(params []artifact.Param) string {
+	if names := c.AuxTensors(params); len(names) > 0 {
+		return strings.Join(names, ", ")
+	}
+	return "none"
+}
+
+// auxKey finds the caller's name for aux parameter full ("mask.doc"):
+// the full name, or the short one ("doc") when no other mod uses it.
+func auxKey(aux map[string]int, full, short string) (string, error) {
+	if _, ok := aux[full]; ok {
+		return full, nil
+	}
+	if _, ok := aux[short]; ok {
+		return short, nil
+	}
+	return "", fmt.Errorf("missing aux tensor %q (parameter %s)", short, full)
+}
+
+func (c *Contract) buffer(p artifact.Param, r Request, auxUsed map[string]bool) (Buffer, error) {
+	if t := c.tensor(p.Name); t != nil {
+		dims := t.Dims(r.Problem)
+		st := r.Strides[t.Name]
+		n, err := extent(t.Name, dims, st)
+		if err != nil {
+			return Buffer{}, fmt.Errorf("kernel %s: %w", c.Kernel, err)
+		}
+		role := Input
+		if t.Output {
+			role = Output
+		}
+		return Buffer{Name: p.Name, Role: role, Elem: p.Elem, Len: n}, nil
+	}
+	if bm := c.BlockMask; bm != nil {
+		if xs, ok := bm.Tensors(r.BlockMask)[p.Name]; ok {
+			return Buffer{Name: p.Name, Role: BlockMaskTensor, Elem: p.Elem, Len: len(xs)}, nil
+		}
+	}
+	if _, aux, isLen, ok := c.auxParam(p.Name); ok && !isLen {
+		key, err := auxKey(r.Aux, p.Name, aux)
+		if err != nil {
+			return Buffer{}, fmt.Errorf("kernel %s: %w", c.Kernel, err)
+		}
+		auxUsed[key] = true
+		return Buffer{Name: p.Name, Role: Aux, Elem: p.Elem, Len: r.Aux[key], Key: key}, nil
+	}
+	return Buffer{}, fmt.Errorf("kernel %s: no buffer for parameter %s", c.Kernel, p.Name)
+}
+
+// extent is the number of elements a tensor of dims with the given
+// leading-dimension strides spans (the product of dims when contiguous).
+func extent(name string, dims, strides []int) (int, error) {
+	if strides == nil {
+		n, ok := Product(dims...)
+		if !ok || n > math.MaxInt32 {
+			return 0, fmt.Errorf("tensor %s %v is too large for 32-bit offsets", name, dims)
+		}
+		return n, nil
+	}
+	if len(strides) != len(dims)-1 {
+		return 0, fmt.Errorf("tensor %s: %d strides for %d dimensions (give all but the last, which is contiguous)", name, len(strides), len(dims))
+	}
+	last := 0
+	for i, s := range strides {
+		if s <= 0 {
+			return 0, fmt.Errorf("tensor %s: stride %d is %d; strides must be positive (the last dimension is contiguous)", name, i, s)
+		}
+		if dims[i] > 0 {
+			off, ok := Product(dims[i]-1, s)
+			if !ok {
+				return 0, fmt.Errorf("tensor %s: strides overflow", name)
+			}
+			last += off
+		}
+	}
+	if inner := dims[len(dims)-1]; len(strides) > 0 && strides[len(strides)-1] < inner {
+		return 0, fmt.Errorf("tensor %s: stride %d is smaller than the last dimension %d: rows overlap", name, strides[len(strides)-1], inner)
+	}
+	n := last + dims[len(dims)-1]
+	if n > math.MaxInt32 {
+		return 0, fmt.Errorf("tensor %s spans %d elements, more than 32-bit offsets address", name, n)
+	}
+	return n, nil
+}
+
+// scalarValues are the contract's scalars plus the tensors' strides.
+func (c *Contract) scalarValues(r Request) (map[string]any, error) {
+	out := map[string]any{}
+	for _, s := range c.Scalars {
+		out[s.Name] = s.Value(r.Problem)
+	}
+	for _, t := range c.Tensors {
+		if t.Strides == nil {
+			continue
+		}
+		st := r.Strides[t.Name]
+		if st == nil {
+			st = contiguous(t.Dims(r.Problem))
+		}
+		if len(st) != len(t.Strides) {
+			return nil, fmt.Errorf("kernel %s: tensor %s takes %d strides, got %d", c.Kernel, t.Name, len(t.Strides), len(st))
+		}
+		for i, name := range t.Strides {
+			out[name] = st[i]
+		}
+	}
+	for name := range r.Strides {
+		if t := c.tensor(name); t == nil || t.Strides == nil {
+			return nil, fmt.Errorf("kernel %s: tensor %s takes no strides", c.Kernel, name)
+		}
+	}
+	return out, nil
+}
+
+// contiguous are the row-major strides of all but the last dimension.
+func contiguous(dims []int) []int {
+	st := make([]int, len(dims)-1)
+	acc := 1
+	for i := len(dims) - 1; i > 0; i-- {
+		acc *= dims[i]
+		st[i-1] = acc
+	}
+	return st
+}
+
+// convert makes a scalar the Go type its parameter kind is passed as.
+func convert(p artifact.Param, v any) (any, error) {
+	switch p.Kind {
+	case artifact.KindI32:
+		switch v := v.(type) {
+		case int:
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				return nil, fmt.Errorf("parameter %s = %d does not fit i32", p.Name, v)
+			}
+			return int32(v), nil
+		case int32:
+			return v, nil
+		case bool:
+			if v {
+				return int32(1), nil
+			}
+			return int32(0), nil
+		}
+	case artifact.KindI64:
+		switch v := v.(type) {
+		case int:
+			return int64(v), nil
+		case int64:
+			return v, nil
+		}
+	case artifact.KindF32:
+		switch v := v.(type) {
+		case float32:
+			return v, nil
+		case float64:
+			return float32(v), nil
+		}
+	}
+	return nil, fmt.Errorf("parameter %s (%s) cannot take %T", p.Name, p.Kind, v)
+}
+
+// Tensors are a block mask's lists under this kernel's parameter names.
+func (bm *BlockMaskParams) Tensors(m BlockMask) map[string][]int32 {
+	if m == nil {
+		return nil
+	}
+	c, i, fc, fi := m.Lists(bm.Transposed)
+	return map[string][]int32{bm.Counts: c, bm.Indices: i, bm.FullCounts: fc, bm.FullIndices: fi}
+}
+
+// scalars are the strides of the count tensor (0 over a dimension the mask
+// is shared across) and the length of an index row.
+func (bm *BlockMaskParams) scalars(m BlockMask) map[string]any {
+	b, h, nq, nk := m.Dims()
+	rows, rowLen := nq, nk
+	if bm.Transposed {
+		rows, rowLen = nk, nq
+	}
+	sb, sh := h*rows, rows
+	if b == 1 {
+		sb = 0
+	}
+	if h == 1 {
+		sh = 0
+	}
+	return map[string]any{bm.StrideB: sb, bm.StrideH: sh, bm.RowLen: rowLen}
+}

@@ -1,0 +1,227 @@
+package launch
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/fac-compiler/fac/artifact"
+)
+
+// Problem is what a launch is for: the shape, the kernel's integer
+// attributes (its compile-time arguments such as BLOCK_M) and the call's
+// runtime knobs.
+type Problem struct {
+	Shape Shape
+	Attrs map[string]int64
+	Scale float32 // softmax scale; 0 means 1/sqrt(Dim)
+}
+
+// Attr is an integer attribute of the kernel; a contract only asks for
+// attributes its .fa declares, which the contract test checks.
+func (p Problem) Attr(name string) int {
+	v, ok := p.Attrs[name]
+	if !ok {
+		panic(fmt.Sprintf("launch: kernel attribute %s missing (contract and kernel disagree)", name))
+	}
+	return int(v)
+}
+
+// SoftmaxScale is Scale, or 1/sqrt(Dim) when Scale is 0.
+func (p Problem) SoftmaxScale() float32 {
+	if p.Scale != 0 {
+		return p.Scale
+	}
+	return float32(1 / math.Sqrt(float64(p.Shape.Dim)))
+}
+
+// Contract is a kernel's launch contract, declared once beside its .fa file.
+type Contract struct {
+	Kernel string // the kernel's name in its .fa file
+	File   string // the .fa file, relative to the stdlib folder
+
+	// Tensors are the kernel's pointer parameters that the caller provides
+	// (inputs) or receives (outputs), with their shapes.
+	Tensors []Tensor
+	// Scalars are parameters computed from the problem.
+	Scalars []Scalar
+	// BlockMask names the block-mask parameters the kernel reads; nil when
+	// it takes no block mask.
+	BlockMask *BlockMaskParams
+	// Mods are the kernel's mod parameters (mask, score): each aux tensor a
+	// mod reads arrives as parameters "<mod>.<aux>" and "<mod>.<aux>.len".
+	Mods []string
+	// Grid is the launch grid for a problem.
+	Grid func(p Problem) [3]int
+	// Check, when set, rejects problems the kernel cannot run.
+	Check func(p Problem) error
+}
+
+// Tensor is a pointer parameter with the shape it points to. Strides names
+// the integer parameters that carry the strides (in elements) of all but the
+// last dimension, which is contiguous; a nil Strides means fully contiguous.
+type Tensor struct {
+	Name    string
+	Output  bool
+	Dims    func(p Problem) []int
+	Strides []string
+}
+
+// Scalar is a parameter computed from the problem: an int (passed as i32 or
+// i64 by the parameter's type) or a float32.
+type Scalar struct {
+	Name  string
+	Value func(p Problem) any
+}
+
+// BlockMaskParams names a kernel's block-mask parameters: FlexAttention's
+// four tensors of one direction, the strides of its count tensor over batch
+// and head (0 where the mask is shared), and the length of an index row.
+type BlockMaskParams struct {
+	Transposed                               bool // the q_* lists (for kernels walking kv blocks), else kv_*
+	Counts, Indices, FullCounts, FullIndices string
+	StrideB, StrideH, RowLen                 string
+	BlockQAttr, BlockKAttr                   string // kernel attributes holding the mask's block sizes
+}
+
+// KVBlockMask is the usual set: kv_num_blocks, kv_indices,
+// full_kv_num_blocks, full_kv_indices, bm_stride_b, bm_stride_h,
+// num_kv_blocks, with block sizes SPARSE_Q × SPARSE_K.
+var KVBlockMask = &BlockMaskParams{
+	Counts: "kv_num_blocks", Indices: "kv_indices", FullCounts: "full_kv_num_blocks", FullIndices: "full_kv_indices",
+	StrideB: "bm_stride_b", StrideH: "bm_stride_h", RowLen: "num_kv_blocks",
+	BlockQAttr: "SPARSE_Q", BlockKAttr: "SPARSE_K",
+}
+
+func (c *Contract) tensor(name string) *Tensor {
+	for i := range c.Tensors {
+		if c.Tensors[i].Name == name {
+			return &c.Tensors[i]
+		}
+	}
+	return nil
+}
+
+func (c *Contract) scalar(name string) *Scalar {
+	for i := range c.Scalars {
+		if c.Scalars[i].Name == name {
+			return &c.Scalars[i]
+		}
+	}
+	return nil
+}
+
+func (c *Contract) isMod(name string) bool {
+	for _, m := range c.Mods {
+		if m == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Outputs are the names of the output tensors.
+func (c *Contract) Outputs() []string {
+	var out []string
+	for _, t := range c.Tensors {
+		if t.Output {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
+// auxParam splits a kernel parameter "mask.doc" or "mask.doc.len" into its
+// mod, aux name and whether it is the length.
+func (c *Contract) auxParam(param string) (mod, aux string, isLen, ok bool) {
+	mod, rest, found := strings.Cut(param, ".")
+	if !found || !c.isMod(mod) {
+		return "", "", false, false
+	}
+	if a, found := strings.CutSuffix(rest, ".len"); found {
+		return mod, a, true, true
+	}
+	return mod, rest, false, true
+}
+
+// CheckParams checks the contract against a kernel's parameters (from its
+// .fa signature after lowering, or from an artifact): every parameter is
+// covered by exactly one role of the contract with a matching kind, and
+// everything the contract names exists. It is what a launch and the
+// contract tests call.
+func (c *Contract) CheckParams(params []artifact.Param) error {
+	have := map[string]artifact.Param{}
+	for _, p := range params {
+		have[p.Name] = p
+	}
+	want := func(name, kind string) error {
+		p, ok := have[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("kernel %s has no parameter %s that its contract names", c.Kernel, name)
+		case kind == "ptr" && p.Kind != artifact.KindPtr:
+			return fmt.Errorf("kernel %s: parameter %s is %s, its contract says a tensor (pointer)", c.Kernel, name, p.Kind)
+		case kind == "scalar" && p.Kind == artifact.KindPtr:
+			return fmt.Errorf("kernel %s: parameter %s is a pointer, its contract says a scalar", c.Kernel, name)
+		}
+		return nil
+	}
+	used := map[string]bool{}
+	use := func(name, kind string) error {
+		if used[name] {
+			return fmt.Errorf("contract of kernel %s names parameter %s twice", c.Kernel, name)
+		}
+		used[name] = true
+		return want(name, kind)
+	}
+	for _, t := range c.Tensors {
+		if err := use(t.Name, "ptr"); err != nil {
+			return err
+		}
+		for _, s := range t.Strides {
+			if err := use(s, "scalar"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range c.Scalars {
+		if err := use(s.Name, "scalar"); err != nil {
+			return err
+		}
+	}
+	if bm := c.BlockMask; bm != nil {
+		for _, n := range []string{bm.Counts, bm.Indices, bm.FullCounts, bm.FullIndices} {
+			if err := use(n, "ptr"); err != nil {
+				return err
+			}
+		}
+		for _, n := range []string{bm.StrideB, bm.StrideH, bm.RowLen} {
+			if err := use(n, "scalar"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range params {
+		if used[p.Name] {
+			continue
+		}
+		if _, _, isLen, ok := c.auxParam(p.Name); ok {
+			if isLen != (p.Kind != artifact.KindPtr) {
+				return fmt.Errorf("kernel %s: aux parameter %s has kind %s", c.Kernel, p.Name, p.Kind)
+			}
+			continue
+		}
+		return fmt.Errorf("kernel %s: parameter %s is not in its launch contract", c.Kernel, p.Name)
+	}
+	return nil
+}
+
+// Extent is the number of elements tensor name spans for problem p with the
+// given leading-dimension strides (nil: contiguous).
+func (c *Contract) Extent(name string, p Problem, strides []int) (int, error) {
+	t := c.tensor(name)
+	if t == nil {
+		return 0, fmt.Errorf("kernel %s has no tensor %s", c.Kernel, name)
+	}
+	return extent(name, t.Dims(p), strides)
+}

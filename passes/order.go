@@ -1,0 +1,36 @@
+package passes
+
+import "fmt"
+
+// Constraint says that pass Before must run before pass After wherever a
+// pipeline runs both, and why.
+type Constraint struct {
+	Before, After string
+	Why           string
+}
+
+// Order lists the constraints on the order of passes, as cmd/compile's
+// ssa passOrder does: Table and every pipeline are checked against it
+// (Pipeline.Check), so the reasons live here instead of in comments.
+var Order = []Constraint{
+	{"specialize-mask", "inline", "specialize-mask finds mask calls by their callee's role = mask, which inlining erases"},
+	{"inline", "canonicalize", "constants passed to mods (seqlens, compile-time conditions) fold only once the mods' bodies are inlined"},
+	{"canonicalize", "cse", "folding rewrites identities (x*1, x+0) to their operands, which lets cse match more ops"},
+	{"canonicalize", "dce", "canonicalize leaves the ops its folds made unused for dce to delete"},
+}
+
+// checkOrder reports the first constraint of Order that names violates.
+func checkOrder(names []string) error {
+	at := map[string]int{}
+	for i, n := range names {
+		at[n] = i
+	}
+	for _, c := range Order {
+		b, okB := at[c.Before]
+		a, okA := at[c.After]
+		if okB && okA && b > a {
+			return fmt.Errorf("%s must run before %s: %s", c.Before, c.After, c.Why)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/fac-compiler/fac/launch"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Run executes a bound call of kernel on the reference device. host holds
+// the contents of every input, block-mask and aux buffer by parameter name
+// ([]float32, []float64, []int32 or *Buffer); outputs are made here,
+// poisoned with NaN so an unwritten element shows. It returns every buffer
+// by name.
+func Run(ctx context.Context, m *tir.Module, call *launch.Call, host map[string]any) (map[string]*Buffer, error) {
+	bufs := make([]*Buffer, len(call.Buffers))
+	byName := map[string]*Buffer{}
+	for i, b := range call.Buffers {
+		e, ok := tir.ElemByName(b.Elem)
+		if !ok {
+			return nil, fmt.Errorf("kernel %s: buffer %s has element type %q", call.Kernel, b.Name, b.Elem)
+		}
+		var buf *Buffer
+		if b.Role == launch.Output {
+			buf = NewBuffer(b.Name, e, b.Len)
+			for j := range buf.Vals {
+				buf.Vals[j] = math.NaN()
+			}
+		} else {
+			var err error
+			if buf, err = hostBuffer(b, e, host[b.Name]); err != nil {
+				return nil, fmt.Errorf("kernel %s: %w", call.Kernel, err)
+			}
+		}
+		bufs[i] = buf
+		byName[b.Name] = buf
+	}
+	args := make([]any, len(call.Args))
+	for i, a := range call.Args {
+		if a.Buffer >= 0 {
+			args[i] = bufs[a.Buffer]
+		} else {
+			args[i] = a.Value
+		}
+	}
+	if err := LaunchContext(ctx, m, call.Kernel, call.Grid, args...); err != nil {
+		return nil, err
+	}
+	return byName, nil
+}
+
+// hostBuffer makes the device copy of a host value, rounded to e.
+func hostBuffer(b launch.Buffer, e tir.Elem, v any) (*Buffer, error) {
+	var buf *Buffer
+	switch v := v.(type) {
+	case nil:
+		return nil, fmt.Errorf("no data for %s", b.Name)
+	case *Buffer:
+		buf = v
+	case []float32:
+		xs := make([]float64, len(v))
+		for i, x := range v {
+			xs[i] = float64(x)
+		}
+		buf = FromFloats(b.Name, e, xs)
+	case []float64:
+		buf = FromFloats(b.Name, e, v)
+	case []int32:
+		buf = FromI32(b.Name, v)
+		buf.Elem = e
+	default:
+		return nil, fmt.Errorf("%s: unsupported host type %T", b.Name, v)
+	}
+	if len(buf.Vals) < b.Len {
+		return nil, fmt.Errorf("%s has %d elements, the call needs %d", b.Name, len(buf.Vals), b.Len)
+	}
+	if buf.Elem != e {
+		return nil, fmt.Errorf("%s is %s, the kernel takes %s", b.Name, buf.Elem, e)
+	}
+	return buf, nil
+}

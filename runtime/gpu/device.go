@@ -1,0 +1,208 @@
+// Package gpu runs compiled kernels on an NVIDIA GPU: it finds a kernel's
+// artifact (loaded modules, AOT bundles, the kernel cache, or a build with
+// llc), loads it through the driver (caching the JIT's cubin), and launches
+// bound calls (launch.Call) on host data or on device pointers. It knows no
+// kernel by name: contracts say what each launch needs.
+package gpu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/runtime/cuda"
+)
+
+// Device is an NVIDIA GPU opened through the driver API (no cgo). Kernels
+// are compiled with llc on first use, through the on-disk kernel cache, and
+// their modules stay loaded, keyed by the kernel's identity.
+type Device struct {
+	Dev   cuda.Device
+	Ctx   *cuda.Context
+	Arch  string // sm_90a for an H100/H200, ...
+	Name  string
+	Cache *cache.Cache // nil: no disk cache
+
+	mu      sync.Mutex
+	llc     *llc.Tool
+	modules map[string]*Kernel // by artifact.Ident.Key without build fields
+	bundles []*bundle.Bundle
+}
+
+// Kernel is an artifact loaded on a device.
+type Kernel struct {
+	Art *artifact.Artifact
+	mod *cuda.Module
+	fn  *cuda.Function
+}
+
+// Open opens GPU ordinal with its primary context and the default kernel
+// cache. On a machine without a driver it returns a clear error. The
+// environment variable FAC_ARCH, when set, names the target to compile for
+// instead of the GPU's own (e.g. sm_80 to use the sm80 path on an H200).
+func Open(ordinal int) (*Device, error) {
+	dev, err := cuda.GetDevice(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := cuda.PrimaryContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.SetCurrent(); err != nil {
+		return nil, err
+	}
+	arch, err := dev.Arch()
+	if err != nil {
+		return nil, err
+	}
+	if forced := os.Getenv("FAC_ARCH"); forced != "" {
+		// Run an older target's code on a newer GPU (sm_80 on an H200):
+		// PTX is forward-compatible, and it selects codegen's other path.
+		arch = forced
+	}
+	name, _ := dev.Name()
+	c, err := cache.Open("")
+	if err != nil {
+		c = nil // a read-only home still runs, without the disk cache
+	}
+	return &Device{Dev: dev, Ctx: ctx, Arch: arch, Name: name, Cache: c, modules: map[string]*Kernel{}}, nil
+}
+
+// AddBundle makes the kernels of an AOT bundle available: a kernel found in
+// a bundle for this GPU's arch is loaded from it, with no llc needed.
+func (d *Device) AddBundle(b *bundle.Bundle) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.bundles = append(d.bundles, b)
+}
+
+// Kernel finds res's kernel for this GPU (loaded, in a bundle, in the cache,
+// or built with llc) and loads it. t, when not nil, gets the build's stage
+// times.
+func (d *Device) Kernel(ctx context.Context, res *compiler.Result, t *compiler.Timings) (*Kernel, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	id := compiler.Identity(res, d.Arch, nil)
+	key := id.PortableKey()
+	if k, ok := d.modules[key]; ok {
+		return k, nil
+	}
+	for _, b := range d.bundles {
+		if a := b.Find(id); a != nil {
+			return d.load(key, a)
+		}
+	}
+	if d.llc == nil {
+		tool, err := llc.Find()
+		if err != nil {
+			return nil, fmt.Errorf("kernel %s is in no bundle and cannot be compiled: %w", id, err)
+		}
+		d.llc = tool
+	}
+	a, err := compiler.Cached(ctx, d.Cache, res, d.Arch, d.llc, t)
+	if err != nil {
+		return nil, err
+	}
+	return d.load(key, a)
+}
+
+// load puts an artifact on the device. With a disk cache, the driver's JIT
+// output (cubin) is cached too, keyed by the PTX, the GPU and the driver:
+// loading a cubin takes about a millisecond, loading PTX runs ptxas inside
+// the driver.
+func (d *Device) load(key string, a *artifact.Artifact) (*Kernel, error) {
+	mod, err := d.loadImage(a)
+	if err != nil {
+		return nil, fmt.Errorf("loading kernel %s: %w", a.Entry, err)
+	}
+	fn, err := mod.Function(a.Entry)
+	if err != nil {
+		return nil, err
+	}
+	if a.SharedBytes > 48*1024 {
+		if err := fn.SetMaxDynamicSharedMemory(a.SharedBytes); err != nil {
+			return nil, err
+		}
+	}
+	k := &Kernel{Art: a, mod: mod, fn: fn}
+	if key != "" {
+		d.modules[key] = k
+	}
+	return k, nil
+}
+
+// loadImage loads a's machine code: the cached cubin of its PTX when there
+// is a disk cache (made by the driver's JIT on a miss), else the PTX. A
+// cached cubin the driver refuses is removed and made again once.
+func (d *Device) loadImage(a *artifact.Artifact) (*cuda.Module, error) {
+	if d.Cache == nil {
+		return cuda.LoadModule([]byte(a.PTX))
+	}
+	drv, _ := cuda.DriverVersion()
+	ck := cache.NewKey("cubin", d.Name, d.Arch, strconv.Itoa(drv), artifact.Checksum(a.PTX))
+	isELF := func(b []byte) error {
+		if !bytes.HasPrefix(b, []byte("\x7fELF")) {
+			return errors.New("cached cubin is not an ELF image")
+		}
+		return nil
+	}
+	for try := 0; ; try++ {
+		cubin, _, err := d.Cache.GetOrBuildChecked(ck, "cubin "+a.Entry+" "+d.Arch, func() ([]byte, error) {
+			return cuda.CompilePTX([]byte(a.PTX))
+		}, isELF)
+		if cubin == nil {
+			return nil, fmt.Errorf("compiling for %s: %w", d.Name, err)
+		}
+		mod, err := cuda.LoadModule(cubin)
+		if err == nil || try > 0 {
+			return mod, err
+		}
+		d.Cache.Remove(ck)
+	}
+}
+
+// CacheHitTime measures the kernel cache's hit path on this GPU for one
+// artifact: the entry is stored in a fresh cache in dir, loaded once (which
+// fills the cubin entry), then timed from disk entry to loaded function.
+func (d *Device) CacheHitTime(dir string, a *artifact.Artifact) (first, hit time.Duration, err error) {
+	c, err := cache.Open(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, _, err := c.Artifact(a.Ident, func() (*artifact.Artifact, error) { return a, nil }); err != nil {
+		return 0, 0, err
+	}
+	probe := &Device{Dev: d.Dev, Ctx: d.Ctx, Arch: d.Arch, Name: d.Name, Cache: c, modules: map[string]*Kernel{}}
+	for i := 0; i < 2; i++ {
+		t0 := time.Now()
+		got, status, err := c.Artifact(a.Ident, func() (*artifact.Artifact, error) {
+			return nil, fmt.Errorf("cache entry for %s vanished", a.Entry)
+		})
+		if err != nil || status != cache.Hit {
+			return 0, 0, fmt.Errorf("cache entry: %v (%v)", err, status)
+		}
+		k, err := probe.load("", got)
+		if err != nil {
+			return 0, 0, err
+		}
+		took := time.Since(t0)
+		k.mod.Unload()
+		if i == 0 {
+			first = took
+		} else {
+			hit = took
+		}
+	}
+	return first, hit, nil
+}

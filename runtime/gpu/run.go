@@ -1,0 +1,224 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/fac-compiler/fac/internal/half"
+	"github.com/fac-compiler/fac/launch"
+	"github.com/fac-compiler/fac/runtime/cuda"
+)
+
+// Prepared is a call with its buffers on the device, ready to launch (many
+// times, for a benchmark).
+type Prepared struct {
+	k     *Kernel
+	call  *launch.Call
+	ptrs  []cuda.DevicePtr // by call buffer
+	owned []cuda.DevicePtr
+	args  []any
+}
+
+// Prepare uploads host (the contents of every input, block-mask and aux
+// buffer by parameter name: []float32 converted to the buffer's element
+// type, or []int32) and allocates the outputs, poisoned so that an element
+// the kernel does not write reads as NaN.
+func (d *Device) Prepare(k *Kernel, call *launch.Call, host map[string]any) (_ *Prepared, err error) {
+	p := &Prepared{k: k, call: call, ptrs: make([]cuda.DevicePtr, len(call.Buffers))}
+	defer func() {
+		if err != nil {
+			p.Free()
+		}
+	}()
+	for i, b := range call.Buffers {
+		size, err := elemBytes(b.Elem)
+		if err != nil {
+			return nil, fmt.Errorf("kernel %s: buffer %s: %w", call.Kernel, b.Name, err)
+		}
+		ptr, err := cuda.MemAlloc(max(b.Len*size, 4))
+		if err != nil {
+			return nil, err
+		}
+		p.owned = append(p.owned, ptr)
+		p.ptrs[i] = ptr
+		if b.Role == launch.Output {
+			// All-ones bytes are NaN in f32, f16 and bf16.
+			if err := cuda.MemsetD8(ptr, 0xff, b.Len*size); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := upload(ptr, b, host[b.Name]); err != nil {
+			return nil, fmt.Errorf("kernel %s: %w", call.Kernel, err)
+		}
+	}
+	p.args = args(call, p.ptrs)
+	return p, nil
+}
+
+// Run launches the prepared call on stream s.
+func (p *Prepared) Run(s cuda.Stream) error { return p.k.launch(p.call, p.args, s) }
+
+// Output copies an output buffer back as float32 (floats) or int32 values.
+func (p *Prepared) Output(name string) (any, error) {
+	for i, b := range p.call.Buffers {
+		if b.Name == name {
+			return download(p.ptrs[i], b)
+		}
+	}
+	return nil, fmt.Errorf("kernel %s has no buffer %s", p.call.Kernel, name)
+}
+
+// Free releases the buffers Prepare allocated.
+func (p *Prepared) Free() {
+	for _, ptr := range p.owned {
+		cuda.MemFree(ptr)
+	}
+	p.owned = nil
+}
+
+// Execute runs a call on host data and returns every output by name
+// ([]float32 or []int32), after the device finished.
+func (d *Device) Execute(k *Kernel, call *launch.Call, host map[string]any) (map[string]any, error) {
+	p, err := d.Prepare(k, call, host)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Free()
+	if err := p.Run(cuda.Stream{}); err != nil {
+		return nil, err
+	}
+	if err := d.Ctx.Synchronize(); err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for _, b := range call.Buffers {
+		if b.Role != launch.Output {
+			continue
+		}
+		if out[b.Name], err = p.Output(b.Name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Launch runs a call on device buffers, by parameter name, asynchronously
+// on stream s. Nothing is copied.
+func (d *Device) Launch(k *Kernel, call *launch.Call, ptrs map[string]uintptr, s cuda.Stream) error {
+	dp := make([]cuda.DevicePtr, len(call.Buffers))
+	for i, b := range call.Buffers {
+		p := ptrs[b.Name]
+		if p == 0 {
+			return fmt.Errorf("kernel %s: %s is a null device pointer", call.Kernel, b.Name)
+		}
+		dp[i] = cuda.DevicePtr(p)
+	}
+	return k.launch(call, args(call, dp), s)
+}
+
+func (k *Kernel) launch(call *launch.Call, args []any, s cuda.Stream) error {
+	g := call.Grid
+	if g[0] == 0 || g[1] == 0 || g[2] == 0 {
+		return nil // nothing to do (an empty problem)
+	}
+	return k.fn.Launch([3]uint32{uint32(g[0]), uint32(g[1]), uint32(g[2])}, [3]uint32{uint32(k.Art.Threads), 1, 1},
+		uint32(k.Art.SharedBytes), s, args...)
+}
+
+func args(call *launch.Call, ptrs []cuda.DevicePtr) []any {
+	out := make([]any, len(call.Args))
+	for i, a := range call.Args {
+		if a.Buffer >= 0 {
+			out[i] = ptrs[a.Buffer]
+		} else {
+			out[i] = a.Value
+		}
+	}
+	return out
+}
+
+func elemBytes(e string) (int, error) {
+	switch e {
+	case "f32", "i32":
+		return 4, nil
+	case "bf16", "f16":
+		return 2, nil
+	case "i64":
+		return 8, nil
+	case "i1", "i8", "u8":
+		return 1, nil
+	}
+	return 0, fmt.Errorf("unsupported element type %q", e)
+}
+
+// upload copies a host value to ptr in the buffer's element type.
+func upload(ptr cuda.DevicePtr, b launch.Buffer, v any) error {
+	n := 0
+	var err error
+	switch v := v.(type) {
+	case []float32:
+		n = len(v)
+		if n >= b.Len {
+			switch b.Elem {
+			case "f32":
+				err = cuda.HtoD(ptr, v[:b.Len])
+			case "bf16":
+				err = cuda.HtoD(ptr, narrow(v[:b.Len], half.F32ToBF16))
+			case "f16":
+				err = cuda.HtoD(ptr, narrow(v[:b.Len], half.F32ToF16))
+			default:
+				return fmt.Errorf("%s is %s, got float32 data", b.Name, b.Elem)
+			}
+		}
+	case []int32:
+		n = len(v)
+		if b.Elem != "i32" {
+			return fmt.Errorf("%s is %s, got int32 data", b.Name, b.Elem)
+		}
+		if n >= b.Len && b.Len > 0 {
+			err = cuda.HtoD(ptr, v[:b.Len])
+		}
+	case nil:
+		return fmt.Errorf("no data for %s", b.Name)
+	default:
+		return fmt.Errorf("%s: unsupported host type %T", b.Name, v)
+	}
+	if n < b.Len {
+		return fmt.Errorf("%s has %d elements, the call needs %d", b.Name, n, b.Len)
+	}
+	return err
+}
+
+func download(ptr cuda.DevicePtr, b launch.Buffer) (any, error) {
+	switch b.Elem {
+	case "f32":
+		out := make([]float32, b.Len)
+		return out, cuda.DtoH(out, ptr)
+	case "i32":
+		out := make([]int32, b.Len)
+		return out, cuda.DtoH(out, ptr)
+	case "bf16", "f16":
+		hs := make([]uint16, b.Len)
+		if err := cuda.DtoH(hs, ptr); err != nil {
+			return nil, err
+		}
+		f := half.BF16ToF32
+		if b.Elem == "f16" {
+			f = half.F16ToF32
+		}
+		out := make([]float32, len(hs))
+		for i, h := range hs {
+			out[i] = f(h)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s: cannot read back %s", b.Name, b.Elem)
+}
+
+func narrow(xs []float32, f func(float32) uint16) []uint16 {
+	out := make([]uint16, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}

@@ -1,0 +1,59 @@
+package attention
+
+import (
+	"fmt"
+
+	"github.com/fac-compiler/fac/launch"
+)
+
+// FlashFwd is flash_fwd.fa's launch contract: one program per (q tile,
+// batch × head); q, o are [B, H, Sq, D] and k, v [B, Hkv, Sk, D] with
+// strides; lse is [B, H, Sq] f32; the kv-direction block mask.
+var FlashFwd = &launch.Contract{
+	Kernel: "flash_fwd",
+	File:   "flash_fwd.fa",
+	Tensors: []launch.Tensor{
+		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
+		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
+		{Name: "v", Dims: kvDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
+		{Name: "o", Output: true, Dims: qDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
+		{Name: "lse", Output: true, Dims: lseDims},
+	},
+	Scalars: []launch.Scalar{
+		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
+		{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
+		{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
+		{Name: "seqlen_k", Value: func(p launch.Problem) any { return p.Shape.SeqK }},
+		{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
+	},
+	BlockMask: launch.KVBlockMask,
+	Mods:      []string{"mask", "score"},
+	Grid: func(p launch.Problem) [3]int {
+		return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
+	},
+	Check: func(p launch.Problem) error { return checkHeadDim(p) },
+}
+
+func qDims(p launch.Problem) []int {
+	return []int{p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ, p.Shape.Dim}
+}
+
+func kvDims(p launch.Problem) []int {
+	return []int{p.Shape.Batch, p.Shape.KV(), p.Shape.SeqK, p.Shape.Dim}
+}
+
+func lseDims(p launch.Problem) []int { return []int{p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ} }
+
+func init() { register(FlashFwd) }
+
+// checkHeadDim rejects a problem whose head dim is not the one compiled in,
+// and mask blocks that are not whole multiples of the kernel tile.
+func checkHeadDim(p launch.Problem) error {
+	if d := p.Attr("HEAD_DIM"); p.Shape.Dim != d {
+		return fmt.Errorf("shape: head dim %d, but the kernel was compiled for %d", p.Shape.Dim, d)
+	}
+	if sq, sk, bm, bn := p.Attr("SPARSE_Q"), p.Attr("SPARSE_K"), p.Attr("BLOCK_M"), p.Attr("BLOCK_N"); sq%bm != 0 || sk%bn != 0 {
+		return fmt.Errorf("mask blocks %d×%d must be multiples of the kernel tile %d×%d", sq, sk, bm, bn)
+	}
+	return nil
+}
