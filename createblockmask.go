@@ -46,6 +46,13 @@ func CreateBlockMask(ctx context.Context, o BlockMaskOptions) (*blockmask.BlockM
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	return blockmask.Build(prog, inst, blockmask.Shape{B: o.Batch, H: o.Heads, SeqQ: o.SeqQ, SeqK: o.SeqK},
+	bm, method, err := blockmask.Build(prog, inst, blockmask.Shape{B: o.Batch, H: o.Heads, SeqQ: o.SeqQ, SeqK: o.SeqK},
 		blockmask.Options{BlockQ: o.BlockQ, BlockK: o.BlockK}, o.Aux)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Record what it was built for, so a launch with another mask or shape
+	// is refused.
+	bm.Mask, bm.BuiltB, bm.BuiltH = inst.String(), max(o.Batch, 1), max(o.Heads, 1)
+	return bm, method, nil
 }

@@ -34,14 +34,14 @@ func OpenCUDA(ordinal int) (*CUDA, error) {
 }
 
 // prepare builds the block mask, binds and uploads a host call.
-func (f *Forward) prepare(d *CUDA, in Inputs, sh Shape) (*gpu.Prepared, error) {
+func (f *Forward) prepare(ctx context.Context, d *CUDA, in Inputs, sh Shape) (*gpu.Prepared, error) {
 	if err := sh.Validate(); err != nil {
 		return nil, err
 	}
 	if err := f.checkInputs(in, sh); err != nil {
 		return nil, err
 	}
-	k, err := d.Kernel(context.Background(), f.res, nil)
+	k, err := d.Kernel(ctx, f.res, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,13 @@ func (f *Forward) prepare(d *CUDA, in Inputs, sh Shape) (*gpu.Prepared, error) {
 // RunCUDA runs the forward kernel on the GPU with host tensors and returns
 // O and LSE like RunCPU. Outputs are poisoned (NaN) before the launch.
 func (f *Forward) RunCUDA(d *CUDA, in Inputs, sh Shape) (o, lse []float32, err error) {
-	p, err := f.prepare(d, in, sh)
+	return f.RunCUDAContext(context.Background(), d, in, sh)
+}
+
+// RunCUDAContext is RunCUDA whose compile (llc, when the kernel is in no
+// bundle or cache) stops once ctx is done.
+func (f *Forward) RunCUDAContext(ctx context.Context, d *CUDA, in Inputs, sh Shape) (o, lse []float32, err error) {
+	p, err := f.prepare(ctx, d, in, sh)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -84,7 +90,7 @@ func (f *Forward) RunCUDA(d *CUDA, in Inputs, sh Shape) (o, lse []float32, err e
 // BenchCUDA times the kernel with CUDA events: warmup launches, then reps
 // timed launches; it returns each launch's time in milliseconds.
 func (f *Forward) BenchCUDA(d *CUDA, in Inputs, sh Shape, warmup, reps int) ([]float64, error) {
-	p, err := f.prepare(d, in, sh)
+	p, err := f.prepare(context.Background(), d, in, sh)
 	if err != nil {
 		return nil, err
 	}

@@ -350,3 +350,66 @@ func TestPNG(t *testing.T) {
 		t.Errorf("cell size 0 accepted")
 	}
 }
+
+// TestProvenanceRoundTrip: Save records the mask and the batch and heads a
+// block mask was built for (format 2) and Load gives them back; format 1
+// files and files without a format load with the provenance unknown.
+// Before, a block mask did not know its mask, so one made for "none" ran
+// a causal kernel without complaint.
+func TestProvenanceRoundTrip(t *testing.T) {
+	bm := sample(t)
+	bm.Mask, bm.BuiltB, bm.BuiltH = "sliding_window(20, 0)", 4, 3
+	dir := filepath.Join(t.TempDir(), "bm")
+	if err := bm.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := os.ReadFile(filepath.Join(dir, MetaFile))
+	for _, want := range []string{`"format": "fac-blockmask/2"`, `"mask": "sliding_window(20, 0)"`, `"batch_heads": [`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("%s lacks %s:\n%s", MetaFile, want, js)
+		}
+	}
+	got, err := Load(dir, 0, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Mask != bm.Mask || got.BuiltB != 4 || got.BuiltH != 3 || !got.Equal(bm) {
+		t.Fatalf("provenance lost: mask %q, built for %d×%d", got.Mask, got.BuiltB, got.BuiltH)
+	}
+	meta := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, MetaFile), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{
+		`{"format": "fac-blockmask/1", "seq_lengths": [70, 45], "block_size": [16, 8]}`,
+		`{"seq_lengths": [70, 45], "block_size": [16, 8]}`, // written by a Python script
+	} {
+		meta(s)
+		got, err := Load(dir, 0, 0, 0, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if got.Mask != "" || got.BuiltB != 0 || got.BuiltH != 0 || !got.Equal(bm) {
+			t.Errorf("%s: provenance %q %d×%d, want unknown", s, got.Mask, got.BuiltB, got.BuiltH)
+		}
+	}
+	// A script may record the mask itself.
+	meta(`{"seq_lengths": [70, 45], "block_size": [16, 8], "mask": "causal"}`)
+	if got, err := Load(dir, 0, 0, 0, 0); err != nil || got.Mask != "causal" {
+		t.Errorf("mask from a script's json: %v %q", err, got.Mask)
+	}
+	for _, c := range []struct{ json, want string }{
+		{`{"format": "fac-blockmask/9", "seq_lengths": [70, 45], "block_size": [16, 8]}`, `format "fac-blockmask/9", want "fac-blockmask/2" (or "fac-blockmask/1")`},
+		{`{"format": "fac-blockmask/1", "seq_lengths": [70, 45], "block_size": [16, 8], "mask": "causal"}`, `format "fac-blockmask/1" has no mask`},
+		{`{"seq_lengths": [70, 45], "block_size": [16, 8], "batch_heads": [0, 3]}`, "batch_heads is [0 3]"},
+		// H=3 masks, but built for 2 heads: impossible.
+		{`{"seq_lengths": [70, 45], "block_size": [16, 8], "batch_heads": [1, 2]}`, "built for batch 1 and 2 heads"},
+	} {
+		meta(c.json)
+		if _, err := Load(dir, 0, 0, 0, 0); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.json, err, c.want)
+		}
+	}
+}

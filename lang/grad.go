@@ -175,7 +175,7 @@ func (l *lowerer) gradFunc(m *ModInst, types []tir.Type, withAux bool, pos lexer
 		var de *passes.DiffError
 		if errors.As(err, &de) && de.Op.Pos.Line != 0 {
 			at := lexer.Position{Filename: de.Op.Pos.File, Line: de.Op.Pos.Line, Column: de.Op.Pos.Col}
-			l.fail(at, "grad of score %s (at %s:%d:%d): cannot differentiate %s: %s", m, pos.Filename, pos.Line, pos.Column, de.Op.Kind, de.Why)
+			l.fail(at, "grad of score %s (called at %s:%d:%d): cannot differentiate %s: %s", m, pos.Filename, pos.Line, pos.Column, de.Op.Kind, de.Why)
 		}
 		l.fail(pos, "grad of score %s: %v", m, err)
 	}

@@ -173,7 +173,7 @@ func (d *differ) mark(op *tir.Op) error {
 	switch {
 	case len(op.Regions) > 0:
 		if anyActive || d.usesActive(op) {
-			return d.fail(op, "control flow (%s) on values the result depends on is not differentiable; use select", k)
+			return d.fail(op, "a %s whose values depend on what is differentiated is not differentiable (use select)", k)
 		}
 	case len(op.Results) == 1 && op.Result().Type.Ptr:
 		// Pointer arithmetic on a Memory parameter keeps its root; mixing

@@ -263,7 +263,7 @@ func checkAccuracy(t *testing.T, stdout string) {
 // and checks them against the reference.
 func TestRunUserMods(t *testing.T) {
 	small := []string{"--seqlen-q", "70", "--seqlen-k", "90", "--dim", "16", "--heads", "2", "--batch", "1",
-		"--const", "BLOCK_M=32", "--const", "BLOCK_N=32"}
+		"--const", "BLOCK_M=32", "--const", "BLOCK_N=32", "--random-aux", "--doc-len", "20"}
 	type job struct {
 		file, flag, mod string
 	}

@@ -37,7 +37,7 @@ func TestCompileCache(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("process %d: exit %d: %s", i, r.code, r.stderr)
 		}
-		for _, stage := range []string{"parse", "lower", "passes", "codegen", "llc", "total"} {
+		for _, stage := range []string{"parse", "lower", "tile passes", "assign-layouts", "lower-llvm", "llc", "total"} {
 			if !strings.Contains(r.stderr, stage) && !strings.Contains(r.stderr, "cache hit") {
 				t.Errorf("process %d: -v lacks stage %s: %s", i, stage, r.stderr)
 			}

@@ -31,13 +31,20 @@ type dimSource struct {
 func (s *shapeFlags) add(cmd *cobra.Command, seqDefault int, withKV bool) {
 	fs := cmd.Flags()
 	s.fs, s.withKV = fs, withKV
-	fs.IntVar(&s.batch, "batch", 2, "batch size (default from --q when given, else 2)")
-	fs.IntVar(&s.heads, "heads", 2, "query heads (default from --q when given, else 2)")
-	fs.IntVar(&s.seqQ, "seqlen-q", seqDefault, fmt.Sprintf("query sequence length (default from --q or --blockmask when given, else %d)", seqDefault))
-	fs.IntVar(&s.seqK, "seqlen-k", seqDefault, fmt.Sprintf("key sequence length (default from --k or --blockmask when given, else %d)", seqDefault))
+	// Only run reads tensor files and block-mask folders that give sizes.
+	from := func(src string) string {
+		if withKV {
+			return " (when not given: from " + src + ")"
+		}
+		return ""
+	}
+	fs.IntVar(&s.batch, "batch", 2, "batch size"+from("--q"))
+	fs.IntVar(&s.heads, "heads", 2, "query heads"+from("--q"))
+	fs.IntVar(&s.seqQ, "seqlen-q", seqDefault, "query sequence length"+from("--q or --blockmask"))
+	fs.IntVar(&s.seqK, "seqlen-k", seqDefault, "key sequence length"+from("--k or --blockmask"))
 	if withKV {
-		fs.IntVar(&s.kvHeads, "kv-heads", 0, "key/value heads, grouped-query attention (default from --k when given, else = heads)")
-		fs.IntVar(&s.dim, "dim", 64, "head dimension (default from --q when given, else 64)")
+		fs.IntVar(&s.kvHeads, "kv-heads", 0, "key/value heads, grouped-query attention (when not given: from --k, else = heads)")
+		fs.IntVar(&s.dim, "dim", 64, "head dimension (when not given: from --q)")
 	}
 }
 
@@ -81,15 +88,6 @@ func (s *shapeFlags) note(name string, v int, from string) error {
 	s.known[name] = dimSource{v, from}
 	*s.ptr(name) = v
 	return nil
-}
-
-// given reports whether some source fixed size name (a flag or a file).
-func (s *shapeFlags) given(name string) bool {
-	if _, ok := s.known[name]; ok {
-		return true
-	}
-	f := s.fs.Lookup(name)
-	return f != nil && f.Changed
 }
 
 // noteTensor reads a [B, H, S, D] tensor file and notes its sizes; kv

@@ -14,7 +14,7 @@ import (
 // TestContractsMatchKernels checks every stdlib kernel's contract against
 // its .fa signature: every kernel has a contract in a Go file beside its
 // .fa, and the contract covers each parameter exactly once with the right
-// kind, for mods with and without aux tensors.
+// kind, for mods with and without aux tensors (kernels taking a mask).
 func TestContractsMatchKernels(t *testing.T) {
 	prog, err := compiler.Load(nil)
 	if err != nil {
@@ -35,6 +35,9 @@ func TestContractsMatchKernels(t *testing.T) {
 			t.Errorf("contract of %s names file %s, which does not declare it", c.Kernel, c.File)
 		}
 		for _, mask := range []string{"", "document"} {
+			if mask != "" && !slices.Contains(c.Mods, "mask") {
+				continue // a kernel without a mask mod (flash_bwd_preprocess)
+			}
 			res, err := compiler.Compile(compiler.Request{Kernel: c.Kernel, Mask: mask})
 			if err != nil {
 				t.Fatalf("%s mask=%q: %v", c.Kernel, mask, err)

@@ -1,0 +1,306 @@
+package fac
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fac-compiler/fac/blockmask"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/launch"
+	"github.com/fac-compiler/fac/runtime/cpu"
+	"github.com/fac-compiler/fac/stdlib/attention"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Backward is the compiled backward pass of attention for one head
+// dimension, with the same mods as the forward: the stdlib kernels
+// flash_bwd_preprocess (Δ = rowsum(dO∘O)), flash_bwd (dK, dV; dQ through
+// f32 atomics) and flash_bwd_postprocess (dQ), or, with the compile-time
+// argument DETERMINISTIC=true, flash_bwd_dq in place of the atomics and the
+// postprocess, so that every run gives the same bits (see docs/backward.md).
+type Backward struct {
+	opts          Options
+	dim           int
+	deterministic bool
+	stages        []stage // in launch order
+	main          *stage  // flash_bwd
+	// masker builds and checks block masks as the forward does, with
+	// flash_bwd's mask and block sizes.
+	masker *Forward
+	dtype  tir.Elem
+}
+
+// stage is one compiled kernel of the backward pass.
+type stage struct {
+	res      *compiler.Result
+	contract *launch.Contract
+}
+
+// CompileBackward compiles the backward kernels for head dimension dim.
+// opts are the forward's: Mask, Score, Sources, DType and Passes apply to
+// every kernel; each of Consts goes to the kernels that declare it (BLOCK_M,
+// BLOCK_N, SPARSE_Q, SPARSE_K, DETERMINISTIC, AUX_GRAD), and one that no
+// backward kernel declares is an error. The block sizes SPARSE_Q ×
+// SPARSE_K must be the forward's for a block mask to serve both.
+func CompileBackward(opts Options, dim int) (*Backward, error) {
+	dt := opts.DType
+	if dt == "" {
+		dt = "f32"
+	}
+	if dt != "f32" && dt != "bf16" && dt != "f16" {
+		return nil, fmt.Errorf("unsupported dtype %q: the backward kernels take f32, bf16 or f16", dt)
+	}
+	if dim <= 0 || dim > 256 {
+		return nil, fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
+	}
+	bw := &Backward{opts: opts, dim: dim}
+	if v, ok := opts.Consts["DETERMINISTIC"]; ok {
+		d, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("DETERMINISTIC = %q: want true or false", v)
+		}
+		bw.deterministic = d
+	}
+	kernels := []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwd, attention.FlashBwdPostprocess}
+	if bw.deterministic {
+		kernels = []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwd, attention.FlashBwdDQ}
+	}
+	prog, err := compiler.Load(opts.Sources)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, c := range kernels {
+		cps, ok := prog.KernelParams(c.Kernel)
+		if !ok {
+			return nil, fmt.Errorf("internal compiler error: no kernel %s", c.Kernel)
+		}
+		consts := map[string]string{}
+		req := compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Consts: consts, Passes: opts.Passes}
+		for _, cp := range cps {
+			switch {
+			case cp.Name == "HEAD_DIM":
+				consts[cp.Name] = strconv.Itoa(dim)
+			case cp.Name == "DTYPE":
+				consts[cp.Name] = dt
+			case cp.Kind == "mask":
+				req.Mask = opts.Mask
+			case cp.Kind == "score":
+				req.Score = opts.Score
+			}
+			if v, ok := opts.Consts[cp.Name]; ok {
+				consts[cp.Name] = v
+				used[cp.Name] = true
+			}
+		}
+		res, err := compiler.Compile(req)
+		if err != nil {
+			return nil, err
+		}
+		if res.Func() == nil {
+			return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
+		}
+		if err := c.CheckParams(res.Params()); err != nil {
+			return nil, fmt.Errorf("internal compiler error: %w", err)
+		}
+		p := launch.Problem{Shape: Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim}, Attrs: res.Attrs()}
+		if err := c.Check(p); err != nil {
+			return nil, err
+		}
+		bw.stages = append(bw.stages, stage{res: res, contract: c})
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.Consts)) {
+		if !used[k] {
+			return nil, fmt.Errorf("no backward kernel has a compile-time parameter %s", k)
+		}
+	}
+	bw.main = &bw.stages[1]
+	if bw.deterministic && len(bw.AuxGrads()) > 0 {
+		return nil, fmt.Errorf("DETERMINISTIC: the gradients of aux tensors %s are accumulated with atomics, whose order varies; set AUX_GRAD=false (or leave DETERMINISTIC off)",
+			strings.Join(bw.AuxGrads(), ", "))
+	}
+	bw.dtype = bw.main.res.Func().Params[0].Type.Elem
+	bw.masker = &Forward{opts: opts, res: bw.main.res, contract: bw.main.contract, dim: dim, dtype: bw.dtype}
+	return bw, nil
+}
+
+// Deterministic reports whether dQ is computed without atomics.
+func (bw *Backward) Deterministic() bool { return bw.deterministic }
+
+// Kernels are the compiled kernels in launch order.
+func (bw *Backward) Kernels() []*compiler.Result {
+	out := make([]*compiler.Result, len(bw.stages))
+	for i, s := range bw.stages {
+		out[i] = s.res
+	}
+	return out
+}
+
+// AuxTensors are the aux tensors the mods read ("doc", "slopes"), as for
+// the forward: BackwardInputs.Aux must hold exactly these.
+func (bw *Backward) AuxTensors() []string {
+	var out []string
+	for _, a := range bw.main.contract.AuxTensors(bw.main.res.Params()) {
+		if !strings.HasSuffix(a, ".grad") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// AuxGrads are the float aux tensors of the score mod that get gradients
+// ("bias"): Grads.DAux holds one per name.
+func (bw *Backward) AuxGrads() []string {
+	var out []string
+	for _, a := range bw.main.contract.AuxTensors(bw.main.res.Params()) {
+		if n, ok := strings.CutSuffix(a, ".grad"); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// BlockMask builds the block mask of a shape as the forward does (the
+// same mask and block sizes give the same mask; the backward reads its
+// transposed lists).
+func (bw *Backward) BlockMask(sh Shape, aux map[string]any) (*blockmask.BlockMask, blockmask.Method, error) {
+	return bw.masker.BuildBlockMask(sh, aux)
+}
+
+// BackwardInputs are the tensors of one backward call, contiguous
+// row-major: Q, K, V, Aux, Scale and BlockMask as given to the forward; O
+// ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log) as it returned
+// them; DO = dL/dO, shaped like O.
+type BackwardInputs struct {
+	Q, K, V   []float32
+	O, LSE    []float32
+	DO        []float32
+	Aux       map[string]any
+	Scale     float32
+	BlockMask *blockmask.BlockMask
+}
+
+// Grads are the gradients of one backward call: DQ like Q, DK and DV like
+// K and V (summed over the query heads of a group), and DAux, by name, the
+// gradients of the score mod's float aux tensors (as long as each tensor).
+type Grads struct {
+	DQ, DK, DV []float32
+	DAux       map[string][]float32
+}
+
+// RunCPU runs the backward pass on the CPU reference device and returns
+// dQ, dK and dV; RunCPUGrads also returns the aux gradients.
+func (bw *Backward) RunCPU(in BackwardInputs, sh Shape) (dq, dk, dv []float32, err error) {
+	g, err := bw.RunCPUGrads(context.Background(), in, sh)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return g.DQ, g.DK, g.DV, nil
+}
+
+// RunCPUGrads runs the backward pass on the CPU reference device; it gives
+// up, returning ctx's error, once ctx is done.
+func (bw *Backward) RunCPUGrads(ctx context.Context, in BackwardInputs, sh Shape) (*Grads, error) {
+	if err := sh.Validate(); err != nil {
+		return nil, err
+	}
+	if err := bw.checkInputs(in, sh); err != nil {
+		return nil, err
+	}
+	bm, err := bw.masker.blockMask(Inputs{Aux: in.Aux, BlockMask: in.BlockMask}, sh)
+	if err != nil {
+		return nil, err
+	}
+	auxLen, err := auxLens(in.Aux)
+	if err != nil {
+		return nil, err
+	}
+	// Buffers that pass from kernel to kernel, by parameter name: they
+	// stay on the device (here: *cpu.Buffer).
+	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V, "o": in.O, "dout": in.DO, "lse": in.LSE}
+	// The score's aux gradients: zeroed f32 buffers that flash_bwd adds
+	// into, bound as its aux tensors "score.<aux>.grad".
+	daux := map[string]*cpu.Buffer{}
+	gradLen := map[string]int{}
+	for _, a := range bw.AuxGrads() {
+		n, ok := auxLen[a]
+		if !ok {
+			n, ok = auxLen["score."+a]
+		}
+		if !ok {
+			return nil, fmt.Errorf("missing aux tensor %q", a)
+		}
+		key := "score." + a + ".grad"
+		daux[key] = cpu.NewBuffer(key, tir.F32, n)
+		gradLen[key] = n
+	}
+	for i := range bw.stages {
+		st := &bw.stages[i]
+		req := launch.Request{Problem: launch.Problem{Shape: sh, Attrs: st.res.Attrs(), Scale: in.Scale}}
+		if st.contract.BlockMask != nil {
+			req.BlockMask = bm
+			// flash_bwd reads the transposed lists, flash_bwd_dq the forward's.
+			for name, xs := range st.contract.BlockMask.Tensors(bm) {
+				host[name] = xs
+			}
+		}
+		if len(st.contract.Mods) > 0 {
+			req.Aux = maps.Clone(auxLen)
+			if st == bw.main {
+				maps.Copy(req.Aux, gradLen)
+			}
+		}
+		call, err := st.contract.Bind(st.res.Params(), req)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range call.Buffers {
+			if b.Role != launch.Aux {
+				continue
+			}
+			if d, ok := daux[b.Key]; ok {
+				host[b.Name] = d
+			} else {
+				host[b.Name] = in.Aux[b.Key]
+			}
+		}
+		out, err := cpu.Run(ctx, st.res.Module, call, host)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range st.contract.Outputs() {
+			host[name] = out[name]
+		}
+	}
+	g := &Grads{DAux: map[string][]float32{}}
+	g.DQ = host["dq"].(*cpu.Buffer).F32()
+	g.DK = host["dk"].(*cpu.Buffer).F32()
+	g.DV = host["dv"].(*cpu.Buffer).F32()
+	for key, b := range daux {
+		g.DAux[strings.TrimSuffix(strings.TrimPrefix(key, "score."), ".grad")] = b.F32()
+	}
+	return g, nil
+}
+
+// checkInputs checks the host tensors' sizes against the shape.
+func (bw *Backward) checkInputs(in BackwardInputs, sh Shape) error {
+	p := launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs(), Scale: in.Scale}
+	c := bw.main.contract
+	for _, t := range []struct {
+		name, tensor string
+		xs           []float32
+	}{{"Q", "q", in.Q}, {"K", "k", in.K}, {"V", "v", in.V}, {"O", "dout", in.O}, {"DO", "dout", in.DO}, {"LSE", "lse", in.LSE}} {
+		n, err := c.Extent(t.tensor, p, nil)
+		if err != nil {
+			return err
+		}
+		if len(t.xs) != n {
+			return fmt.Errorf("tensor %s has %d elements, shape %+v needs %d", t.name, len(t.xs), sh, n)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package attention
+
+import (
+	"fmt"
+
+	"github.com/fac-compiler/fac/launch"
+)
+
+// The backward pass is four kernels sharing the forward's shapes: q, dO,
+// dQ are [B, H, Sq, D], k, v, dK, dV [B, Hkv, Sk, D] with strides; lse
+// (from the forward) and Δ are [B, H, Sq] f32; dq_accum is the f32 dQ
+// accumulator [B, H, Sq, D], contiguous, which only the atomic mode uses
+// (in DETERMINISTIC mode it is a single unused element).
+//
+//	flash_bwd_preprocess  Δ = rowsum(dO∘O), dq_accum = 0     grid (q tiles, B·H)
+//	flash_bwd             dK, dV; dq_accum += dS·K (atomic)  grid (kv tiles, B·Hkv)
+//	flash_bwd_postprocess dQ = scale · dq_accum             grid (q tiles, B·H)
+//	flash_bwd_dq          dQ (DETERMINISTIC, no atomics)    grid (q tiles, B·H)
+
+// FlashBwdPreprocess is flash_bwd_preprocess.fa's launch contract.
+var FlashBwdPreprocess = &launch.Contract{
+	Kernel: "flash_bwd_preprocess",
+	File:   "flash_bwd_preprocess.fa",
+	Tensors: []launch.Tensor{
+		{Name: "o", Dims: qDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
+		{Name: "dout", Dims: qDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
+		{Name: "delta", Output: true, Dims: lseDims},
+		{Name: "dq_accum", Output: true, Dims: dqAccumDims},
+	},
+	Scalars: []launch.Scalar{
+		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
+		{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
+	},
+	Grid:  qGrid,
+	Check: checkDim,
+}
+
+// FlashBwd is flash_bwd.fa's launch contract: one program per (kv tile,
+// batch × kv head), walking the transposed (q_*) block-mask lists. The
+// score mod's aux tensors come as for the forward; with AUX_GRAD, each
+// float one also has a gradient parameter "score.<aux>.grad", bound like
+// an aux tensor of the aux's length (f32, zeroed by the caller).
+var FlashBwd = &launch.Contract{
+	Kernel: "flash_bwd",
+	File:   "flash_bwd.fa",
+	Tensors: []launch.Tensor{
+		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
+		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
+		{Name: "v", Dims: kvDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
+		{Name: "dout", Dims: qDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
+		{Name: "lse", Dims: lseDims},
+		{Name: "delta", Dims: lseDims},
+		{Name: "dk", Output: true, Dims: kvDims, Strides: []string{"stride_dkb", "stride_dkh", "stride_dks"}},
+		{Name: "dv", Output: true, Dims: kvDims, Strides: []string{"stride_dvb", "stride_dvh", "stride_dvs"}},
+		// Read and written (atomic adds): the caller passes the buffer
+		// flash_bwd_preprocess zeroed.
+		{Name: "dq_accum", Dims: dqAccumDims},
+	},
+	Scalars:   attentionScalars,
+	BlockMask: QBlockMask,
+	Mods:      []string{"mask", "score"},
+	Grid: func(p launch.Problem) [3]int {
+		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
+	},
+	Check: checkHeadDim,
+}
+
+// FlashBwdPostprocess is flash_bwd_postprocess.fa's launch contract.
+var FlashBwdPostprocess = &launch.Contract{
+	Kernel: "flash_bwd_postprocess",
+	File:   "flash_bwd_postprocess.fa",
+	Tensors: []launch.Tensor{
+		{Name: "dq_accum", Dims: dqAccumDims},
+		{Name: "dq", Output: true, Dims: qDims, Strides: []string{"stride_dqb", "stride_dqh", "stride_dqs"}},
+	},
+	Scalars: []launch.Scalar{
+		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
+		{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
+		{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
+	},
+	Grid:  qGrid,
+	Check: checkDim,
+}
+
+// FlashBwdDQ is flash_bwd_dq.fa's launch contract: like flash_fwd's (one
+// program per q tile, the kv-direction block mask).
+var FlashBwdDQ = &launch.Contract{
+	Kernel: "flash_bwd_dq",
+	File:   "flash_bwd_dq.fa",
+	Tensors: []launch.Tensor{
+		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
+		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
+		{Name: "v", Dims: kvDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
+		{Name: "dout", Dims: qDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
+		{Name: "lse", Dims: lseDims},
+		{Name: "delta", Dims: lseDims},
+		{Name: "dq", Output: true, Dims: qDims, Strides: []string{"stride_dqb", "stride_dqh", "stride_dqs"}},
+	},
+	Scalars:   attentionScalars,
+	BlockMask: launch.KVBlockMask,
+	Mods:      []string{"mask", "score"},
+	Grid:      qGrid,
+	Check:     checkHeadDim,
+}
+
+// QBlockMask is the transposed set, for kernels walking kv blocks:
+// q_num_blocks, q_indices, full_q_num_blocks, full_q_indices (counts
+// [B', H', num_kv_blocks], index rows num_q_blocks long).
+var QBlockMask = &launch.BlockMaskParams{
+	Transposed: true,
+	Counts:     "q_num_blocks", Indices: "q_indices", FullCounts: "full_q_num_blocks", FullIndices: "full_q_indices",
+	StrideB: "bm_stride_b", StrideH: "bm_stride_h", RowLen: "num_q_blocks",
+	BlockQAttr: "SPARSE_Q", BlockKAttr: "SPARSE_K",
+}
+
+// attentionScalars are the scalars flash_fwd's family takes.
+var attentionScalars = []launch.Scalar{
+	{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
+	{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
+	{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
+	{Name: "seqlen_k", Value: func(p launch.Problem) any { return p.Shape.SeqK }},
+	{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
+}
+
+// dqAccumDims is the f32 dQ accumulator, or one element when the kernels
+// were compiled DETERMINISTIC and do not use it.
+func dqAccumDims(p launch.Problem) []int {
+	if a, ok := p.Attrs["DETERMINISTIC"]; ok && a != 0 {
+		return []int{1}
+	}
+	return qDims(p)
+}
+
+func qGrid(p launch.Problem) [3]int {
+	return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
+}
+
+// checkDim rejects a problem whose head dim is not the one compiled in.
+func checkDim(p launch.Problem) error {
+	if d := p.Attr("HEAD_DIM"); p.Shape.Dim != d {
+		return fmt.Errorf("shape: head dim %d, but the kernel was compiled for %d", p.Shape.Dim, d)
+	}
+	return nil
+}
+
+func init() {
+	register(FlashBwdPreprocess)
+	register(FlashBwd)
+	register(FlashBwdPostprocess)
+	register(FlashBwdDQ)
+}
