@@ -54,6 +54,8 @@ type gradCase struct {
 	auxTol float64
 	// worst, when set, collects the largest relative error per gradient.
 	worst map[string]float64
+	// round, when set, rounds dO to the kernels' element type.
+	round func([]float32) []float32
 }
 
 func (c gradCase) note(what string, rel float64) {
@@ -76,6 +78,9 @@ func (c gradCase) run(t *testing.T, seed uint64) (emptyRows int, g *fac.Grads) {
 	do := make([]float32, len(o))
 	for i := range do {
 		do[i] = float32(rng.NormFloat64())
+	}
+	if c.round != nil {
+		do = c.round(do)
 	}
 	bin := fac.BackwardInputs{Q: c.in.Q, K: c.in.K, V: c.in.V, O: o, LSE: lse, DO: do, Aux: c.in.Aux}
 	g, err = c.bwd.RunCPUGrads(t.Context(), bin, sh)
@@ -332,4 +337,27 @@ func abs(x int) int {
 		return -x
 	}
 	return x
+}
+
+// TestBackwardBF16 runs the bf16 kernels (P and dS rounded to bf16 for the
+// products, as on the GPU) against the reference on the same bf16 inputs.
+func TestBackwardBF16(t *testing.T) {
+	opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", DType: "bf16"}
+	fwd, err := fac.CompileForward(opts, bwdDim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bwd, err := fac.CompileBackward(opts, bwdDim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := fac.Shape{Batch: 1, Heads: 4, KVHeads: 2, SeqQ: 127, SeqK: 100, Dim: bwdDim}
+	in := only(fwd, inputs(sh, 8))
+	bf := func(xs []float32) []float32 { return fac.BF16s(fac.F32sToBF16(xs)) }
+	in.Q, in.K, in.V = bf(in.Q), bf(in.K), bf(in.V)
+	c := gradCase{name: "bf16", fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-2, round: bf,
+		mask:  func(b, h, i, j int) bool { return i >= j },
+		score: func(s float64, b, h, i, j int) float64 { return 2.5 * math.Tanh(s/2.5) },
+		deriv: derivs["softcap(2.5)"](sh, nil)}
+	c.run(t, 12)
 }
