@@ -16,7 +16,8 @@ type BlockMaskOptions struct {
 	Sources                  map[string]string // user files defining the mask
 	Batch, Heads, SeqQ, SeqK int               // Batch, Heads 0 mean 1
 	BlockQ, BlockK           int               // 0 means 128 (FlexAttention's default)
-	Aux                      map[string]any    // the mask's aux tensors ([]int32, []float32) by name
+	Aux                      map[string]any    // the mask's aux tensors by name (as Inputs.Aux takes them)
+	Scalars                  map[string]any    // the mask's run-time parameters by name (as Inputs.Scalars)
 }
 
 // CreateBlockMask builds a mask's block mask in one call, like
@@ -47,7 +48,7 @@ func CreateBlockMask(ctx context.Context, o BlockMaskOptions) (*blockmask.BlockM
 		return nil, 0, err
 	}
 	bm, method, err := blockmask.Build(prog, inst, blockmask.Shape{B: o.Batch, H: o.Heads, SeqQ: o.SeqQ, SeqK: o.SeqK},
-		blockmask.Options{BlockQ: o.BlockQ, BlockK: o.BlockK}, o.Aux)
+		blockmask.Options{BlockQ: o.BlockQ, BlockK: o.BlockK}, Inputs{Aux: o.Aux, Scalars: o.Scalars}.modValues())
 	if err != nil {
 		return nil, 0, err
 	}

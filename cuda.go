@@ -103,12 +103,15 @@ func (f *Forward) BenchCUDA(d *CUDA, in Inputs, sh Shape, warmup, reps int) ([]f
 // [B, H, SeqQ, Dim], K and V [B, KVHeads, SeqK, Dim], in the kernel's DType,
 // with the last dimension contiguous and the other strides (in elements)
 // given as {batch, head, seq}; a zero stride array means contiguous. LSE is
-// [B, H, SeqQ] f32, contiguous. Aux holds the mods' aux tensors (int32 or
-// f32 elements) by name, e.g. "doc".
+// [B, H, SeqQ] f32, contiguous. Aux holds the mods' aux tensors by name,
+// e.g. "doc", in their declared element types (bool as one byte, f16 and
+// bf16 as two), row-major in their declared shapes. Scalars holds the
+// mods' run-time parameters, as Inputs.Scalars.
 type DeviceTensors struct {
 	Q, K, V, O, LSE                    uintptr
 	QStride, KStride, VStride, OStride [3]int
 	Aux                                map[string]DeviceAux
+	Scalars                            map[string]any
 	Scale                              float32 // 0 means 1/sqrt(Dim)
 	// BlockMask is the block mask on the device (see UploadBlockMask); nil
 	// builds one on the host and uploads it for this call only.
@@ -177,13 +180,16 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 	for name, a := range t.Aux {
 		aux[name] = a.Len
 	}
+	if err := f.checkAuxLens(aux, sh); err != nil {
+		return fmt.Errorf("LaunchCUDA: %w", err)
+	}
 	dm := t.BlockMask
 	if dm == nil {
 		host, err := f.hostAux(t.Aux)
 		if err != nil {
 			return err
 		}
-		bm, err := f.blockMaskCUDA(d, Inputs{Aux: host}, sh)
+		bm, err := f.blockMaskCUDA(d, Inputs{Aux: host, Scalars: t.Scalars}, sh)
 		if err != nil {
 			return err
 		}
@@ -198,7 +204,7 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 	for name, p := range dm.ptrs {
 		ptrs[name] = p
 	}
-	call, err := f.contract.Bind(k.Art.Params, launch.Request{Problem: f.problem(sh, t.Scale), Strides: strides, BlockMask: dm.Mask, Aux: aux})
+	call, err := f.contract.Bind(k.Art.Params, launch.Request{Problem: f.problem(sh, t.Scale), Strides: strides, BlockMask: dm.Mask, Aux: aux, Scalars: t.Scalars})
 	if err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
@@ -219,7 +225,7 @@ func (f *Forward) blockMaskCUDA(d *CUDA, in Inputs, sh Shape) (*blockmask.BlockM
 	if in.BlockMask != nil {
 		return f.blockMask(in, sh)
 	}
-	bm, err := f.analytic(sh)
+	bm, err := f.analyticWith(sh, in.modValues())
 	if err == nil {
 		return bm, nil
 	}
@@ -244,21 +250,46 @@ func (f *Forward) hostAux(aux map[string]DeviceAux) (map[string]any, error) {
 		if !ok {
 			return nil, fmt.Errorf("LaunchCUDA: missing aux tensor %q", p.Name)
 		}
-		if p.Elem == tir.F32 {
-			xs := make([]float32, a.Len)
-			if err := cuda.DtoH(xs, cuda.DevicePtr(a.Ptr)); err != nil {
-				return nil, err
-			}
-			out[p.Name] = xs
-			continue
-		}
-		xs := make([]int32, a.Len)
-		if err := cuda.DtoH(xs, cuda.DevicePtr(a.Ptr)); err != nil {
+		xs, err := deviceToHost(p.Elem, a)
+		if err != nil {
 			return nil, err
 		}
 		out[p.Name] = xs
 	}
 	return out, nil
+}
+
+// deviceToHost copies an aux tensor of element type e back from the device
+// as the slice launch.HostData gives for e.
+func deviceToHost(e tir.Elem, a DeviceAux) (any, error) {
+	var err error
+	switch e {
+	case tir.F32:
+		xs := make([]float32, a.Len)
+		err = cuda.DtoH(xs, cuda.DevicePtr(a.Ptr))
+		return xs, err
+	case tir.I32:
+		xs := make([]int32, a.Len)
+		err = cuda.DtoH(xs, cuda.DevicePtr(a.Ptr))
+		return xs, err
+	case tir.I64:
+		xs := make([]int64, a.Len)
+		err = cuda.DtoH(xs, cuda.DevicePtr(a.Ptr))
+		return xs, err
+	case tir.F16, tir.BF16:
+		xs := make([]uint16, a.Len)
+		err = cuda.DtoH(xs, cuda.DevicePtr(a.Ptr))
+		return xs, err
+	case tir.I1:
+		bs := make([]uint8, a.Len)
+		err = cuda.DtoH(bs, cuda.DevicePtr(a.Ptr))
+		xs := make([]bool, a.Len)
+		for i, b := range bs {
+			xs[i] = b != 0
+		}
+		return xs, err
+	}
+	return nil, fmt.Errorf("LaunchCUDA: aux tensors of %s cannot be read back", e)
 }
 
 // BuildBlockMaskCUDA classifies the mask's blocks on the GPU with the

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +53,7 @@ type Forward struct {
 	clsErr  error
 
 	amu       sync.Mutex
-	analyzers map[[4]int]*blockmask.Analyzer // by (B, H, SeqQ, SeqK)
+	analyzers map[string]*blockmask.Analyzer // by B, H, SeqQ, SeqK and the mask's run-time parameters
 }
 
 // CompileForward compiles flash_fwd for head dimension dim.
@@ -108,15 +110,51 @@ func (f *Forward) AuxTensors() []string { return f.contract.AuxTensors(f.res.Par
 
 // Inputs are the tensors of one call, contiguous row-major. Aux holds the
 // mods' aux tensors by name (e.g. "doc" → []int32, "slopes" → []float32);
-// "mask.doc" also works. Scale 0 means 1/sqrt(Dim).
+// "mask.doc" also works. Scalars holds the mods' run-time parameters by
+// name (e.g. "offset" → 5; "mask.offset" also works): int, int32, int64,
+// float32, float64 or bool. Scale 0 means 1/sqrt(Dim).
+//
+// An aux tensor is a flat row-major slice of its declared shape for this
+// call (a tensor declared tensor[T] without a shape is 1-D of any length),
+// or an Array, whose shape is checked dimension by dimension. Its element
+// type is the declared one; data of another type converts when every
+// value keeps: []bool; []int8, []uint8, []int16, []int32, []int64, []int;
+// []float32, []float64; []uint16 as the bits of f16 or bf16 (for tensors of
+// those types only). See launch.HostData.
 //
 // BlockMask, when set, is the block mask to use (e.g. loaded from
 // FlexAttention's tensors); else one is built from the mask for each call.
 type Inputs struct {
 	Q, K, V   []float32
 	Aux       map[string]any
+	Scalars   map[string]any
 	Scale     float32
 	BlockMask *blockmask.BlockMask
+}
+
+// Array is an N-D host array for Inputs.Aux: a flat row-major slice and its
+// shape, e.g. Array{Shape: []int{2, 1024}, Data: docIDs} for an aux tensor
+// declared tensor[i32][batch, seqlen_q].
+type Array = launch.Array
+
+// RuntimeParams are the names of the run-time parameters the kernel's mods
+// read ("offset"): Inputs.Scalars must hold exactly these.
+func (f *Forward) RuntimeParams() []string { return f.contract.RuntimeParams(f.res.Params()) }
+
+// modValues are a call's inputs for building a block mask: the mask's aux
+// tensors and run-time parameters, in one map by name.
+func (in Inputs) modValues() map[string]any {
+	if len(in.Scalars) == 0 {
+		return in.Aux
+	}
+	out := make(map[string]any, len(in.Aux)+len(in.Scalars))
+	for k, v := range in.Aux {
+		out[k] = v
+	}
+	for k, v := range in.Scalars {
+		out[k] = v
+	}
+	return out
 }
 
 func (f *Forward) problem(sh Shape, scale float32) launch.Problem {
@@ -136,8 +174,73 @@ func (f *Forward) bind(in Inputs, sh Shape, bm *blockmask.BlockMask, strides map
 	if err != nil {
 		return nil, err
 	}
-	return f.contract.Bind(f.res.Params(), launch.Request{Problem: f.problem(sh, in.Scale), Strides: strides, BlockMask: bm, Aux: aux})
+	return f.contract.Bind(f.res.Params(), launch.Request{Problem: f.problem(sh, in.Scale), Strides: strides, BlockMask: bm, Aux: aux, Scalars: in.Scalars})
 }
+
+// checkAux checks the host aux tensors the mods read against their
+// declared types and shapes for sh (a missing one is left to the binder,
+// which names it).
+func (f *Forward) checkAux(aux map[string]any, sh Shape) error {
+	for _, m := range []*lang.ModInst{f.res.Mask, f.res.Score} {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.AuxParams() {
+			v, ok := aux[m.Kind()+"."+p.Name]
+			if !ok {
+				v, ok = aux[p.Name]
+			}
+			if !ok {
+				continue
+			}
+			if err := checkAuxValue(m, p, v, sh); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkAuxLens checks the lengths of device aux tensors against the mods'
+// declared shapes for sh.
+func (f *Forward) checkAuxLens(lens map[string]int, sh Shape) error {
+	sz := lang.Sizes{Batch: sh.Batch, Heads: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK}
+	for _, m := range []*lang.ModInst{f.res.Mask, f.res.Score} {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.AuxParams() {
+			n, ok := lens[m.Kind()+"."+p.Name]
+			if !ok {
+				n, ok = lens[p.Name]
+			}
+			if !ok {
+				continue
+			}
+			if err := p.CheckShape(nil, n, sz); err != nil {
+				return fmt.Errorf("%s %s: %w", m.Kind(), m, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkAuxValue checks one host aux tensor of mod m: its data converts to
+// the declared element type, and its shape (or length) is the declared one.
+func checkAuxValue(m *lang.ModInst, p lang.AuxParam, v any, sh Shape) error {
+	data, shape, err := launch.HostData(elemName(p.Elem), v)
+	if err != nil {
+		return fmt.Errorf("%s %s: aux tensor %s (%s): %w", m.Kind(), m, p.Name, p.Type(), err)
+	}
+	n, _ := launch.HostLen(data)
+	if err := p.CheckShape(shape, n, lang.Sizes{Batch: sh.Batch, Heads: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK}); err != nil {
+		return fmt.Errorf("%s %s: %w", m.Kind(), m, err)
+	}
+	return nil
+}
+
+// elemName is an element type as launch and the devices name it.
+func elemName(e tir.Elem) string { return e.String() }
 
 // hostData are a call's host tensors by kernel parameter name.
 func (f *Forward) hostData(in Inputs, bm *blockmask.BlockMask, call *launch.Call) map[string]any {
@@ -153,8 +256,53 @@ func (f *Forward) hostData(in Inputs, bm *blockmask.BlockMask, call *launch.Call
 	return host
 }
 
-// checkInputs checks the host tensors' sizes against the shape.
+// checkScalars checks a call's run-time parameters against the mods': each
+// one given, of a type it takes, and no other.
+func (f *Forward) checkScalars(vals map[string]any) error {
+	used := map[string]bool{}
+	var names []string
+	for _, m := range []*lang.ModInst{f.res.Mask, f.res.Score} {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.ScalarParams() {
+			names = append(names, p.Name)
+			key := m.Kind() + "." + p.Name
+			v, ok := vals[key]
+			if !ok {
+				key = p.Name
+				v, ok = vals[key]
+			}
+			if !ok {
+				return fmt.Errorf("missing run-time parameter %q (parameter %s.%s)", p.Name, m.Kind(), p.Name)
+			}
+			used[key] = true
+			if _, err := p.Convert(v); err != nil {
+				return fmt.Errorf("%s %s: %w", m.Kind(), m, err)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
+		if !used[k] {
+			read := "none"
+			if len(names) > 0 {
+				read = strings.Join(names, ", ")
+			}
+			return fmt.Errorf("run-time parameter %q is not read by the mods (they read: %s)", k, read)
+		}
+	}
+	return nil
+}
+
+// checkInputs checks the host tensors' sizes against the shape, and the
+// mods' aux tensors and run-time parameters against their declarations.
 func (f *Forward) checkInputs(in Inputs, sh Shape) error {
+	if err := f.checkAux(in.Aux, sh); err != nil {
+		return err
+	}
+	if err := f.checkScalars(in.Scalars); err != nil {
+		return err
+	}
 	p := f.problem(sh, in.Scale)
 	for _, t := range []struct {
 		name string
@@ -230,20 +378,34 @@ func (f *Forward) BuildBlockMask(sh Shape, aux map[string]any) (*blockmask.Block
 }
 
 // analytic builds the block mask with the shape's cached analyzer; the
-// error wraps blockmask.ErrNotAnalyzable when the mask cannot be bounded.
-func (f *Forward) analytic(sh Shape) (*blockmask.BlockMask, error) {
+// error wraps blockmask.ErrNotAnalyzable when the mask cannot be bounded,
+// or reads run-time parameters (analyticWith takes their values).
+func (f *Forward) analytic(sh Shape) (*blockmask.BlockMask, error) { return f.analyticWith(sh, nil) }
+
+// analyticWith is analytic with the values of the mask's run-time
+// parameters, by name, in vals (other entries are ignored).
+func (f *Forward) analyticWith(sh Shape, vals map[string]any) (*blockmask.BlockMask, error) {
 	f.amu.Lock()
 	defer f.amu.Unlock() // an Analyzer is not safe for concurrent use
-	key := [4]int{sh.Batch, sh.Heads, sh.SeqQ, sh.SeqK}
+	key := fmt.Sprint(sh.Batch, sh.Heads, sh.SeqQ, sh.SeqK)
+	if f.res.Mask != nil {
+		for _, p := range f.res.Mask.ScalarParams() {
+			v, ok := vals["mask."+p.Name]
+			if !ok {
+				v = vals[p.Name]
+			}
+			key += fmt.Sprintf(" %s=%v", p.Name, v)
+		}
+	}
 	a, ok := f.analyzers[key]
 	if !ok {
 		var err error
-		a, err = blockmask.NewAnalyzer(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK})
+		a, err = blockmask.NewAnalyzerWith(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK}, vals)
 		if err != nil {
 			return nil, err
 		}
 		if f.analyzers == nil {
-			f.analyzers = map[[4]int]*blockmask.Analyzer{}
+			f.analyzers = map[string]*blockmask.Analyzer{}
 		}
 		f.analyzers[key] = a
 	}
@@ -261,7 +423,7 @@ func (f *Forward) blockMask(in Inputs, sh Shape) (*blockmask.BlockMask, error) {
 	bm := in.BlockMask
 	if bm == nil {
 		var err error
-		if bm, _, err = f.BuildBlockMask(sh, in.Aux); err != nil {
+		if bm, _, err = f.BuildBlockMask(sh, in.modValues()); err != nil {
 			return nil, err
 		}
 		return bm, nil
@@ -322,18 +484,20 @@ func (f *Forward) checkBlockMask(bm *blockmask.BlockMask, sh Shape) error {
 	return nil
 }
 
-// auxLens are the lengths of host aux tensors, by the caller's names.
+// auxLens are the lengths (in elements) of host aux tensors, by the
+// caller's names.
 func auxLens(aux map[string]any) (map[string]int, error) {
 	out := map[string]int{}
 	for k, t := range aux {
-		switch t := t.(type) {
-		case []int32:
-			out[k] = len(t)
-		case []float32:
-			out[k] = len(t)
-		default:
-			return nil, fmt.Errorf("aux tensor %q must be []int32 or []float32, got %T", k, t)
+		if b, ok := t.(*cpu.Buffer); ok {
+			out[k] = len(b.Vals)
+			continue
 		}
+		n, err := launch.HostLen(t)
+		if err != nil {
+			return nil, fmt.Errorf("aux tensor %q: %w", k, err)
+		}
+		out[k] = n
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/fac-compiler/fac/lang"
+	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/reference"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
@@ -19,11 +20,11 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 	if err := f.checkInputs(in, sh); err != nil {
 		return nil, nil, err
 	}
-	maskFn, err := modFunc(f.res.Program, f.res.Mask, sh, in.Aux)
+	maskFn, err := modFunc(f.res.Program, f.res.Mask, sh, in.modValues())
 	if err != nil {
 		return nil, nil, err
 	}
-	scoreFn, err := modFunc(f.res.Program, f.res.Score, sh, in.Aux)
+	scoreFn, err := modFunc(f.res.Program, f.res.Score, sh, in.modValues())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,8 +74,10 @@ func roundTo(xs []float32, e tir.Elem) []float64 {
 }
 
 // modFunc evaluates a mod on scalars through the interpreter; nil for the
-// trivial mods (none, identity), which need no evaluation.
-func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, aux map[string]any) (func(s float32, b, h, i, j int) (float64, error), error) {
+// trivial mods (none, identity), which need no evaluation. vals holds the
+// mod's aux tensors (checked against their declared shapes for sh) and
+// run-time parameters by name ("doc" or "mask.doc").
+func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, vals map[string]any) (func(s float32, b, h, i, j int) (float64, error), error) {
 	if m == nil || m.Name() == "none" || m.Name() == "identity" {
 		return nil, nil
 	}
@@ -86,22 +89,35 @@ func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, aux map[string]any) 
 	if err != nil {
 		return nil, err
 	}
-	var extra []any
+	// After the positions: seqlen_q, seqlen_k, batch, num_heads, then the
+	// inputs (lang.ModInputs).
+	fixed := []any{int32(sh.SeqQ), int32(sh.SeqK), int32(sh.Batch), int32(sh.Heads)}
 	for _, a := range m.AuxParams() {
-		buf, err := auxBuffer(m.Kind()+"."+a.Name, a.Name, aux)
+		buf, err := auxBuffer(m, a, sh, vals)
 		if err != nil {
 			return nil, err
 		}
-		extra = append(extra, buf, int32(len(buf.Vals)))
+		fixed = append(fixed, buf, int32(len(buf.Vals)))
+	}
+	for _, p := range m.ScalarParams() {
+		v, ok := lookupInput(vals, m.Kind(), p.Name)
+		if !ok {
+			return nil, fmt.Errorf("missing run-time parameter %q (parameter %s.%s)", p.Name, m.Kind(), p.Name)
+		}
+		x, err := p.Convert(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", m.Kind(), m, err)
+		}
+		fixed = append(fixed, x)
 	}
 	isScore := m.Kind() == "score"
 	return func(s float32, b, h, i, j int) (float64, error) {
-		args := make([]any, 0, 7+len(extra))
+		args := make([]any, 0, 5+len(fixed))
 		if isScore {
 			args = append(args, s)
 		}
-		args = append(args, int32(b), int32(h), int32(i), int32(j), int32(sh.SeqQ), int32(sh.SeqK))
-		args = append(args, extra...)
+		args = append(args, int32(b), int32(h), int32(i), int32(j))
+		args = append(args, fixed...)
 		r, err := fn.Call(args...)
 		if err != nil {
 			return 0, err
@@ -110,26 +126,39 @@ func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, aux map[string]any) 
 	}, nil
 }
 
-// auxBuffer is the host aux tensor named full ("mask.doc") or short ("doc").
-func auxBuffer(full, short string, aux map[string]any) (*cpu.Buffer, error) {
-	t, ok := aux[full]
+// lookupInput finds a mod input by "<kind>.<name>" or its short name.
+func lookupInput(vals map[string]any, kind, name string) (any, bool) {
+	if v, ok := vals[kind+"."+name]; ok {
+		return v, true
+	}
+	v, ok := vals[name]
+	return v, ok
+}
+
+// auxBuffer is mod m's host aux tensor a, named "<kind>.<name>" or by its
+// short name, as an interpreter buffer, checked against its declaration.
+func auxBuffer(m *lang.ModInst, a lang.AuxParam, sh Shape, vals map[string]any) (*cpu.Buffer, error) {
+	full := m.Kind() + "." + a.Name
+	t, ok := lookupInput(vals, m.Kind(), a.Name)
 	if !ok {
-		t, ok = aux[short]
+		return nil, fmt.Errorf("missing aux tensor %q (parameter %s)", a.Name, full)
 	}
-	if !ok {
-		return nil, fmt.Errorf("missing aux tensor %q (parameter %s)", short, full)
+	if err := checkAuxValue(m, a, t, sh); err != nil {
+		return nil, err
 	}
-	switch t := t.(type) {
-	case []int32:
-		return cpu.FromI32(full, t), nil
-	case []float32:
-		return cpu.FromF32(full, t), nil
+	if b, ok := t.(*cpu.Buffer); ok {
+		return b, nil
 	}
-	return nil, fmt.Errorf("aux tensor %q must be []int32 or []float32, got %T", short, t)
+	data, _, err := launch.HostData(elemName(a.Elem), t)
+	if err != nil {
+		return nil, err
+	}
+	return cpu.FromHost(full, a.Elem, data), nil
 }
 
 // CountPairs counts the (q, kv) pairs the mask keeps for batch 0, head 0,
-// evaluating the mod on the reference device.
+// evaluating the mod on the reference device. aux holds the mask's aux
+// tensors and run-time parameters by name.
 func (f *Forward) CountPairs(sh Shape, aux map[string]any) (int64, error) {
 	maskFn, err := modFunc(f.res.Program, f.res.Mask, sh, aux)
 	if err != nil {

@@ -30,7 +30,13 @@ func notAnalyzable(format string, args ...any) error {
 // mask element by element. It is exact or it declines: it returns an error
 // wrapping ErrNotAnalyzable when some block cannot be decided.
 func Analytic(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options) (*BlockMask, error) {
-	a, err := NewAnalyzer(prog, inst, sh)
+	return AnalyticWith(prog, inst, sh, opts, nil)
+}
+
+// AnalyticWith is Analytic for a mask reading run-time parameters, whose
+// values vals holds by name (see NewAnalyzerWith).
+func AnalyticWith(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, vals map[string]any) (*BlockMask, error) {
+	a, err := NewAnalyzerWith(prog, inst, sh, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -56,21 +62,42 @@ type Analyzer struct {
 }
 
 // NewAnalyzer compiles inst for sh. It fails with ErrNotAnalyzable (wrapped)
-// when the mask uses operations the analysis does not bound.
+// when the mask uses operations the analysis does not bound, and when it
+// reads run-time parameters (whose values NewAnalyzerWith takes).
 func NewAnalyzer(prog *lang.Program, inst *lang.ModInst, sh Shape) (*Analyzer, error) {
+	return NewAnalyzerWith(prog, inst, sh, nil)
+}
+
+// NewAnalyzerWith is NewAnalyzer for a mask reading run-time parameters:
+// vals holds their values by name ("offset" or "mask.offset"; other
+// entries, such as aux tensors, are ignored). The analysis takes them as
+// the constants they are for the calls the block mask serves, as it does
+// the sequence lengths, batch and num_heads; it is exact or declines.
+func NewAnalyzerWith(prog *lang.Program, inst *lang.ModInst, sh Shape, vals map[string]any) (*Analyzer, error) {
 	sh = sh.withDefaults()
 	// The number of blocks depends on the block size, which Grid and Fill
 	// get: they check it.
 	if err := checkShape(sh.B, sh.H, sh.SeqQ, sh.SeqK); err != nil {
 		return nil, err
 	}
-	consts := map[int]int64{paramSeqQ: int64(sh.SeqQ), paramSeqK: int64(sh.SeqK)}
+	if inst == nil {
+		return nil, fmt.Errorf("blockmask: no mask mod given")
+	}
+	consts := map[int]any{paramSeqQ: int64(sh.SeqQ), paramSeqK: int64(sh.SeqK), paramBatch: int64(sh.B), paramHeads: int64(sh.H)}
+	for _, p := range inst.ScalarParams() {
+		if _, ok := lookup(vals, p.Name); !ok {
+			return nil, notAnalyzable("mask %s reads run-time parameter %s, whose value is not given", inst, p.Name)
+		}
+	}
+	if err := scalarConsts(inst, vals, consts); err != nil {
+		return nil, err
+	}
 	_, f, err := modFunc(prog, inst, 0, 0, consts)
 	if err != nil {
 		return nil, err
 	}
 	for i, a := range inst.AuxParams() {
-		if hasUses(f, f.Params[numStdParams+2*i]) || hasUses(f, f.Params[numStdParams+2*i+1]) {
+		if hasUses(f, f.Params[auxParam(i)]) || hasUses(f, f.Params[auxParam(i)+1]) {
 			return nil, notAnalyzable("mask %s reads aux tensor %s: its blocks depend on the data", inst, a.Name)
 		}
 	}
@@ -99,7 +126,10 @@ func NewAnalyzer(prog *lang.Program, inst *lang.ModInst, sh Shape) (*Analyzer, e
 	// become affine and conditions on h fold.
 	for b := range a.B {
 		for h := range a.H {
-			c := map[int]int64{paramSeqQ: int64(sh.SeqQ), paramSeqK: int64(sh.SeqK)}
+			c := map[int]any{}
+			for k, v := range consts {
+				c[k] = v
+			}
 			if usesB {
 				c[paramB] = int64(b)
 			}

@@ -41,10 +41,10 @@ func (m Method) String() string {
 // Build makes the block mask of inst for sh: analytically when the mask can
 // be bounded (arithmetic on positions), else by evaluating it tile by tile
 // on the CPU (masks reading aux tensors, floats, loops). aux holds the
-// mask's aux tensors by parameter name (see EvaluateCPU). The returned
-// Method says which builder ran.
+// mask's aux tensors and run-time parameters by name (see EvaluateCPU).
+// The returned Method says which builder ran.
 func Build(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux map[string]any) (*BlockMask, Method, error) {
-	bm, err := Analytic(prog, inst, sh, opts)
+	bm, err := AnalyticWith(prog, inst, sh, opts, aux)
 	if err == nil {
 		return bm, MethodAnalytic, nil
 	}
@@ -80,20 +80,28 @@ func newGridFor(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options) 
 // of BlockQ positions, kv_idx a row of BlockK), and classifies each block
 // by any/all of its tile. Positions past the sequence ends repeat the last
 // position, which leaves any/all unchanged, so the mask only ever sees
-// positions inside the sequences. aux holds the aux tensors the mask reads,
-// by parameter name ("doc"): []int32, []int64, []int, []float32, []float64,
-// []bool or *cpu.Buffer.
+// positions inside the sequences. aux holds the aux tensors the mask reads
+// and its run-time parameters, by name ("doc", "offset"; or "mask.doc"):
+// tensors as flat slices ([]int32, []int64, []int8, []float32, []bool,
+// ...: what launch.HostData takes), launch.Array values (an N-D array,
+// checked dimension by dimension against the declared shape) or
+// *cpu.Buffer; parameters as int, int32, int64, float32, float64 or bool.
 func EvaluateCPU(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux map[string]any) (*BlockMask, error) {
 	g, err := newGridFor(prog, inst, sh, opts)
 	if err != nil {
 		return nil, err
 	}
-	auxs, err := auxArgs(inst, aux)
+	sh = sh.withDefaults()
+	auxs, err := inputArgs(inst, sh, aux)
 	if err != nil {
 		return nil, err
 	}
+	consts := map[int]any{paramSeqQ: int64(g.SeqQ), paramSeqK: int64(g.SeqK), paramBatch: int64(sh.B), paramHeads: int64(sh.H)}
+	if err := scalarConsts(inst, aux, consts); err != nil {
+		return nil, err
+	}
 	bq, bk := g.BlockQ, g.BlockK
-	m, _, err := modFunc(prog, inst, bq, bk, map[int]int64{paramSeqQ: int64(g.SeqQ), paramSeqK: int64(g.SeqK)})
+	m, _, err := modFunc(prog, inst, bq, bk, consts)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +121,7 @@ func EvaluateCPU(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options,
 			for j := range kv {
 				kv[j] = float64(min(kb*bk+j, g.SeqK-1))
 			}
-			args := append([]any{b, h, cpu.Tensor{Type: qt, Vals: qv}, cpu.Tensor{Type: kt, Vals: kv}, g.SeqQ, g.SeqK}, auxs...)
+			args := append([]any{b, h, cpu.Tensor{Type: qt, Vals: qv}, cpu.Tensor{Type: kt, Vals: kv}, g.SeqQ, g.SeqK, sh.B, sh.H}, auxs...)
 			res, err := p.Call(args...)
 			if err != nil {
 				return fmt.Errorf("blockmask: evaluating mask %s on block q=%d kv=%d (b=%d, h=%d): %w", inst, qb, kb, b, h, err)
@@ -201,11 +209,12 @@ func BruteForce(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, 
 	if err != nil {
 		return nil, err
 	}
-	auxs, err := auxArgs(inst, aux)
+	sh = sh.withDefaults()
+	auxs, err := inputArgs(inst, sh, aux)
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := modFunc(prog, inst, 0, 0, map[int]int64{paramSeqQ: int64(g.SeqQ), paramSeqK: int64(g.SeqK)})
+	m, _, err := modFunc(prog, inst, 0, 0, map[int]any{paramSeqQ: int64(g.SeqQ), paramSeqK: int64(g.SeqK)})
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +223,7 @@ func BruteForce(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, 
 		return nil, err
 	}
 	err = bruteRows(g, func(b, h, q, kv int) (bool, error) {
-		res, err := p.Call(append([]any{b, h, q, kv, g.SeqQ, g.SeqK}, auxs...)...)
+		res, err := p.Call(append([]any{b, h, q, kv, g.SeqQ, g.SeqK, sh.B, sh.H}, auxs...)...)
 		if err != nil {
 			return false, fmt.Errorf("blockmask: evaluating mask %s at q=%d kv=%d (b=%d, h=%d): %w", inst, q, kv, b, h, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fac-compiler/fac/lang"
+	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/passes"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
@@ -43,7 +44,9 @@ func (s Shape) withDefaults() Shape {
 	return s
 }
 
-// Positions of the standard parameters of a mask lowered alone.
+// Positions of the standard parameters of a mask lowered alone (see
+// lang.ModInputs); a pointer and a length per aux tensor follow, then the
+// run-time parameters.
 const (
 	paramB = iota
 	paramH
@@ -51,15 +54,21 @@ const (
 	paramKV
 	paramSeqQ
 	paramSeqK
+	paramBatch
+	paramHeads
 	numStdParams
 )
 
+// auxParam is the position of aux tensor i's pointer (its length follows).
+func auxParam(i int) int { return numStdParams + 2*i }
+
 // modFunc lowers a mask alone (scalar positions, or bq×bk tiles when bq > 0)
-// with the given standard parameters replaced by constants (by position,
-// e.g. paramSeqQ), and runs the mask-analysis pipeline on it, so the mods it
-// calls are inlined, compile-time conditions fold and dead code goes. The
+// with the given parameters replaced by constants (by position, e.g.
+// paramSeqQ: an int64, a float64 or a bool, as the parameter's type
+// takes), and runs the mask-analysis pipeline on it, so the mods it calls
+// are inlined, compile-time conditions fold and dead code goes. The
 // function keeps its parameters.
-func modFunc(prog *lang.Program, inst *lang.ModInst, bq, bk int, consts map[int]int64) (*tir.Module, *tir.Func, error) {
+func modFunc(prog *lang.Program, inst *lang.ModInst, bq, bk int, consts map[int]any) (*tir.Module, *tir.Func, error) {
 	if inst == nil {
 		return nil, nil, fmt.Errorf("blockmask: no mask mod given")
 	}
@@ -81,7 +90,7 @@ func modFunc(prog *lang.Program, inst *lang.ModInst, bq, bk int, consts map[int]
 		return nil, nil, fmt.Errorf("blockmask: internal error: lowering %s gave no mask function", inst)
 	}
 	for _, i := range slices.Sorted(maps.Keys(consts)) {
-		c := tir.NewOp(tir.OpConst, nil, tir.Scalar(tir.I32))
+		c := tir.NewOp(tir.OpConst, nil, tir.Scalar(f.Params[i].Type.Elem))
 		c.SetAttr("value", consts[i])
 		f.Body.ReplaceAllUses(f.Params[i], c.Result())
 		f.Body.Ops = append([]*tir.Op{c}, f.Body.Ops...)
@@ -95,13 +104,16 @@ func modFunc(prog *lang.Program, inst *lang.ModInst, bq, bk int, consts map[int]
 // UsesBH reports whether a mask reads b and h, after its compile-time
 // conditions are folded and dead code removed, for sequence lengths seqQ and
 // seqK. A mask that does not read b (h) gives one mask for every batch
-// (head): block masks then have B = 1 (H = 1).
+// (head): block masks then have B = 1 (H = 1). A mask reading batch
+// (num_heads) counts as reading b (h): a builder that evaluates it for a
+// B of 1 (an H of 1) would give it the wrong size.
 func UsesBH(prog *lang.Program, inst *lang.ModInst, seqQ, seqK int) (usesB, usesH bool, err error) {
-	_, f, err := modFunc(prog, inst, 0, 0, map[int]int64{paramSeqQ: int64(seqQ), paramSeqK: int64(seqK)})
+	_, f, err := modFunc(prog, inst, 0, 0, map[int]any{paramSeqQ: int64(seqQ), paramSeqK: int64(seqK)})
 	if err != nil {
 		return false, false, err
 	}
-	usesB, usesH = hasUses(f, f.Params[paramB]), hasUses(f, f.Params[paramH])
+	usesB = hasUses(f, f.Params[paramB]) || hasUses(f, f.Params[paramBatch])
+	usesH = hasUses(f, f.Params[paramH]) || hasUses(f, f.Params[paramHeads])
 	return usesB, usesH, nil
 }
 
@@ -132,80 +144,97 @@ func maskShape(prog *lang.Program, inst *lang.ModInst, sh Shape) (b, h int, err 
 	return b, h, nil
 }
 
-// auxArgs turns the caller's aux tensors into interpreter arguments for the
-// mask's aux parameters (a pointer and a length each). aux is keyed by the
-// parameter's name ("doc", or "mask.doc"); values are []int32, []int64,
-// []int, []float32, []float64, []bool or *cpu.Buffer. Keys the mask does not
-// read are ignored.
-func auxArgs(inst *lang.ModInst, aux map[string]any) ([]any, error) {
+// inputArgs turns the caller's values into interpreter arguments for the
+// mask's inputs after the standard parameters: a pointer and a length per
+// aux tensor, then a value per run-time parameter. vals holds both by name
+// ("doc" or "mask.doc", "offset" or "mask.offset"): aux tensors as
+// launch.HostData takes them (a flat slice, a launch.Array) or a
+// *cpu.Buffer, each checked against its declared shape for sh; run-time
+// parameters as lang.ScalarParam.Convert takes them. Names the mask does
+// not read are ignored.
+func inputArgs(inst *lang.ModInst, sh Shape, vals map[string]any) ([]any, error) {
 	var out []any
+	sz := lang.Sizes{Batch: sh.B, Heads: sh.H, SeqQ: sh.SeqQ, SeqK: sh.SeqK}
 	for _, p := range inst.AuxParams() {
-		v, ok := aux[p.Name]
+		v, ok := lookup(vals, p.Name)
 		if !ok {
-			v, ok = aux["mask."+p.Name]
+			return nil, fmt.Errorf("blockmask: mask %s reads aux tensor %s (%s): pass it in aux[%q] (e.g. a []int32)", inst, p.Name, p.Type(), p.Name)
 		}
-		if !ok {
-			return nil, fmt.Errorf("blockmask: mask %s reads aux tensor %s: pass it in aux[%q] (e.g. a []int32)", inst, p.Name, p.Name)
+		buf, shape, err := toBuffer(p.Name, p.Elem, v)
+		if err == nil {
+			err = p.CheckShape(shape, len(buf.Vals), sz)
 		}
-		buf, err := toBuffer(p.Name, p.Elem, v)
 		if err != nil {
-			return nil, fmt.Errorf("blockmask: aux tensor %s of mask %s: %w", p.Name, inst, err)
+			return nil, fmt.Errorf("blockmask: mask %s: %w", inst, err)
 		}
 		out = append(out, buf, len(buf.Vals))
+	}
+	for _, p := range inst.ScalarParams() {
+		v, ok := lookup(vals, p.Name)
+		if !ok {
+			return nil, fmt.Errorf("blockmask: mask %s reads run-time parameter %s: give its value by name (%q)", inst, p.Name, p.Name)
+		}
+		x, err := p.Convert(v)
+		if err != nil {
+			return nil, fmt.Errorf("blockmask: mask %s: %w", inst, err)
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }
 
-func toBuffer(name string, e tir.Elem, v any) (*cpu.Buffer, error) {
-	var vals []float64
-	switch x := v.(type) {
-	case *cpu.Buffer:
-		if x.Elem != e {
-			return nil, fmt.Errorf("buffer holds %s, want %s", x.Elem, e)
-		}
-		return x, nil
-	case []int32:
-		vals = convert(x)
-	case []int64:
-		vals = convert(x)
-	case []int:
-		vals = convert(x)
-	case []float32:
-		vals = convert(x)
-	case []float64:
-		vals = x
-	case []bool:
-		vals = make([]float64, len(x))
-		for i, b := range x {
-			if b {
-				vals[i] = 1
-			}
-		}
-	default:
-		return nil, fmt.Errorf("got %T, want a slice of numbers or a *cpu.Buffer", v)
+// lookup finds a mask input by its name or "mask.<name>".
+func lookup(vals map[string]any, name string) (any, bool) {
+	if v, ok := vals[name]; ok {
+		return v, true
 	}
-	if e.IsInt() || e == tir.I1 {
-		for i, f := range vals {
-			if f != float64(int64(f)) {
-				return nil, fmt.Errorf("element %d is %v, not an integer (the tensor is %s)", i, f, e)
-			}
-			if e == tir.I32 && (f < -1<<31 || f >= 1<<31) {
-				return nil, fmt.Errorf("element %d is %v, outside i32", i, f)
-			}
-		}
-	}
-	if len(vals) >= 1<<31 {
-		return nil, fmt.Errorf("%d elements is too many", len(vals))
-	}
-	return cpu.FromFloats(name, e, vals), nil
+	v, ok := vals["mask."+name]
+	return v, ok
 }
 
-func convert[T int32 | int64 | int | float32](xs []T) []float64 {
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = float64(x)
+// scalarConsts are the run-time parameters' values as constants for
+// modFunc, at their positions after n aux tensors.
+func scalarConsts(inst *lang.ModInst, vals map[string]any, consts map[int]any) error {
+	base := auxParam(len(inst.AuxParams()))
+	for i, p := range inst.ScalarParams() {
+		v, ok := lookup(vals, p.Name)
+		if !ok {
+			return fmt.Errorf("blockmask: mask %s reads run-time parameter %s: give its value by name (%q)", inst, p.Name, p.Name)
+		}
+		x, err := p.Convert(v)
+		if err != nil {
+			return fmt.Errorf("blockmask: mask %s: %w", inst, err)
+		}
+		switch x := x.(type) {
+		case int32:
+			consts[base+i] = int64(x)
+		case float32:
+			consts[base+i] = float64(x)
+		default:
+			consts[base+i] = x
+		}
 	}
-	return out
+	return nil
+}
+
+// toBuffer makes the interpreter buffer of an aux tensor of e, and gives
+// the shape of a launch.Array (nil for a flat slice or a buffer).
+func toBuffer(name string, e tir.Elem, v any) (*cpu.Buffer, []int, error) {
+	if x, ok := v.(*cpu.Buffer); ok {
+		if x.Elem != e {
+			return nil, nil, fmt.Errorf("aux tensor %s: buffer holds %s, want %s", name, x.Elem, e)
+		}
+		return x, nil, nil
+	}
+	data, shape, err := launch.HostData(e.String(), v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("aux tensor %s: %w", name, err)
+	}
+	b := cpu.FromHost(name, e, data)
+	if len(b.Vals) >= 1<<31 {
+		return nil, nil, fmt.Errorf("aux tensor %s: %d elements is too many", name, len(b.Vals))
+	}
+	return b, shape, nil
 }
 
 // describeOp names an op for "cannot analyze" messages.

@@ -12,7 +12,7 @@
 //	CParams   = "<" CParam {"," CParam} ">" .
 //	CParam    = Ident ":" Ident ["=" Add] .           // kinds: i32 f32 bool type mask score; no comparison, as > closes the list
 //	Param     = Ident [":" TypeRef] .
-//	TypeRef   = Ident ["[" TypeRef "]"] .             // f32, ptr[f32], tensor[i32], ptr[DTYPE]
+//	TypeRef   = Ident ["[" TypeRef "]"] ["[" Add {"," Add} "]"] . // f32, ptr[f32], tensor[i32], tensor[i32][batch, seqlen_q]
 //	Block     = "{" Stmt* "}" .
 //	Stmt      = (Let | Var | For | If | Return | Assign | ExprStmt) [";"] .
 //	Let       = "let" Ident "=" Expr .
@@ -104,11 +104,13 @@ type Param struct {
 	Type *TypeRef `parser:"(\":\" @@)?"`
 }
 
-// TypeRef names a type: `f32`, `ptr[bf16]`, `tensor[i32]`, `ptr[DTYPE]`.
+// TypeRef names a type: `f32`, `ptr[bf16]`, `tensor[i32]`, `ptr[DTYPE]`;
+// an aux tensor may declare its shape: `tensor[i32][batch, seqlen_q]`.
 type TypeRef struct {
-	Pos  lexer.Position
-	Name string   `parser:"@Ident"`
-	Elem *TypeRef `parser:"(\"[\" @@ \"]\")?"`
+	Pos   lexer.Position
+	Name  string     `parser:"@Ident"`
+	Elem  *TypeRef   `parser:"(\"[\" @@ \"]\")?"`
+	Shape []*AddExpr `parser:"(\"[\" @@ (\",\" @@)* \"]\")?"`
 }
 
 // Block is a braced statement list.

@@ -85,7 +85,7 @@ func (l *lowerer) instantiate(md *ModDecl, ca *CallArgs) *ModInst {
 	l.push()
 	consts := l.bindCParams(md.Kind+" "+md.Name, md.CParams, args, ca.Pos)
 	l.scope = saved
-	return &ModInst{Decl: md, Args: consts}
+	return &ModInst{Decl: md, Args: consts, prog: l.p}
 }
 
 // bindArgs matches positional and named arguments to parameter names; the

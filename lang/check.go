@@ -24,7 +24,7 @@ func (p *Program) CheckDecl(name string) error {
 			md := p.mods[name]
 			args := l.placeholders(md.CParams)
 			l.push()
-			inst := &ModInst{Decl: md, Args: l.bindCParams(md.Kind+" "+md.Name, md.CParams, args, md.Pos)}
+			inst := &ModInst{Decl: md, Args: l.bindCParams(md.Kind+" "+md.Name, md.CParams, args, md.Pos), prog: p}
 			l.pop()
 			mod, err := p.lowerMod(inst, true)
 			if err != nil {
@@ -94,7 +94,7 @@ func (l *lowerer) placeholders(cps []*CParam) map[string]Const {
 				name = "identity"
 			}
 			if md, ok := l.p.mods[name]; ok {
-				args[cp.Name] = Const{Kind: CMod, Mod: &ModInst{Decl: md}}
+				args[cp.Name] = Const{Kind: CMod, Mod: &ModInst{Decl: md, prog: l.p}}
 			}
 		}
 	}

@@ -90,7 +90,7 @@ var errorCases = []errorCase{
 	{"arity_builtin_missing.fa", 2, 21, "arange needs argument end (start, end)"},
 	{"arity_mod_call.fa", 3, 18, "mask causal takes 4 arguments (b, h, q_idx, kv_idx), got 3"},
 	{"arity_mod_cparams.fa", 3, 35, "sliding_window takes 2 compile-time arguments, got 3"},
-	{"arity_mod_decl.fa", 1, 1, "mask few must take (b, h, q_idx, kv_idx) first, then aux tensors"},
+	{"arity_mod_decl.fa", 1, 1, "mask few must take (b, h, q_idx, kv_idx) first, then aux tensors and run-time parameters"},
 	{"named_arg_unknown.fa", 3, 37, "sum has no argument named axes (arguments: x, y, axis)"},
 	// Types.
 	{"mask_returns_f32.fa", 3, 12, "mask half_open must return bool, but returns f32"},
@@ -119,8 +119,11 @@ var errorCases = []errorCase{
 	// Kernels and mods.
 	{"kernel_no_seqlen.fa", 5, 20, "calling mask causal needs seqlen_q and seqlen_k in scope (declare them as i32 kernel parameters)"},
 	{"kernel_untyped_param.fa", 1, 23, "kernel parameter n needs a type"},
-	{"mod_extra_param.fa", 1, 29, "extra parameter window of w must be an aux tensor, e.g. window: tensor[i32]"},
-	{"aux_mod_from_mod.fa", 3, 20, "document reads aux tensors (doc); it can only be used as a kernel's mask or score parameter"},
+	{"mod_extra_param.fa", 1, 29, "extra parameter window of w needs a type: a run-time parameter (window: i32) or an aux tensor (window: tensor[i32])"},
+	{"aux_mod_from_mod.fa", 8, 53, "aux tensor doc is tensor[i32] in document but tensor[i32][batch, seqlen_k] in doc_rows; mods called together share aux tensors by name"},
+	{"aux_rank.fa", 3, 13, "aux tensor m is tensor[bool][num_heads, seqlen_q, seqlen_k], with 3 dimensions: index it with 3 indices, e.g. m[h, q_idx, kv_idx]"},
+	{"aux_dim_product.fa", 2, 57, "dimension of aux tensor m: a product of sizes"},
+	{"scalar_from_kernel.fa", 9, 55, "offset_causal reads run-time parameter offset; it can only be used as a kernel's mask or score parameter"},
 	{"seqlen_outside_mod.fa", 2, 14, "seqlen_q is only available in mods and in kernels that declare it as a parameter"},
 	{"cparam_kind_mismatch.fa", 3, 27, "mask sliding_window parameter left is i32, got float constant 0.5"},
 	{"wrong_mod_kind.fa", 1, 34, "kernel uses_score parameter score needs a score mod, got mask mod causal"},
@@ -330,7 +333,7 @@ func TestCLIExprErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct{ src, kind, want string }{
-		{"nosuch", "mask", "<mask>:1:1: unknown mask mod nosuch (mask mods: causal, causal_bottom_right, chunked, document, none, prefix_lm, sliding_window)"},
+		{"nosuch", "mask", "<mask>:1:1: unknown mask mod nosuch (mask mods: and_masks, causal, causal_bottom_right, chunked, document, none, noop_mask, not_mask, or_masks, prefix_lm, sliding_window)"},
 		{"nosuch(3)", "mask", "<mask>:1:1: unknown mask mod nosuch"},
 		{"causal(1)", "mask", "<mask>:1:7: mask mod causal takes no compile-time arguments; write just causal"},
 		{"softcap(2.0)", "mask", "<mask>:1:1: softcap(2.0) is not a mask mod (mask mods: "},

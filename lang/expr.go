@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 
@@ -417,7 +418,7 @@ func (l *lowerer) ident(name string, pos lexer.Position) val {
 		return constVal(FloatConst(math.Inf(1)), pos)
 	case "nan":
 		return constVal(FloatConst(math.NaN()), pos)
-	case "seqlen_q", "seqlen_k":
+	case "seqlen_q", "seqlen_k", "batch", "num_heads":
 		l.fail(pos, "%s is only available in mods and in kernels that declare it as a parameter", name)
 	}
 	if e, ok := elemByLangName(name); ok {
@@ -427,7 +428,7 @@ func (l *lowerer) ident(name string, pos lexer.Position) val {
 		return l.globalConst(cd, pos)
 	}
 	if md, ok := l.p.mods[name]; ok {
-		return constVal(Const{Kind: CMod, Mod: &ModInst{Decl: md}}, pos)
+		return constVal(Const{Kind: CMod, Mod: &ModInst{Decl: md, prog: l.p}}, pos)
 	}
 	if builtinFuncs[name] {
 		l.fail(pos, "%s is a function; call it: %s(...)", name, name)
@@ -506,13 +507,24 @@ func isBuiltinElem(name string) bool {
 	return ok
 }
 
-// index handles x[:, None] (reshape) and aux[i] (gather).
+// index handles x[:, None] (reshape) and aux[i, j] (gather).
 func (l *lowerer) index(x val, ix *IndexArgs) val {
-	if x.aux != nil {
-		if len(ix.Items) != 1 || ix.Items[0].Expr == nil {
-			l.fail(ix.Pos, "aux tensor %s takes one index: %s[i]", x.aux.name, x.aux.name)
+	if a := x.aux; a != nil {
+		rank := max(1, len(a.dims))
+		for _, it := range ix.Items {
+			if it.Expr == nil {
+				l.fail(it.Pos, "aux tensor %s is indexed by positions, e.g. %s; ':' and None reshape tiles", a.name, indexExample(a.name, rank))
+			}
 		}
-		return l.gather(x.aux, l.expr(ix.Items[0].Expr), ix.Items[0].Pos)
+		if len(ix.Items) != rank {
+			n := "one index"
+			if rank > 1 {
+				n = fmt.Sprintf("%d indices", rank)
+			}
+			l.fail(ix.Pos, "aux tensor %s is %s, with %s: index it with %s, e.g. %s",
+				a.name, a.param().Type(), plural(rank, "dimension"), n, indexExample(a.name, rank))
+		}
+		return l.gather(a, ix.Items)
 	}
 	if x.c != nil {
 		l.fail(ix.Pos, "cannot index %s", x.describe())
@@ -540,21 +552,63 @@ func (l *lowerer) index(x val, ix *IndexArgs) val {
 	return val{v: l.b.Reshape(v, shape), pos: ix.Pos}
 }
 
-// gather reads aux[i] elementwise; indices outside [0, len) read 0, so
-// padded rows and columns of a tile stay safe.
-func (l *lowerer) gather(a *auxTensor, i val, pos lexer.Position) val {
-	if i.c != nil && i.c.Kind != CInt {
-		l.fail(pos, "aux tensor %s must be indexed by an integer, got %s", a.name, i.describe())
+func indexExample(name string, rank int) string {
+	ex := []string{"q_idx", "h, q_idx", "h, q_idx, kv_idx", "b, h, q_idx, kv_idx"}
+	if rank <= len(ex) {
+		return name + "[" + ex[rank-1] + "]"
 	}
-	idx := l.materialize(i, tir.I32)
-	if idx.Type.Ptr || idx.Type.Elem != tir.I32 {
-		l.fail(pos, "aux tensor %s must be indexed by an integer, got %s", a.name, typeName(idx.Type))
+	return name + "[...]"
+}
+
+// gather reads aux[i, j, ...] elementwise, the indices broadcast together.
+// An index outside its dimension reads 0, so padded rows and columns of a
+// tile stay safe; so does an element past the tensor's length, which
+// keeps memory safe whatever the caller passed.
+func (l *lowerer) gather(a *auxTensor, items []*IndexItem) val {
+	var idxs []*tir.Value
+	var shape []int
+	for _, it := range items {
+		i := l.expr(it.Expr)
+		if i.c != nil && i.c.Kind != CInt {
+			l.fail(it.Pos, "aux tensor %s must be indexed by an integer, got %s", a.name, i.describe())
+		}
+		idx := l.materialize(i, tir.I32)
+		if idx.Type.Ptr || idx.Type.Elem != tir.I32 {
+			l.fail(it.Pos, "aux tensor %s must be indexed by an integer, got %s", a.name, typeName(idx.Type))
+		}
+		s, ok := tir.BroadcastShapes(shape, idx.Type.Shape)
+		if !ok {
+			l.fail(it.Pos, "shape mismatch in index of %s: %s and %s do not broadcast", a.name, tir.ShapeString(shape), tir.ShapeString(idx.Type.Shape))
+		}
+		shape = s
+		l.checkTile(shape, it.Pos, "index of "+a.name)
+		idxs = append(idxs, idx)
 	}
-	shape := idx.Type.Shape
+	pos := items[0].Pos
+	dims := []*tir.Value{a.len}
+	if a.dims != nil {
+		dims = dims[:0]
+		for _, d := range a.dims {
+			dims = append(dims, l.dimValue(d))
+		}
+	}
 	zero := l.broadcastTo(l.b.Const(tir.Scalar(tir.I32), int64(0)), shape)
-	n := l.broadcastTo(a.len, shape)
-	ok := l.b.Binary(tir.OpAnd, l.b.Cmp("ge", idx, zero), l.b.Cmp("lt", idx, n))
-	safe := l.b.Select(ok, idx, zero)
+	var ok, flat *tir.Value
+	for k, idx := range idxs {
+		i := l.broadcastTo(idx, shape)
+		n := l.broadcastTo(dims[k], shape)
+		in := l.b.Binary(tir.OpAnd, l.b.Cmp("ge", i, zero), l.b.Cmp("lt", i, n))
+		if k == 0 {
+			ok, flat = in, i
+			continue
+		}
+		ok = l.b.Binary(tir.OpAnd, ok, in)
+		flat = l.b.Binary(tir.OpAdd, l.b.Binary(tir.OpMul, flat, n), i)
+	}
+	if a.dims != nil {
+		ok = l.b.Binary(tir.OpAnd, ok, l.b.Cmp("lt", flat, l.broadcastTo(a.len, shape)))
+	}
+	safe := l.b.Select(ok, flat, zero)
 	ptrs := l.b.AddPtr(l.broadcastTo(a.ptr, shape), safe)
 	var other *tir.Value
 	if a.elem == tir.I1 {
@@ -565,4 +619,35 @@ func (l *lowerer) gather(a *auxTensor, i val, pos lexer.Position) val {
 		other = l.broadcastTo(l.b.Const(tir.Scalar(a.elem), int64(0)), shape)
 	}
 	return val{v: l.b.Load(ptrs, ok, other), pos: pos}
+}
+
+// dimValue computes a declared dimension in the mod being lowered, from
+// its sequence lengths, batch and num_heads.
+func (l *lowerer) dimValue(d Dim) *tir.Value {
+	c := func(x int64) *tir.Value { return l.b.Const(tir.Scalar(tir.I32), x) }
+	var sum *tir.Value
+	for _, t := range []struct {
+		k int64
+		v *tir.Value
+	}{{d.Batch, l.env.batch}, {d.Heads, l.env.heads}, {d.SeqQ, l.seqlenQ}, {d.SeqK, l.seqlenK}} {
+		if t.k == 0 {
+			continue
+		}
+		x := t.v
+		if t.k != 1 {
+			x = l.b.Binary(tir.OpMul, c(t.k), x)
+		}
+		if sum == nil {
+			sum = x
+		} else {
+			sum = l.b.Binary(tir.OpAdd, sum, x)
+		}
+	}
+	switch {
+	case sum == nil:
+		return c(d.Const)
+	case d.Const != 0:
+		return l.b.Binary(tir.OpAdd, sum, c(d.Const))
+	}
+	return sum
 }

@@ -101,22 +101,20 @@ func (l *lowerer) grad(ca *CallArgs) val {
 	}
 	args = append([]*tir.Value{ds}, args...)
 	args = append(args, l.seqlenQ, l.seqlenK)
-	var grads []*tir.Value
-	if auxs := m.AuxParams(); len(auxs) > 0 {
-		have := l.auxFor(m)
-		if have == nil {
-			l.fail(pos, "%s reads aux tensors (%s); grad can only take it as a kernel's score parameter", m.Name(), auxs[0].Name)
-		}
-		for _, ap := range auxs {
-			t := have[ap.Name]
-			args = append(args, t.ptr, t.len)
-			if withAux && ap.Elem.IsFloat() {
-				grads = append(grads, l.gradParam(t, pos))
+	g, env := l.gradFunc(m, types, withAux, pos)
+	if len(env.aux) > 0 && l.env == nil && l.kernelEnv[m] == nil {
+		l.fail(pos, "%s reads aux tensors (%s); grad can only take it as a kernel's score parameter", m.Name(), env.aux[0].key)
+	}
+	args = append(args, l.envArgs(m, env, pos)...)
+	// One gradient buffer per float aux tensor, in parameter order, as
+	// Differentiate takes them.
+	if withAux {
+		for _, a := range env.aux {
+			if a.elem.IsFloat() {
+				args = append(args, l.gradParam(l.resolveAux(m, a, pos), pos))
 			}
 		}
 	}
-	g := l.gradFunc(m, types, withAux, pos)
-	args = append(args, grads...)
 	return val{v: l.b.Call(g.Name, args, g.Result...).Result(), pos: pos}
 }
 
@@ -140,14 +138,14 @@ func (l *lowerer) gradParam(t *auxTensor, pos lexer.Position) *tir.Value {
 // gradFunc returns the derivative of m for these argument types, derived
 // on first use: m is lowered afresh (never a checking stub, so checking a
 // kernel reports what compiling it would) and differentiated.
-func (l *lowerer) gradFunc(m *ModInst, types []tir.Type, withAux bool, pos lexer.Position) *tir.Func {
+func (l *lowerer) gradFunc(m *ModInst, types []tir.Type, withAux bool, pos lexer.Position) (*tir.Func, *modEnv) {
 	var sig strings.Builder
 	fmt.Fprintf(&sig, "grad aux=%v %s", withAux, m.String())
 	for _, t := range types {
 		sig.WriteString(" " + t.String())
 	}
 	if f, ok := l.funcs[sig.String()]; ok {
-		return f
+		return f, l.envs[f]
 	}
 	fl := l.p.newLowerer()
 	fl.maxTile = l.maxTile
@@ -155,6 +153,7 @@ func (l *lowerer) gradFunc(m *ModInst, types []tir.Type, withAux bool, pos lexer
 	if err := fl.catch(func() { f = fl.modFunc(m, types, pos) }); err != nil {
 		panic(failure{err: err})
 	}
+	env := fl.envs[f]
 	var mem []int
 	if withAux {
 		for i, p := range f.Params {
@@ -181,6 +180,10 @@ func (l *lowerer) gradFunc(m *ModInst, types []tir.Type, withAux bool, pos lexer
 	}
 	l.funcNames[name] = true
 	l.funcs[sig.String()] = g
+	if l.envs == nil {
+		l.envs = map[*tir.Func]*modEnv{}
+	}
+	l.envs[g] = env
 	l.mod.Funcs = append(l.mod.Funcs, g)
-	return g
+	return g, env
 }

@@ -2,6 +2,7 @@ package lang
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,8 +33,9 @@ func (p *Program) Lower(inst Instance) (*tir.Module, error) {
 }
 
 // LowerMod lowers a mod alone as a function of scalars (b, h, q_idx, kv_idx
-// [, s first for scores], seqlen_q, seqlen_k, then a pointer and a length per
-// aux tensor). The reference device evaluates it element by element.
+// [, s first for scores], seqlen_q, seqlen_k, batch, num_heads, then its
+// inputs as ModInputs describes). The reference device evaluates it element
+// by element.
 func (p *Program) LowerMod(m *ModInst) (*tir.Module, error) {
 	return p.lowerMod(m, false)
 }
@@ -54,6 +56,7 @@ func (p *Program) lowerMod(m *ModInst, check bool) (*tir.Module, error) {
 			types[0] = tir.Scalar(tir.F32)
 		}
 		f := l.modFunc(m, types, m.Decl.Pos)
+		l.fullSignature(f, n)
 		f.Name = m.Kind()
 	})
 	if err != nil {
@@ -62,11 +65,44 @@ func (p *Program) lowerMod(m *ModInst, check bool) (*tir.Module, error) {
 	return l.mod, nil
 }
 
+// modInputs finds what mod m reads besides its positions by lowering it
+// alone, once per instance.
+func (p *Program) modInputs(m *ModInst) (ModInputs, error) {
+	if m.Args == nil && len(m.Decl.CParams) > 0 {
+		return m.declaredInputs(), nil // not instantiated: nothing to lower
+	}
+	key := m.String()
+	p.constMu.Lock()
+	in, ok := p.inputs[key]
+	p.constMu.Unlock()
+	if ok {
+		return in, nil
+	}
+	l := p.newLowerer()
+	err := l.catch(func() {
+		types := []tir.Type{tir.Scalar(tir.I32), tir.Scalar(tir.I32), tir.Scalar(tir.I32), tir.Scalar(tir.I32)}
+		if m.Kind() == "score" {
+			types = append([]tir.Type{tir.Scalar(tir.F32)}, types...)
+		}
+		in = l.envs[l.modFunc(m, types, m.Decl.Pos)].inputs()
+	})
+	if err != nil {
+		return ModInputs{}, err
+	}
+	p.constMu.Lock()
+	if p.inputs == nil {
+		p.inputs = map[string]ModInputs{}
+	}
+	p.inputs[key] = in
+	p.constMu.Unlock()
+	return in, nil
+}
+
 // LowerModTile lowers a mod as a function over one tile of positions:
 // q_idx is tensor<bq x 1 x i32>, kv_idx tensor<1 x bk x i32> (a score mod's
-// s is tensor<bq x bk x f32>), b and h scalars, then seqlen_q, seqlen_k and
-// a pointer and a length per aux tensor; the result is bq × bk. Block-mask
-// builders evaluate it tile by tile.
+// s is tensor<bq x bk x f32>), b and h scalars, then seqlen_q, seqlen_k,
+// batch, num_heads and the inputs, as for LowerMod; the result is bq × bk.
+// Block-mask builders evaluate it tile by tile.
 func (p *Program) LowerModTile(m *ModInst, bq, bk int) (*tir.Module, error) {
 	l := p.newLowerer()
 	// The block-mask builders run this on the CPU, not in a CTA: a tile as
@@ -78,6 +114,7 @@ func (p *Program) LowerModTile(m *ModInst, bq, bk int) (*tir.Module, error) {
 			types = append([]tir.Type{tir.Tensor(tir.F32, bq, bk)}, types...)
 		}
 		f := l.modFunc(m, types, m.Decl.Pos)
+		l.fullSignature(f, len(types))
 		f.Name = m.Kind()
 	})
 	if err != nil {
@@ -148,8 +185,10 @@ type lowerer struct {
 	scope *scope
 	// per-function context
 	seqlenQ, seqlenK *tir.Value
-	auxOf            map[string]*auxTensor // aux tensors in scope by mod-param key
-	kernelAux        map[*ModInst]map[string]*auxTensor
+	env              *modEnv                // the inputs of the mod being lowered; nil in a kernel
+	envs             map[*tir.Func]*modEnv  // the inputs of each mod (and grad) function made
+	kernelEnv        map[*ModInst]*modEnv   // the kernel's parameters for its mod parameters' inputs
+	kernelSizes      map[string]*tir.Value  // the kernel's batch and num_heads parameters
 	kernelFn         *tir.Func
 	funcs            map[string]*tir.Func
 	funcNames        map[string]bool // names of the mod functions made so far
@@ -314,7 +353,7 @@ func (l *lowerer) kernel(kd *KernelDecl, args map[string]Const) {
 	consts := l.bindCParams("kernel "+kd.Name, kd.CParams, args, kd.Pos)
 	f := &tir.Func{Name: kd.Name, Kernel: true, Body: &tir.Block{}, Pos: irPos(kd.Pos)}
 	l.kernelFn = f
-	l.kernelAux = map[*ModInst]map[string]*auxTensor{}
+	l.kernelEnv = map[*ModInst]*modEnv{}
 	l.b = &tir.Builder{Block: f.Body}
 	for _, prm := range kd.Params {
 		if prm.Type == nil {
@@ -331,8 +370,18 @@ func (l *lowerer) kernel(kd *KernelDecl, args map[string]Const) {
 	if b := l.lookup("seqlen_k"); b != nil && b.v.v != nil {
 		l.seqlenK = b.v.v
 	}
-	// Mods taken as compile-time parameters bring their aux tensors in as
-	// extra kernel parameters, named after the parameter.
+	l.kernelSizes = map[string]*tir.Value{}
+	for _, n := range []string{"batch", "num_heads"} {
+		if b := l.lookup(n); b != nil && b.v.v != nil {
+			l.kernelSizes[n] = b.v.v
+		}
+	}
+	// Mods taken as compile-time parameters bring their inputs in as extra
+	// kernel parameters, named after the parameter: per aux tensor a
+	// pointer and a length, per run-time parameter a value; batch and
+	// num_heads come last, when a mod reads them and the kernel does not
+	// declare them.
+	var sizes []string
 	for i, cp := range kd.CParams {
 		c := consts[i]
 		if c.Kind != CMod {
@@ -341,15 +390,35 @@ func (l *lowerer) kernel(kd *KernelDecl, args map[string]Const) {
 			}
 			continue
 		}
-		aux := map[string]*auxTensor{}
-		for _, a := range c.Mod.AuxParams() {
+		in, err := l.p.modInputs(c.Mod)
+		if err != nil {
+			panic(failure{err: err})
+		}
+		env := &modEnv{mod: c.Mod.Name()}
+		for _, a := range in.Aux {
 			ptr := &tir.Value{Type: tir.PtrTo(a.Elem), Name: cp.Name + "." + a.Name}
 			n := &tir.Value{Type: tir.Scalar(tir.I32), Name: cp.Name + "." + a.Name + ".len"}
 			f.Params = append(f.Params, ptr, n)
-			aux[a.Name] = &auxTensor{name: cp.Name + "." + a.Name, ptr: ptr, len: n, elem: a.Elem}
+			env.aux = append(env.aux, &auxTensor{key: a.Name, name: cp.Name + "." + a.Name, ptr: ptr, len: n, elem: a.Elem, dims: a.Dims, mod: a.Mod})
 		}
-		l.kernelAux[c.Mod] = aux
+		for _, s := range in.Scalars {
+			v := &tir.Value{Type: tir.Scalar(s.Elem), Name: cp.Name + "." + s.Name}
+			f.Params = append(f.Params, v)
+			env.scalars = append(env.scalars, &scalarParam{key: s.Name, name: v.Name, v: v, elem: s.Elem, mod: s.Mod})
+		}
+		if in.Batch {
+			sizes = append(sizes, "batch")
+		}
+		if in.Heads {
+			sizes = append(sizes, "num_heads")
+		}
+		l.kernelEnv[c.Mod] = env
 		f.SetAttr(cp.Name, tir.Ident(strings.NewReplacer("(", "_", ")", "", ", ", "_", ".", "p", "-", "m").Replace(c.Mod.String())))
+	}
+	for _, n := range []string{"batch", "num_heads"} {
+		if slices.Contains(sizes, n) {
+			l.kernelSize(n, nil, kd.Pos)
+		}
 	}
 	if f.Attr("num_warps") == nil {
 		f.SetAttr("num_warps", int64(4))
@@ -383,6 +452,9 @@ func (l *lowerer) typeRef(t *TypeRef) tir.Type {
 	case "tensor":
 		l.fail(t.Pos, "tensor[...] is only for aux tensor parameters of mods")
 	}
+	if t.Shape != nil {
+		l.fail(t.Pos, "only aux tensors have a shape: tensor[%s]%s", t.Name, "[...]")
+	}
 	if t.Elem != nil {
 		l.fail(t.Pos, "%s takes no element type", t.Name)
 	}
@@ -390,6 +462,9 @@ func (l *lowerer) typeRef(t *TypeRef) tir.Type {
 }
 
 func (l *lowerer) elemType(t *TypeRef) tir.Elem {
+	if t.Shape != nil {
+		l.fail(t.Pos, "expected an element type, got %s[...]", t.Name)
+	}
 	if t.Elem != nil {
 		l.fail(t.Pos, "expected an element type, got %s[...]", t.Name)
 	}

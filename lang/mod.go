@@ -2,6 +2,7 @@ package lang
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/alecthomas/participle/v2/lexer"
@@ -10,7 +11,9 @@ import (
 )
 
 // callMod lowers `m(b, h, q_idx, kv_idx)` (a score mod takes s first) to a
-// call of the mod's function, specialized to the argument shapes.
+// call of the mod's function, specialized to the argument shapes. The
+// callee's other inputs (batch, num_heads, aux tensors, run-time
+// parameters) come from the caller: its own, passed on by name.
 func (l *lowerer) callMod(m *ModInst, ca *CallArgs) val {
 	std := []string{"b", "h", "q_idx", "kv_idx"}
 	if m.Kind() == "score" {
@@ -48,31 +51,207 @@ func (l *lowerer) callMod(m *ModInst, ca *CallArgs) val {
 		l.fail(ca.Pos, "calling %s %s needs seqlen_q and seqlen_k in scope (declare them as i32 kernel parameters)", m.Kind(), m.Name())
 	}
 	args = append(args, l.seqlenQ, l.seqlenK)
-	if auxs := m.AuxParams(); len(auxs) > 0 {
-		have := l.auxFor(m)
-		if have == nil {
-			l.fail(ca.Pos, "%s reads aux tensors (%s); it can only be used as a kernel's mask or score parameter", m.Name(), auxs[0].Name)
-		}
-		for _, a := range auxs {
-			t := have[a.Name]
-			args = append(args, t.ptr, t.len)
-		}
-	}
 	f := l.modFunc(m, types, ca.Pos)
+	args = append(args, l.envArgs(m, l.envs[f], ca.Pos)...)
 	return val{v: l.b.Call(f.Name, args, f.Result...).Result(), pos: ca.Pos}
 }
 
-// auxFor finds the aux tensors bound to a mod instance, if it is one of the
-// kernel's mod parameters (or the mod being lowered alone).
-func (l *lowerer) auxFor(m *ModInst) map[string]*auxTensor {
-	if a, ok := l.kernelAux[m]; ok {
-		return a
+// modEnv is what a mod function reads besides its positions and the
+// sequence lengths: the problem's batch and heads, aux tensors and
+// run-time parameters, its own and those of the mods it calls. Those are
+// passed through by name: in a mod and the mods it calls, one name is one
+// tensor or one scalar.
+type modEnv struct {
+	mod          string     // the mod's name, for messages
+	batch, heads *tir.Value // parameters; nil once lowered if unused
+	aux          []*auxTensor
+	scalars      []*scalarParam
+}
+
+// scalarParam is a run-time parameter: `offset: i32`.
+type scalarParam struct {
+	key  string // the mod's name for it
+	name string // the kernel parameter's name ("mask.offset"), or key
+	v    *tir.Value
+	elem tir.Elem
+	mod  string // the mod that declares it
+}
+
+func (s *scalarParam) param() ScalarParam { return ScalarParam{Name: s.key, Elem: s.elem, Mod: s.mod} }
+
+func (e *modEnv) find(key string) (*auxTensor, *scalarParam) {
+	for _, a := range e.aux {
+		if a.key == key {
+			return a, nil
+		}
 	}
-	return nil
+	for _, s := range e.scalars {
+		if s.key == key {
+			return nil, s
+		}
+	}
+	return nil, nil
+}
+
+func (e *modEnv) empty() bool {
+	return e == nil || e.batch == nil && e.heads == nil && len(e.aux) == 0 && len(e.scalars) == 0
+}
+
+// inputs describes the env for callers outside the compiler.
+func (e *modEnv) inputs() ModInputs {
+	var in ModInputs
+	if e == nil {
+		return in
+	}
+	in.Batch, in.Heads = e.batch != nil, e.heads != nil
+	for _, a := range e.aux {
+		p := a.param()
+		p.Name = a.key
+		in.Aux = append(in.Aux, p)
+	}
+	for _, s := range e.scalars {
+		in.Scalars = append(in.Scalars, s.param())
+	}
+	return in
+}
+
+// envArgs are the arguments for the inputs need of a function of mod m,
+// found where the call is: in the calling mod (passing them through, and
+// so adding them to its own inputs) or in the kernel (its parameters for
+// its mod parameter m, and its batch and num_heads).
+func (l *lowerer) envArgs(m *ModInst, need *modEnv, pos lexer.Position) []*tir.Value {
+	if need == nil {
+		return nil
+	}
+	var args []*tir.Value
+	if need.batch != nil {
+		args = append(args, l.sizeValue("batch", m, pos))
+	}
+	if need.heads != nil {
+		args = append(args, l.sizeValue("num_heads", m, pos))
+	}
+	for _, a := range need.aux {
+		t := l.resolveAux(m, a, pos)
+		args = append(args, t.ptr, t.len)
+	}
+	for _, s := range need.scalars {
+		args = append(args, l.resolveScalar(m, s, pos).v)
+	}
+	return args
+}
+
+// sizeValue is batch or num_heads where a call of m is lowered: the
+// calling mod's parameter, or the kernel's (a parameter of that name,
+// added when the kernel does not declare one).
+func (l *lowerer) sizeValue(name string, m *ModInst, pos lexer.Position) *tir.Value {
+	if l.env != nil {
+		if name == "batch" {
+			return l.env.batch
+		}
+		return l.env.heads
+	}
+	return l.kernelSize(name, m, pos)
+}
+
+// kernelSize returns the kernel's i32 parameter name (batch or num_heads),
+// adding it to the kernel when it has none: launches bind it from the
+// problem's shape.
+func (l *lowerer) kernelSize(name string, m *ModInst, pos lexer.Position) *tir.Value {
+	if v := l.kernelSizes[name]; v != nil {
+		return v
+	}
+	if l.kernelFn == nil {
+		l.fail(pos, "calling %s %s needs %s in scope", m.Kind(), m.Name(), name)
+	}
+	v := &tir.Value{Type: tir.Scalar(tir.I32), Name: name}
+	l.kernelFn.Params = append(l.kernelFn.Params, v)
+	if l.kernelSizes == nil {
+		l.kernelSizes = map[string]*tir.Value{}
+	}
+	l.kernelSizes[name] = v
+	return v
+}
+
+// resolveAux finds the aux tensor a (of a function of m) where the call is.
+func (l *lowerer) resolveAux(m *ModInst, a *auxTensor, pos lexer.Position) *auxTensor {
+	if l.env != nil {
+		t, s := l.env.find(a.key)
+		switch {
+		case s != nil:
+			l.fail(pos, "%s reads aux tensor %s, but %s is a run-time parameter of %s; mods called together share inputs by name",
+				a.mod, a.key, a.key, s.mod)
+		case t != nil:
+			if t.elem != a.elem || !sameDims(t.dims, a.dims) {
+				l.fail(pos, "aux tensor %s is %s in %s but %s in %s; mods called together share aux tensors by name",
+					a.key, t.param().Type(), t.mod, a.param().Type(), a.mod)
+			}
+			return t
+		}
+		t = &auxTensor{key: a.key, name: a.key, elem: a.elem, dims: a.dims, mod: a.mod,
+			ptr: &tir.Value{Type: tir.PtrTo(a.elem), Name: a.key},
+			len: &tir.Value{Type: tir.Scalar(tir.I32), Name: a.key + ".len"}}
+		l.env.aux = append(l.env.aux, t)
+		return t
+	}
+	env := l.kernelEnv[m]
+	if env == nil {
+		l.fail(pos, "%s reads aux tensors (%s); it can only be used as a kernel's mask or score parameter", m.Name(), a.key)
+	}
+	t, _ := env.find(a.key)
+	if t == nil {
+		l.fail(pos, "internal compiler error: kernel has no aux tensor %s for %s", a.key, m)
+	}
+	return t
+}
+
+// resolveScalar finds the run-time parameter s (of a function of m) where
+// the call is.
+func (l *lowerer) resolveScalar(m *ModInst, s *scalarParam, pos lexer.Position) *scalarParam {
+	if l.env != nil {
+		t, x := l.env.find(s.key)
+		switch {
+		case t != nil:
+			l.fail(pos, "%s reads run-time parameter %s, but %s is an aux tensor of %s; mods called together share inputs by name",
+				s.mod, s.key, s.key, t.mod)
+		case x != nil:
+			if x.elem != s.elem {
+				l.fail(pos, "run-time parameter %s is %s in %s but %s in %s; mods called together share run-time parameters by name",
+					s.key, elemLangName(x.elem), x.mod, elemLangName(s.elem), s.mod)
+			}
+			return x
+		}
+		x = &scalarParam{key: s.key, name: s.key, elem: s.elem, mod: s.mod, v: &tir.Value{Type: tir.Scalar(s.elem), Name: s.key}}
+		l.env.scalars = append(l.env.scalars, x)
+		return x
+	}
+	env := l.kernelEnv[m]
+	if env == nil {
+		l.fail(pos, "%s reads run-time parameter %s; it can only be used as a kernel's mask or score parameter", m.Name(), s.key)
+	}
+	_, x := env.find(s.key)
+	if x == nil {
+		l.fail(pos, "internal compiler error: kernel has no run-time parameter %s for %s", s.key, m)
+	}
+	return x
+}
+
+func sameDims(a, b []Dim) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // modFunc returns the function for m specialized to the standard argument
-// types, lowering it on first use.
+// types, lowering it on first use. Its parameters are the standard ones,
+// seqlen_q, seqlen_k, then its inputs (l.envs[f]): batch and num_heads if
+// it reads them, a pointer and a length per aux tensor, a value per
+// run-time parameter.
 func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir.Func {
 	var sig strings.Builder
 	sig.WriteString(m.String())
@@ -101,7 +280,7 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 		if md.Kind == "score" {
 			want = "(score, b, h, q_idx, kv_idx)"
 		}
-		l.fail(md.Pos, "%s %s must take %s first, then aux tensors", md.Kind, md.Name, want)
+		l.fail(md.Pos, "%s %s must take %s first, then aux tensors and run-time parameters", md.Kind, md.Name, want)
 	}
 	var shape []int
 	for _, t := range types {
@@ -119,7 +298,7 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	// Save the caller's context; a mod sees only globals and its own names.
 	saved := *l
 	defer func() {
-		l.b, l.scope, l.seqlenQ, l.seqlenK, l.kernelAux = saved.b, saved.scope, saved.seqlenQ, saved.seqlenK, saved.kernelAux
+		l.b, l.scope, l.seqlenQ, l.seqlenK, l.kernelEnv, l.env = saved.b, saved.scope, saved.seqlenQ, saved.seqlenK, saved.kernelEnv, saved.env
 		l.modStack = l.modStack[:len(l.modStack)-1]
 		l.modDepth--
 		// The height of the call tree below this mod, for the caller's.
@@ -136,7 +315,7 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	l.scope = nil
 	l.push()
 	l.b = &tir.Builder{Block: f.Body}
-	l.kernelAux = map[*ModInst]map[string]*auxTensor{}
+	l.kernelEnv = nil
 	for i, cp := range md.CParams {
 		l.define(cp.Name, constVal(m.Args[i], cp.Pos), false, cp.Pos)
 	}
@@ -156,30 +335,49 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	}
 	l.seqlenQ = &tir.Value{Type: tir.Scalar(tir.I32), Name: "seqlen_q"}
 	l.seqlenK = &tir.Value{Type: tir.Scalar(tir.I32), Name: "seqlen_k"}
-	f.Params = append(f.Params, l.seqlenQ, l.seqlenK)
-	l.scope.vars["seqlen_q"] = &binding{v: val{v: l.seqlenQ}, pos: md.Pos}
-	l.scope.vars["seqlen_k"] = &binding{v: val{v: l.seqlenK}, pos: md.Pos}
-	aux := map[string]*auxTensor{}
+	env := &modEnv{mod: md.Name,
+		batch: &tir.Value{Type: tir.Scalar(tir.I32), Name: "batch"},
+		heads: &tir.Value{Type: tir.Scalar(tir.I32), Name: "num_heads"}}
+	l.env = env
+	for _, sz := range []struct {
+		name string
+		v    *tir.Value
+	}{{"seqlen_q", l.seqlenQ}, {"seqlen_k", l.seqlenK}, {"batch", env.batch}, {"num_heads", env.heads}} {
+		l.scope.vars[sz.name] = &binding{v: val{v: sz.v}, pos: md.Pos}
+	}
 	for _, prm := range md.Params[nstd:] {
 		t := prm.Type
-		if t == nil || t.Name != "tensor" || t.Elem == nil {
-			l.fail(prm.Pos, "extra parameter %s of %s must be an aux tensor, e.g. %s: tensor[i32]", prm.Name, md.Name, prm.Name)
+		switch {
+		case t == nil:
+			l.fail(prm.Pos, "extra parameter %s of %s needs a type: a run-time parameter (%s: i32) or an aux tensor (%s: tensor[i32])", prm.Name, md.Name, prm.Name, prm.Name)
+		case t.Name == "tensor" && t.Elem != nil:
+			e := l.elemType(t.Elem)
+			a := &auxTensor{key: prm.Name, name: prm.Name, elem: e, mod: md.Name,
+				ptr: &tir.Value{Type: tir.PtrTo(e), Name: prm.Name},
+				len: &tir.Value{Type: tir.Scalar(tir.I32), Name: prm.Name + ".len"}}
+			if t.Shape != nil {
+				a.dims = l.auxDims(prm.Name, t.Shape)
+			}
+			l.define(prm.Name, val{aux: a, pos: prm.Pos}, false, prm.Pos)
+			env.aux = append(env.aux, a)
+		case t.Elem == nil && t.Shape == nil && t.Name != "tensor" && t.Name != "ptr":
+			e := l.elemType(t)
+			if e != tir.I32 && e != tir.F32 && e != tir.I1 {
+				l.fail(t.Pos, "run-time parameter %s of %s must be i32, f32 or bool, got %s", prm.Name, md.Name, elemLangName(e))
+			}
+			s := &scalarParam{key: prm.Name, name: prm.Name, elem: e, mod: md.Name, v: &tir.Value{Type: tir.Scalar(e), Name: prm.Name}}
+			l.define(prm.Name, val{v: s.v, pos: prm.Pos}, false, prm.Pos)
+			env.scalars = append(env.scalars, s)
+		default:
+			l.fail(t.Pos, "extra parameter %s of %s must be a run-time parameter (%s: i32, f32 or bool) or an aux tensor (%s: tensor[i32])", prm.Name, md.Name, prm.Name, prm.Name)
 		}
-		e := l.elemType(t.Elem)
-		a := &auxTensor{name: prm.Name, elem: e,
-			ptr: &tir.Value{Type: tir.PtrTo(e), Name: prm.Name},
-			len: &tir.Value{Type: tir.Scalar(tir.I32), Name: prm.Name + ".len"}}
-		f.Params = append(f.Params, a.ptr, a.len)
-		aux[prm.Name] = a
-		l.define(prm.Name, val{aux: a, pos: prm.Pos}, false, prm.Pos)
 	}
-	l.kernelAux[m] = aux
 	if md.Result != nil {
 		want := "bool"
 		if md.Kind == "score" {
 			want = "f32"
 		}
-		if md.Result.Name != want || md.Result.Elem != nil {
+		if md.Result.Name != want || md.Result.Elem != nil || md.Result.Shape != nil {
 			l.fail(md.Result.Pos, "a %s mod returns %s, not %s", md.Kind, want, md.Result.Name)
 		}
 	}
@@ -213,11 +411,163 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	l.pop()
 	out = l.broadcastTo(out, shape)
 	l.b.Return(out)
+	// The inputs become parameters: batch and num_heads only if read, so
+	// that a kernel gets them only for mods that need them.
+	if !usesValue(f.Body, env.batch) {
+		env.batch = nil
+	}
+	if !usesValue(f.Body, env.heads) {
+		env.heads = nil
+	}
+	f.Params = append(f.Params, l.seqlenQ, l.seqlenK)
+	for _, v := range []*tir.Value{env.batch, env.heads} {
+		if v != nil {
+			f.Params = append(f.Params, v)
+		}
+	}
+	for _, a := range env.aux {
+		f.Params = append(f.Params, a.ptr, a.len)
+	}
+	for _, s := range env.scalars {
+		f.Params = append(f.Params, s.v)
+	}
+	if l.envs == nil {
+		l.envs = map[*tir.Func]*modEnv{}
+	}
+	l.envs[f] = env
 	l.mod.Funcs = append(l.mod.Funcs, f)
-	if l.check && len(md.Params) == nstd {
+	if l.check && env.empty() {
 		l.p.markChecked(l.checkKey(sig.String()), 1+l.childHeight)
 	}
 	return f
+}
+
+// fullSignature gives a mod function lowered alone every size parameter,
+// read or not, so that callers outside the compiler pass the same
+// arguments to every mod (see ModInputs).
+func (l *lowerer) fullSignature(f *tir.Func, nstd int) {
+	env := l.envs[f]
+	batch := &tir.Value{Type: tir.Scalar(tir.I32), Name: "batch"}
+	heads := &tir.Value{Type: tir.Scalar(tir.I32), Name: "num_heads"}
+	rest := f.Params[nstd+2:]
+	if env != nil {
+		if env.batch != nil {
+			batch, rest = env.batch, rest[1:]
+		}
+		if env.heads != nil {
+			heads, rest = env.heads, rest[1:]
+		}
+	}
+	params := append(append([]*tir.Value{}, f.Params[:nstd+2]...), batch, heads)
+	f.Params = append(params, rest...)
+}
+
+// usesValue reports whether any op in b (nested blocks included) reads v.
+func usesValue(b *tir.Block, v *tir.Value) bool {
+	found := false
+	b.Walk(func(op *tir.Op) bool {
+		for _, a := range op.Args {
+			if a == v {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// auxDims evaluates the declared shape of aux tensor name: each dimension
+// an integer constant, or batch, num_heads, seqlen_q and seqlen_k combined
+// with + and -, and * by constants.
+func (l *lowerer) auxDims(name string, shape []*AddExpr) []Dim {
+	out := make([]Dim, len(shape))
+	for i, e := range shape {
+		d := l.dimAdd(name, e)
+		for _, c := range []int64{d.Const, d.Batch, d.Heads, d.SeqQ, d.SeqK} {
+			if c < math.MinInt32 || c > math.MaxInt32 {
+				l.fail(e.Pos, "dimension %d of aux tensor %s overflows i32", i, name)
+			}
+		}
+		out[i] = d
+	}
+	return out
+}
+
+func (l *lowerer) dimFail(name string, pos lexer.Position, what string) {
+	l.fail(pos, "dimension of aux tensor %s: %s; a dimension is an integer constant, or batch, num_heads, seqlen_q and seqlen_k combined with +, - and * by constants", name, what)
+}
+
+func (l *lowerer) dimAdd(name string, e *AddExpr) Dim {
+	d := l.dimMul(name, e.Left)
+	for _, op := range e.Rest {
+		r := l.dimMul(name, op.Right)
+		if op.Op == "-" {
+			r = r.scale(-1)
+		}
+		d = d.add(r)
+	}
+	return d
+}
+
+func (l *lowerer) dimMul(name string, e *MulExpr) Dim {
+	d := l.dimUnary(name, e.Left)
+	for _, op := range e.Rest {
+		r := l.dimUnary(name, op.Right)
+		switch {
+		case op.Op != "*" && (!d.isConst() || !r.isConst()):
+			l.dimFail(name, op.Pos, op.Op+" of a size")
+		case op.Op == "/" || op.Op == "%":
+			c := l.foldArith(map[string]tir.Kind{"/": tir.OpDiv, "%": tir.OpRem}[op.Op], IntConst(d.Const), IntConst(r.Const), op.Pos)
+			d = Dim{Const: c.I}
+		case d.isConst():
+			d = r.scale(d.Const)
+		case r.isConst():
+			d = d.scale(r.Const)
+		default:
+			l.dimFail(name, op.Pos, "a product of sizes")
+		}
+	}
+	return d
+}
+
+func (l *lowerer) dimUnary(name string, u *Unary) Dim {
+	switch {
+	case u.Op == "-":
+		return l.dimUnary(name, u.Operand).scale(-1)
+	case u.Op != "":
+		l.dimFail(name, u.Pos, u.Op+" of a size")
+	}
+	p := u.Postfix
+	if id := p.Primary.Ident; id != nil && len(p.Suffix) == 0 {
+		switch *id {
+		case "batch":
+			return Dim{Batch: 1}
+		case "num_heads":
+			return Dim{Heads: 1}
+		case "seqlen_q":
+			return Dim{SeqQ: 1}
+		case "seqlen_k":
+			return Dim{SeqK: 1}
+		}
+	}
+	if e := p.Primary.Paren; e != nil && len(p.Suffix) == 0 && len(e.Right) == 0 && len(e.Left.Right) == 0 && e.Left.Left.Op == "" {
+		return l.dimAdd(name, e.Left.Left.Left)
+	}
+	v := l.postfix(p)
+	if v.c == nil || v.c.Kind != CInt {
+		l.dimFail(name, p.Pos, "got "+v.describe())
+	}
+	return Dim{Const: v.c.I}
+}
+
+func (d Dim) isConst() bool { return d.Batch == 0 && d.Heads == 0 && d.SeqQ == 0 && d.SeqK == 0 }
+
+func (d Dim) add(o Dim) Dim {
+	return Dim{d.Const + o.Const, d.Batch + o.Batch, d.Heads + o.Heads, d.SeqQ + o.SeqQ, d.SeqK + o.SeqK}
+}
+
+func (d Dim) scale(c int64) Dim {
+	return Dim{d.Const * c, d.Batch * c, d.Heads * c, d.SeqQ * c, d.SeqK * c}
 }
 
 // funcName picks an unused function name for m. It keeps a set rather than

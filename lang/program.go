@@ -23,6 +23,9 @@ type Program struct {
 	// checked holds the mod functions CheckDecl lowered without error (see
 	// checkedStub), with the height of their call trees.
 	checked map[string]int
+	// inputs caches what each mod instance reads (modInputs), by its
+	// canonical string.
+	inputs map[string]ModInputs
 }
 
 // NewProgram returns an empty program.

@@ -18,14 +18,16 @@ type BlockMask interface {
 }
 
 // Request is a call's named values, device-independent: the problem, the
-// strides of tensors that are not contiguous, the block mask, and the
-// lengths of the aux tensors the caller provides, by the names the caller
-// used ("doc" or "mask.doc").
+// strides of tensors that are not contiguous, the block mask, the lengths
+// (in elements) of the aux tensors the caller provides and the values of
+// the mods' run-time parameters, by the names the caller used ("doc" or
+// "mask.doc", "offset" or "mask.offset").
 type Request struct {
 	Problem   Problem
 	Strides   map[string][]int // tensor → strides of its leading dimensions
 	BlockMask BlockMask
 	Aux       map[string]int
+	Scalars   map[string]any // int, int32, int64, float32, float64 or bool
 }
 
 // Role says where a buffer's contents come from.
@@ -106,7 +108,7 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 			scalars[k] = v
 		}
 	}
-	auxUsed := map[string]bool{}
+	auxUsed, scalarUsed := map[string]bool{}, map[string]bool{}
 	bufIndex := map[string]int{}
 	addBuf := func(b Buffer) int {
 		if i, ok := bufIndex[b.Name]; ok {
@@ -127,13 +129,23 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 		} else {
 			v, ok := scalars[p.Name]
 			if !ok {
-				if _, aux, isLen, isAux := c.auxParam(p.Name); isAux && isLen {
+				switch _, aux, isLen, isMod := c.auxParam(p.Name); {
+				case isMod && isLen:
 					key, err := auxKey(r.Aux, p.Name[:len(p.Name)-len(".len")], aux)
 					if err != nil {
 						return nil, fmt.Errorf("kernel %s: %w", c.Kernel, err)
 					}
 					auxUsed[key] = true
 					v, ok = r.Aux[key], true
+				case isMod:
+					key, err := scalarKey(r.Scalars, p.Name, aux)
+					if err != nil {
+						return nil, fmt.Errorf("kernel %s: %w", c.Kernel, err)
+					}
+					scalarUsed[key] = true
+					v, ok = r.Scalars[key], true
+				case c.isSize(p.Name):
+					v, ok = problemSize(p.Name, r.Problem), true
 				}
 			}
 			if !ok {
@@ -150,7 +162,58 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 			return nil, fmt.Errorf("kernel %s: aux tensor %q is not read by its mods (they read: %s)", c.Kernel, k, c.auxNames(params))
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.Scalars)) {
+		if !scalarUsed[k] {
+			names := "none"
+			if ns := c.RuntimeParams(params); len(ns) > 0 {
+				names = strings.Join(ns, ", ")
+			}
+			return nil, fmt.Errorf("kernel %s: run-time parameter %q is not read by its mods (they read: %s)", c.Kernel, k, names)
+		}
+	}
 	return call, nil
+}
+
+// Sizes are the problem sizes a kernel's mods may read (batch and
+// num_heads): parameters of these names that the contract does not name
+// are bound from the problem's shape.
+var Sizes = []string{"batch", "num_heads"}
+
+// isSize reports whether param is a size parameter the contract leaves to
+// the shape (only kernels with mods have them).
+func (c *Contract) isSize(param string) bool {
+	return len(c.Mods) > 0 && slices.Contains(Sizes, param) && c.scalar(param) == nil
+}
+
+func problemSize(name string, p Problem) int {
+	if name == "batch" {
+		return p.Shape.Batch
+	}
+	return p.Shape.Heads
+}
+
+// RuntimeParams lists the run-time parameters a kernel with these
+// parameters reads, by their short names ("offset").
+func (c *Contract) RuntimeParams(params []artifact.Param) []string {
+	var names []string
+	for _, p := range params {
+		if _, name, isLen, ok := c.auxParam(p.Name); ok && !isLen && p.Kind != artifact.KindPtr {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// scalarKey finds the caller's name for run-time parameter full
+// ("mask.offset"): the full name, or the short one ("offset").
+func scalarKey(vals map[string]any, full, short string) (string, error) {
+	if _, ok := vals[full]; ok {
+		return full, nil
+	}
+	if _, ok := vals[short]; ok {
+		return short, nil
+	}
+	return "", fmt.Errorf("missing run-time parameter %q (parameter %s)", short, full)
 }
 
 // AuxTensors lists the aux tensors a kernel with these parameters reads,
@@ -158,7 +221,7 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 func (c *Contract) AuxTensors(params []artifact.Param) []string {
 	var names []string
 	for _, p := range params {
-		if _, aux, isLen, ok := c.auxParam(p.Name); ok && !isLen {
+		if _, aux, isLen, ok := c.auxParam(p.Name); ok && !isLen && p.Kind == artifact.KindPtr {
 			names = append(names, aux)
 		}
 	}
@@ -295,6 +358,16 @@ func contiguous(dims []int) []int {
 func convert(p artifact.Param, v any) (any, error) {
 	switch p.Kind {
 	case artifact.KindI32:
+		if p.Elem == "i1" {
+			// A bool parameter takes a bool, passed as 0 or 1.
+			if b, ok := v.(bool); ok {
+				if b {
+					return int32(1), nil
+				}
+				return int32(0), nil
+			}
+			return nil, fmt.Errorf("parameter %s is bool, got %T", p.Name, v)
+		}
 		switch v := v.(type) {
 		case int:
 			if v < math.MinInt32 || v > math.MaxInt32 {
@@ -303,6 +376,11 @@ func convert(p artifact.Param, v any) (any, error) {
 			return int32(v), nil
 		case int32:
 			return v, nil
+		case int64:
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				return nil, fmt.Errorf("parameter %s = %d does not fit i32", p.Name, v)
+			}
+			return int32(v), nil
 		case bool:
 			if v {
 				return int32(1), nil
@@ -313,6 +391,8 @@ func convert(p artifact.Param, v any) (any, error) {
 		switch v := v.(type) {
 		case int:
 			return int64(v), nil
+		case int32:
+			return int64(v), nil
 		case int64:
 			return v, nil
 		}
@@ -321,6 +401,10 @@ func convert(p artifact.Param, v any) (any, error) {
 		case float32:
 			return v, nil
 		case float64:
+			return float32(v), nil
+		case int:
+			return float32(v), nil
+		case int32:
 			return float32(v), nil
 		}
 	}

@@ -49,7 +49,10 @@ type Contract struct {
 	// it takes no block mask.
 	BlockMask *BlockMaskParams
 	// Mods are the kernel's mod parameters (mask, score): each aux tensor a
-	// mod reads arrives as parameters "<mod>.<aux>" and "<mod>.<aux>.len".
+	// mod reads arrives as parameters "<mod>.<aux>" (a pointer) and
+	// "<mod>.<aux>.len" (its length in elements), each run-time parameter
+	// as "<mod>.<name>" (a scalar), and batch and num_heads, when a mod
+	// reads them, as "batch" and "num_heads" (see Sizes).
 	Mods []string
 	// Grid is the launch grid for a problem.
 	Grid func(p Problem) [3]int
@@ -131,8 +134,10 @@ func (c *Contract) Outputs() []string {
 	return out
 }
 
-// auxParam splits a kernel parameter "mask.doc" or "mask.doc.len" into its
-// mod, aux name and whether it is the length.
+// auxParam splits a kernel parameter "mask.doc", "mask.doc.len" or
+// "mask.offset" into its mod, aux (or run-time parameter) name and whether
+// it is an aux tensor's length. A pointer is an aux tensor; a scalar
+// without ".len" a run-time parameter.
 func (c *Contract) auxParam(param string) (mod, aux string, isLen, ok bool) {
 	mod, rest, found := strings.Cut(param, ".")
 	if !found || !c.isMod(mod) {
@@ -206,8 +211,14 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 			continue
 		}
 		if _, _, isLen, ok := c.auxParam(p.Name); ok {
-			if isLen != (p.Kind != artifact.KindPtr) {
+			if isLen && p.Kind == artifact.KindPtr {
 				return fmt.Errorf("kernel %s: aux parameter %s has kind %s", c.Kernel, p.Name, p.Kind)
+			}
+			continue
+		}
+		if c.isSize(p.Name) {
+			if p.Kind != artifact.KindI32 {
+				return fmt.Errorf("kernel %s: parameter %s has kind %s, want i32", c.Kernel, p.Name, p.Kind)
 			}
 			continue
 		}

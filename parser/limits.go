@@ -237,6 +237,16 @@ func checkExprSizes(src string, f *lang.File) error {
 			if err := cparamSizes(src, d.Mod.CParams); err != nil {
 				return err
 			}
+			for _, p := range d.Mod.Params {
+				if p.Type == nil {
+					continue
+				}
+				for _, e := range p.Type.Shape { // an aux tensor's declared dimensions
+					if n := addOps(e); n > lang.MaxExprOps {
+						return exprTooLarge(src, e.Pos)
+					}
+				}
+			}
 			if err := blockSizes(src, d.Mod.Body); err != nil {
 				return err
 			}

@@ -361,3 +361,34 @@ func TestBackwardBF16(t *testing.T) {
 		deriv: derivs["softcap(2.5)"](sh, nil)}
 	c.run(t, 12)
 }
+
+// TestBackwardTiles runs kernel tiles smaller than the mask blocks (four
+// 32-row q tiles and eight 16-key kv tiles per 128×128 block), atomic and
+// deterministic, against the reference.
+func TestBackwardTiles(t *testing.T) {
+	for _, det := range []string{"false", "true"} {
+		opts := fac.Options{Mask: "document", Score: "softcap(2.5)", Consts: map[string]string{"BLOCK_M": "32", "BLOCK_N": "16", "DETERMINISTIC": det}}
+		fwd, err := fac.CompileForward(fac.Options{Mask: opts.Mask, Score: opts.Score}, bwdDim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bwd, err := fac.CompileBackward(opts, bwdDim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := fac.Shape{Batch: 2, Heads: 2, KVHeads: 1, SeqQ: 200, SeqK: 150, Dim: bwdDim}
+		in := only(fwd, inputs(sh, 21))
+		doc := in.Aux["doc"].([]int32)
+		at := func(i int) int32 {
+			if i < len(doc) {
+				return doc[i]
+			}
+			return 0
+		}
+		c := gradCase{name: "tiles/deterministic=" + det, fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-5,
+			mask:  func(b, h, i, j int) bool { return at(i) == at(j) },
+			score: func(s float64, b, h, i, j int) float64 { return 2.5 * math.Tanh(s/2.5) },
+			deriv: derivs["softcap(2.5)"](sh, nil)}
+		c.run(t, 22)
+	}
+}

@@ -53,6 +53,47 @@ func FromI32(name string, xs []int32) *Buffer {
 	return b
 }
 
+// FromHost makes a buffer of e from the slice launch.HostData gives for e:
+// []bool, []int32, []int64, []uint16 (f16 or bf16 bits) or []float32.
+func FromHost(name string, e tir.Elem, data any) *Buffer {
+	var b *Buffer
+	switch x := data.(type) {
+	case []bool:
+		b = NewBuffer(name, e, len(x))
+		for i, v := range x {
+			b.Vals[i] = b2f(v)
+		}
+	case []int32:
+		b = NewBuffer(name, e, len(x))
+		for i, v := range x {
+			b.Vals[i] = float64(v)
+		}
+	case []int64:
+		b = NewBuffer(name, e, len(x))
+		for i, v := range x {
+			b.Vals[i] = float64(v)
+		}
+	case []uint16:
+		dec := half.F16ToF32
+		if e == tir.BF16 {
+			dec = half.BF16ToF32
+		}
+		b = NewBuffer(name, e, len(x))
+		for i, v := range x {
+			b.Vals[i] = float64(dec(v))
+		}
+	case []float32:
+		b = NewBuffer(name, e, len(x))
+		for i, v := range x {
+			b.Vals[i] = float64(v)
+		}
+	default:
+		return NewBuffer(name, e, 0)
+	}
+	fixSlice(e, b.Vals)
+	return b
+}
+
 // FromFloats makes a buffer of e holding xs, each rounded to e (e.g. bf16
 // inputs).
 func FromFloats(name string, e tir.Elem, xs []float64) *Buffer {

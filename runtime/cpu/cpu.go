@@ -281,11 +281,17 @@ func bindArg(st *slot, t tir.Type, a any) error {
 		}
 		v = fix(t.Elem, v)
 	case tir.I1:
-		b, ok := a.(bool)
-		if !ok {
+		switch x := a.(type) {
+		case bool:
+			v = b2f(x)
+		case int32: // a bool kernel parameter as a launch binds it
+			if x != 0 && x != 1 {
+				return fmt.Errorf("got %d, want a bool (0 or 1)", x)
+			}
+			v = float64(x)
+		default:
 			return fmt.Errorf("got %T, want bool", a)
 		}
-		v = b2f(b)
 	default:
 		return fmt.Errorf("unsupported param type %s", t)
 	}

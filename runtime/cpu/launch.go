@@ -51,9 +51,17 @@ func Run(ctx context.Context, m *tir.Module, call *launch.Call, host map[string]
 	return byName, nil
 }
 
-// hostBuffer makes the device copy of a host value, rounded to e.
+// hostBuffer makes the device copy of a host value, rounded to e. Aux
+// tensors take any data launch.HostData converts.
 func hostBuffer(b launch.Buffer, e tir.Elem, v any) (*Buffer, error) {
 	var buf *Buffer
+	if _, isBuf := v.(*Buffer); b.Role == launch.Aux && v != nil && !isBuf {
+		data, _, err := launch.HostData(b.Elem, v)
+		if err != nil {
+			return nil, fmt.Errorf("aux tensor %s: %w", b.Name, err)
+		}
+		v = FromHost(b.Name, e, data)
+	}
 	switch v := v.(type) {
 	case nil:
 		return nil, fmt.Errorf("no data for %s", b.Name)

@@ -151,8 +151,16 @@ func elemBytes(e string) (int, error) {
 	return 0, fmt.Errorf("unsupported element type %q", e)
 }
 
-// upload copies a host value to ptr in the buffer's element type.
+// upload copies a host value to ptr in the buffer's element type. Aux
+// tensors take any data launch.HostData converts.
 func upload(ptr cuda.DevicePtr, b launch.Buffer, v any) error {
+	if b.Role == launch.Aux && v != nil {
+		data, _, err := launch.HostData(b.Elem, v)
+		if err != nil {
+			return fmt.Errorf("aux tensor %s: %w", b.Name, err)
+		}
+		return uploadAux(ptr, b, data)
+	}
 	n := 0
 	var err error
 	switch v := v.(type) {
@@ -187,6 +195,40 @@ func upload(ptr cuda.DevicePtr, b launch.Buffer, v any) error {
 		return fmt.Errorf("%s has %d elements, the call needs %d", b.Name, n, b.Len)
 	}
 	return err
+}
+
+// uploadAux copies an aux tensor converted by launch.HostData: its first
+// b.Len elements, in the element type's bytes (bool as one byte 0 or 1).
+func uploadAux(ptr cuda.DevicePtr, b launch.Buffer, data any) error {
+	n, err := launch.HostLen(data)
+	if err != nil {
+		return err
+	}
+	if n < b.Len {
+		return fmt.Errorf("%s has %d elements, the call needs %d", b.Name, n, b.Len)
+	}
+	if b.Len == 0 {
+		return nil
+	}
+	switch x := data.(type) {
+	case []bool:
+		bs := make([]uint8, b.Len)
+		for i, v := range x[:b.Len] {
+			if v {
+				bs[i] = 1
+			}
+		}
+		return cuda.HtoD(ptr, bs)
+	case []int32:
+		return cuda.HtoD(ptr, x[:b.Len])
+	case []int64:
+		return cuda.HtoD(ptr, x[:b.Len])
+	case []uint16:
+		return cuda.HtoD(ptr, x[:b.Len])
+	case []float32:
+		return cuda.HtoD(ptr, x[:b.Len])
+	}
+	return fmt.Errorf("%s: unsupported host type %T", b.Name, data)
 }
 
 func download(ptr cuda.DevicePtr, b launch.Buffer) (any, error) {
