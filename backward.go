@@ -172,16 +172,23 @@ func (bw *Backward) BlockMask(sh Shape, aux map[string]any) (*blockmask.BlockMas
 }
 
 // BackwardInputs are the tensors of one backward call, contiguous
-// row-major: Q, K, V, Aux, Scale and BlockMask as given to the forward; O
-// ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log) as it returned
-// them; DO = dL/dO, shaped like O.
+// row-major: Q, K, V, Aux, Scalars, Scale and BlockMask as given to the
+// forward; O ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log) as it
+// returned them; DO = dL/dO, shaped like O.
 type BackwardInputs struct {
 	Q, K, V   []float32
 	O, LSE    []float32
 	DO        []float32
 	Aux       map[string]any
+	Scalars   map[string]any
 	Scale     float32
 	BlockMask *blockmask.BlockMask
+}
+
+// forwardInputs are the inputs the forward took, for the block mask and
+// the mods' checks.
+func (in BackwardInputs) forwardInputs() Inputs {
+	return Inputs{Q: in.Q, K: in.K, V: in.V, Aux: in.Aux, Scalars: in.Scalars, Scale: in.Scale, BlockMask: in.BlockMask}
 }
 
 // Grads are the gradients of one backward call: DQ like Q, DK and DV like
@@ -211,61 +218,30 @@ func (bw *Backward) RunCPUGrads(ctx context.Context, in BackwardInputs, sh Shape
 	if err := bw.checkInputs(in, sh); err != nil {
 		return nil, err
 	}
-	bm, err := bw.masker.blockMask(Inputs{Aux: in.Aux, BlockMask: in.BlockMask}, sh)
+	bm, err := bw.masker.blockMask(in.forwardInputs(), sh)
 	if err != nil {
 		return nil, err
 	}
-	auxLen, err := auxLens(in.Aux)
+	b, err := bw.bind(in.Aux, in.Scalars, in.Scale, sh, bm, nil)
 	if err != nil {
 		return nil, err
 	}
 	// Buffers that pass from kernel to kernel, by parameter name: they
 	// stay on the device (here: *cpu.Buffer).
-	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V, "o": in.O, "dout": in.DO, "lse": in.LSE}
+	host := bw.hostData(in, bm)
 	// The score's aux gradients: zeroed f32 buffers that flash_bwd adds
 	// into, bound as its aux tensors "score.<aux>.grad".
 	daux := map[string]*cpu.Buffer{}
-	gradLen := map[string]int{}
-	for _, a := range bw.AuxGrads() {
-		n, ok := auxLen[a]
-		if !ok {
-			n, ok = auxLen["score."+a]
-		}
-		if !ok {
-			return nil, fmt.Errorf("missing aux tensor %q", a)
-		}
-		key := "score." + a + ".grad"
+	for key, n := range b.gradLen {
 		daux[key] = cpu.NewBuffer(key, tir.F32, n)
-		gradLen[key] = n
+		host[key] = daux[key]
 	}
 	for i := range bw.stages {
 		st := &bw.stages[i]
-		req := launch.Request{Problem: launch.Problem{Shape: sh, Attrs: st.res.Attrs(), Scale: in.Scale}}
-		if st.contract.BlockMask != nil {
-			req.BlockMask = bm
-			// flash_bwd reads the transposed lists, flash_bwd_dq the forward's.
-			for name, xs := range st.contract.BlockMask.Tensors(bm) {
-				host[name] = xs
-			}
-		}
-		if len(st.contract.Mods) > 0 {
-			req.Aux = maps.Clone(auxLen)
-			if st == bw.main {
-				maps.Copy(req.Aux, gradLen)
-			}
-		}
-		call, err := st.contract.Bind(st.res.Params(), req)
-		if err != nil {
-			return nil, err
-		}
-		for _, b := range call.Buffers {
-			if b.Role != launch.Aux {
-				continue
-			}
-			if d, ok := daux[b.Key]; ok {
-				host[b.Name] = d
-			} else {
-				host[b.Name] = in.Aux[b.Key]
+		call := b.calls[i]
+		for _, buf := range call.Buffers {
+			if buf.Role == launch.Aux && daux[buf.Key] == nil {
+				host[buf.Name] = in.Aux[buf.Key]
 			}
 		}
 		out, err := cpu.Run(ctx, st.res.Module, call, host)
@@ -281,13 +257,114 @@ func (bw *Backward) RunCPUGrads(ctx context.Context, in BackwardInputs, sh Shape
 	g.DK = host["dk"].(*cpu.Buffer).F32()
 	g.DV = host["dv"].(*cpu.Buffer).F32()
 	for key, b := range daux {
-		g.DAux[strings.TrimSuffix(strings.TrimPrefix(key, "score."), ".grad")] = b.F32()
+		g.DAux[auxGradName(key)] = b.F32()
 	}
 	return g, nil
 }
 
-// checkInputs checks the host tensors' sizes against the shape.
+// auxGradKey is the kernel parameter (and binder key) of aux tensor a's
+// gradient; auxGradName is its inverse.
+func auxGradKey(a string) string { return "score." + a + ".grad" }
+
+func auxGradName(key string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(key, "score."), ".grad")
+}
+
+// bound are a backward call's kernels bound in launch order, and the
+// lengths of the aux gradients by binder key ("score.slopes.grad").
+type bound struct {
+	calls   []*launch.Call
+	gradLen map[string]int
+}
+
+// bind binds every stage for one call: aux are the mods' aux tensors by
+// the caller's names, strides the leading-dimension strides by tensor name
+// (nil: contiguous).
+func (bw *Backward) bind(aux map[string]any, scalars map[string]any, scale float32, sh Shape, bm *blockmask.BlockMask, strides map[string][]int) (*bound, error) {
+	auxLen, err := auxLens(aux)
+	if err != nil {
+		return nil, err
+	}
+	return bw.bindLens(auxLen, scalars, scale, sh, bm, strides)
+}
+
+// bindLens is bind with the aux tensors' lengths.
+func (bw *Backward) bindLens(auxLen map[string]int, scalars map[string]any, scale float32, sh Shape, bm *blockmask.BlockMask, strides map[string][]int) (*bound, error) {
+	b := &bound{gradLen: map[string]int{}}
+	for _, a := range bw.AuxGrads() {
+		n, ok := auxLen[a]
+		if !ok {
+			n, ok = auxLen["score."+a]
+		}
+		if !ok {
+			return nil, fmt.Errorf("missing aux tensor %q", a)
+		}
+		b.gradLen[auxGradKey(a)] = n
+	}
+	for i := range bw.stages {
+		st := &bw.stages[i]
+		req := launch.Request{Problem: launch.Problem{Shape: sh, Attrs: st.res.Attrs(), Scale: scale}}
+		if st.contract.BlockMask != nil {
+			req.BlockMask = bm
+		}
+		if len(st.contract.Mods) > 0 {
+			req.Aux = maps.Clone(auxLen)
+			if st == bw.main {
+				maps.Copy(req.Aux, b.gradLen)
+			}
+			req.Scalars = scalars
+		}
+		// Each kernel takes the strides of its own tensors.
+		for name, s := range strides {
+			if hasTensor(st.contract, name) {
+				if req.Strides == nil {
+					req.Strides = map[string][]int{}
+				}
+				req.Strides[name] = s
+			}
+		}
+		call, err := st.contract.Bind(st.res.Params(), req)
+		if err != nil {
+			return nil, err
+		}
+		b.calls = append(b.calls, call)
+	}
+	return b, nil
+}
+
+func hasTensor(c *launch.Contract, name string) bool {
+	for _, t := range c.Tensors {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hostData are a host call's tensors by kernel parameter name: the inputs
+// and both directions of the block mask (flash_bwd reads the transposed
+// lists, flash_bwd_dq the forward's). Aux tensors are added per call.
+func (bw *Backward) hostData(in BackwardInputs, bm *blockmask.BlockMask) map[string]any {
+	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V, "o": in.O, "dout": in.DO, "lse": in.LSE}
+	for _, st := range bw.stages {
+		if st.contract.BlockMask != nil {
+			for name, xs := range st.contract.BlockMask.Tensors(bm) {
+				host[name] = xs
+			}
+		}
+	}
+	return host
+}
+
+// checkInputs checks the host tensors' sizes against the shape, and the
+// mods' aux tensors and run-time parameters against their declarations.
 func (bw *Backward) checkInputs(in BackwardInputs, sh Shape) error {
+	if err := bw.masker.checkAux(in.Aux, sh); err != nil {
+		return err
+	}
+	if err := bw.masker.checkScalars(in.Scalars); err != nil {
+		return err
+	}
 	p := launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs(), Scale: in.Scale}
 	c := bw.main.contract
 	for _, t := range []struct {

@@ -1,8 +1,11 @@
 package fac
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/fac-compiler/fac/blockmask"
 )
 
 // TestBlockMaskProvenance: a block mask built by Forward records its mask
@@ -72,4 +75,38 @@ func TestBlockMaskProvenance(t *testing.T) {
 func withShape(in Inputs, sh Shape) Inputs {
 	n := sh.Batch * sh.Heads * sh.SeqQ * sh.Dim
 	return Inputs{Q: make([]float32, n), K: make([]float32, n), V: make([]float32, n), BlockMask: in.BlockMask}
+}
+
+// TestBlockMaskRecordsRuntimeParams: a block mask built for one value of a
+// run-time parameter (a decode offset) is refused for a call with another,
+// which would otherwise skip the wrong blocks silently.
+func TestBlockMaskRecordsRuntimeParams(t *testing.T) {
+	src := "mask decode_offset(b, h, q_idx, kv_idx, offset: i32) {\n    return kv_idx <= q_idx + offset\n}\n"
+	fwd, err := CompileForward(Options{Mask: "decode_offset", Sources: map[string]string{"d.fa": src},
+		Consts: map[string]string{"SPARSE_Q": "64", "SPARSE_K": "64"}}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := Shape{Batch: 1, Heads: 1, SeqQ: 64, SeqK: 256, Dim: 16}
+	bm, method, err := fwd.BuildBlockMask(sh, map[string]any{"offset": 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if method != blockmask.MethodAnalytic || bm.Params["offset"] != "5" {
+		t.Fatalf("method %v, params %v", method, bm.Params)
+	}
+	n := sh.SeqQ * sh.Dim
+	in := Inputs{Q: make([]float32, n), K: make([]float32, 4*n), V: make([]float32, 4*n), BlockMask: bm, Scalars: map[string]any{"offset": 100}}
+	if _, _, err := fwd.RunCPU(in, sh); err == nil || !strings.Contains(err.Error(), "offset=5") {
+		t.Errorf("offset 100 with a block mask for offset 5: %v", err)
+	}
+	in.Scalars["offset"] = 5
+	if _, _, err := fwd.RunCPU(in, sh); err != nil {
+		t.Errorf("matching offset: %v", err)
+	}
+	bm2, _, err := CreateBlockMask(context.Background(), BlockMaskOptions{Mask: "decode_offset", Sources: map[string]string{"d.fa": src},
+		SeqQ: 64, SeqK: 256, BlockQ: 64, BlockK: 64, Scalars: map[string]any{"offset": 5}})
+	if err != nil || !bm2.Equal(bm) || bm2.Params["offset"] != "5" {
+		t.Errorf("CreateBlockMask: %v, params %v", err, bm2.Params)
+	}
 }

@@ -55,5 +55,15 @@ func CreateBlockMask(ctx context.Context, o BlockMaskOptions) (*blockmask.BlockM
 	// Record what it was built for, so a launch with another mask or shape
 	// is refused.
 	bm.Mask, bm.BuiltB, bm.BuiltH = inst.String(), max(o.Batch, 1), max(o.Heads, 1)
+	if ps := inst.ScalarParams(); len(ps) > 0 {
+		bm.Params = map[string]string{}
+		for _, p := range ps {
+			if v, ok := o.Scalars[p.Name]; ok {
+				bm.Params[p.Name] = fmt.Sprint(v)
+			} else if v, ok := o.Scalars["mask."+p.Name]; ok {
+				bm.Params[p.Name] = fmt.Sprint(v)
+			}
+		}
+	}
 	return bm, method, nil
 }

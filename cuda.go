@@ -200,6 +200,8 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 		defer func() { s.Synchronize(); dm.Free() }()
 	} else if err := f.checkBlockMask(dm.Mask, sh); err != nil {
 		return err
+	} else if err := f.checkBlockMaskParams(dm.Mask, Inputs{Scalars: t.Scalars}.modValues()); err != nil {
+		return err
 	}
 	for name, p := range dm.ptrs {
 		ptrs[name] = p
@@ -332,8 +334,19 @@ func (f *Forward) BuildBlockMaskCUDA(d *CUDA, sh Shape, aux map[string]any) (*bl
 	if auxLen, err = auxLens(maskAux); err != nil {
 		return nil, err
 	}
+	// ... and the mask's run-time parameters, passed in aux by name.
+	scalars := map[string]any{}
+	if f.res.Mask != nil {
+		for _, sp := range f.res.Mask.ScalarParams() {
+			for _, key := range []string{sp.Name, "mask." + sp.Name} {
+				if v, ok := aux[key]; ok {
+					scalars["mask."+sp.Name] = v
+				}
+			}
+		}
+	}
 	p := launch.Problem{Shape: Shape{Batch: b, Heads: h, SeqQ: sh.SeqQ, SeqK: sh.SeqK, Dim: 1}, Attrs: cls.Attrs()}
-	call, err := attention.BlockClassify.Bind(k.Art.Params, launch.Request{Problem: p, Aux: auxLen})
+	call, err := attention.BlockClassify.Bind(k.Art.Params, launch.Request{Problem: p, Aux: auxLen, Scalars: scalars})
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +371,7 @@ func (f *Forward) BuildBlockMaskCUDA(d *CUDA, sh Shape, aux map[string]any) (*bl
 		return nil, err
 	}
 	// Record what it was built for, as BuildBlockMask does.
-	bm.Mask, bm.BuiltB, bm.BuiltH = "none", sh.Batch, sh.Heads
+	bm.Mask, bm.BuiltB, bm.BuiltH, bm.Params = "none", sh.Batch, sh.Heads, f.maskParams(aux)
 	if f.res.Mask != nil {
 		bm.Mask = f.res.Mask.String()
 	}

@@ -360,7 +360,7 @@ func (f *Forward) RunCPUContext(ctx context.Context, in Inputs, sh Shape) (o, ls
 // (BlockMask.Mask, BuiltB, BuiltH), so a run with another mask refuses it.
 func (f *Forward) BuildBlockMask(sh Shape, aux map[string]any) (*blockmask.BlockMask, blockmask.Method, error) {
 	method := blockmask.MethodAnalytic
-	bm, err := f.analytic(sh)
+	bm, err := f.analyticWith(sh, aux)
 	if errors.Is(err, blockmask.ErrNotAnalyzable) {
 		sq, sk := f.sparse()
 		method = blockmask.MethodEvaluatedCPU
@@ -370,11 +370,30 @@ func (f *Forward) BuildBlockMask(sh Shape, aux map[string]any) (*blockmask.Block
 	if err != nil {
 		return nil, 0, err
 	}
-	bm.Mask, bm.BuiltB, bm.BuiltH = "none", sh.Batch, sh.Heads
+	bm.Mask, bm.BuiltB, bm.BuiltH, bm.Params = "none", sh.Batch, sh.Heads, f.maskParams(aux)
 	if f.res.Mask != nil {
 		bm.Mask = f.res.Mask.String()
 	}
 	return bm, method, nil
+}
+
+// maskParams are the values of the mask's run-time parameters in vals (by
+// short or full name), as a block mask records them; nil when it has none.
+func (f *Forward) maskParams(vals map[string]any) map[string]string {
+	if f.res.Mask == nil || len(f.res.Mask.ScalarParams()) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, p := range f.res.Mask.ScalarParams() {
+		v, ok := vals["mask."+p.Name]
+		if !ok {
+			v, ok = vals[p.Name]
+		}
+		if ok {
+			out[p.Name] = fmt.Sprint(v)
+		}
+	}
+	return out
 }
 
 // analytic builds the block mask with the shape's cached analyzer; the
@@ -428,7 +447,25 @@ func (f *Forward) blockMask(in Inputs, sh Shape) (*blockmask.BlockMask, error) {
 		}
 		return bm, nil
 	}
-	return bm, f.checkBlockMask(bm, sh)
+	if err := f.checkBlockMask(bm, sh); err != nil {
+		return nil, err
+	}
+	return bm, f.checkBlockMaskParams(bm, in.modValues())
+}
+
+// checkBlockMaskParams refuses a block mask built with other values of the
+// mask's run-time parameters than the call's (a decode offset moves the
+// blocks). A block mask that records no values (made by hand) is trusted.
+func (f *Forward) checkBlockMaskParams(bm *blockmask.BlockMask, vals map[string]any) error {
+	if bm.Params == nil || strings.HasSuffix(f.res.Kernel, ".full") {
+		return nil
+	}
+	for name, want := range f.maskParams(vals) {
+		if got, ok := bm.Params[name]; ok && got != want {
+			return fmt.Errorf("block mask was built with %s=%s, the call has %s=%s", name, got, name, want)
+		}
+	}
+	return nil
 }
 
 // checkBlockMask checks a caller's block mask against the call: the mask it

@@ -84,9 +84,12 @@ type BlockMask struct {
 	// shape it was built for (B and H above are 1 where the mask ignores b
 	// or h, so they alone cannot tell a shared mask from one built for a
 	// single head). "" and 0 mean unknown: a set made by hand or by PyTorch.
-	// Save and Load keep them in block_mask.json.
+	// Params are the values of the mask's run-time parameters it was built
+	// with ("offset" → "5"); a decode offset changes the blocks. Save and
+	// Load keep all of them in block_mask.json.
 	Mask           string
 	BuiltB, BuiltH int
+	Params         map[string]string
 }
 
 // Grid is a dense grid of block classes, the common form every builder

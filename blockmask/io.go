@@ -48,6 +48,8 @@ type meta struct {
 	BlockSize  [2]int  `json:"block_size"`            // (q, kv)
 	Mask       string  `json:"mask,omitempty"`        // canonical mask mod; absent = unknown
 	BatchHeads *[2]int `json:"batch_heads,omitempty"` // (B, H) built for; absent = unknown
+	// Run-time parameter values of the mask it was built with.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // Save writes the block mask into dir (made if missing) as eight int32 .npy
@@ -86,7 +88,7 @@ func (bm *BlockMask) Save(dir string) error {
 			return fmt.Errorf("blockmask: save: %w", err)
 		}
 	}
-	m := meta{Format: metaFormat, SeqLengths: [2]int{bm.SeqQ, bm.SeqK}, BlockSize: [2]int{bm.BlockQ, bm.BlockK}, Mask: bm.Mask}
+	m := meta{Format: metaFormat, SeqLengths: [2]int{bm.SeqQ, bm.SeqK}, BlockSize: [2]int{bm.BlockQ, bm.BlockK}, Mask: bm.Mask, Params: bm.Params}
 	if bm.BuiltB > 0 && bm.BuiltH > 0 {
 		m.BatchHeads = &[2]int{bm.BuiltB, bm.BuiltH}
 	}
@@ -286,7 +288,7 @@ func load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
 	if err != nil {
 		return nil, err
 	}
-	bm.Mask = m.Mask
+	bm.Mask, bm.Params = m.Mask, m.Params
 	if m.BatchHeads != nil {
 		bm.BuiltB, bm.BuiltH = m.BatchHeads[0], m.BatchHeads[1]
 	}

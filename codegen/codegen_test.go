@@ -14,6 +14,7 @@ import (
 
 	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/codegen/sm90"
 	"github.com/fac-compiler/fac/passes"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
@@ -479,8 +480,11 @@ func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc boo
 }
 
 // simArchs are the archs TestSimulate lowers every case for: one per
-// target.
+// target. Each case runs again as wgmmaArch (sm_90a with FAC_WGMMA=1)
+// when that changes its code.
 var simArchs = []string{"sm_80", "sm_90a"}
+
+const wgmmaArch = "sm_90a+wgmma"
 
 // TestSimulate runs each kernel's LLVM IR, for each target, on the SIMT
 // simulator and compares every output buffer with the CPU interpreter.
@@ -505,12 +509,23 @@ func TestSimulate(t *testing.T) {
 			if err := cpu.Launch(m, name, c.grid, args...); err != nil {
 				t.Fatalf("cpu: %v", err)
 			}
-			for _, arch := range simArchs {
+			var ll90 string // sm_90a's default LLVM IR
+			for _, arch := range append(simArchs, wgmmaArch) {
 				t.Run(arch, func(t *testing.T) {
 					simArgs := cloneArgs(inputs)
-					res, err := Lower(m, name, Options{Arch: arch, NumWarps: c.numWarps, Disable: c.disable})
+					opts := Options{Arch: arch, NumWarps: c.numWarps, Disable: c.disable}
+					if arch == wgmmaArch {
+						t.Setenv(sm90.EnvWGMMA, "1")
+						opts.Arch = "sm_90a"
+					}
+					res, err := Lower(m, name, opts)
 					if err != nil {
 						t.Fatal(err)
+					}
+					if arch == "sm_90a" {
+						ll90 = res.LL
+					} else if arch == wgmmaArch && res.LL == ll90 {
+						t.Skip("no dot on wgmma")
 					}
 					if err := simulate(res.LL, res, c.grid, simArgs, c.misalign); err != nil {
 						t.Fatalf("simulate: %v", err)

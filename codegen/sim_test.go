@@ -12,6 +12,12 @@ package codegen
 // array with bounds-checked allocations, so a masked lane that touches
 // memory, or an out-of-bounds address, is an error; shared memory is
 // bounds-checked against Result.SharedBytes.
+//
+// wgmma (sim_wgmma_test.go) is a warpgroup rendezvous reading its shared
+// operands through the matrix descriptors as the PTX ISA defines them;
+// its results stay placeholders until wgmma.wait_group, and it fails on
+// shared memory written through the generic proxy without a following
+// fence.proxy.async.
 
 import (
 	"encoding/binary"
@@ -84,6 +90,8 @@ type simCTA struct {
 	shared []byte
 	bar    *rendezvous
 	warps  []*rendezvous
+	wgs    []*rendezvous // warpgroups (wgmma)
+	proxy  *proxyMarks   // nil unless the kernel uses wgmma
 }
 
 type rendezvous struct {
@@ -148,6 +156,7 @@ type simThread struct {
 	open    []simCopy
 	pending [][]simCopy
 	ncopies int
+	wg      simWG // wgmma state
 }
 
 func (t *simThread) doCopy(c simCopy) {
@@ -156,6 +165,7 @@ func (t *simThread) doCopy(c simCopy) {
 		copy(buf[:c.n], t.mem(c.srcV, c.src, c.n))
 	}
 	copy(t.mem(c.dstV, c.dst, 16), buf[:])
+	t.markShared(c.dstV, c.dst, 16)
 }
 
 type simCopy struct {
@@ -186,6 +196,7 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 		return fmt.Errorf("no function %s", res.Name)
 	}
 	m := &simMachine{}
+	usesWGMMA := strings.Contains(ll, "wgmma.mma_async")
 	params := map[value.Value]uint64{}
 	type outBuf struct {
 		b    *cpu.Buffer
@@ -242,6 +253,12 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 				for w := 0; w < res.Threads/32; w++ {
 					cta.warps = append(cta.warps, newRendezvous(32))
 				}
+				for g := 0; g < res.Threads/128; g++ {
+					cta.wgs = append(cta.wgs, newRendezvous(128))
+				}
+				if usesWGMMA {
+					cta.proxy = newProxyMarks(res.SharedBytes)
+				}
 				var wg sync.WaitGroup
 				for t := 0; t < res.Threads; t++ {
 					wg.Add(1)
@@ -256,6 +273,9 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 								}
 								cta.bar.kill()
 								for _, w := range cta.warps {
+									w.kill()
+								}
+								for _, w := range cta.wgs {
 									w.kill()
 								}
 							}
@@ -600,6 +620,7 @@ func (t *simThread) exec(inst ir.Instruction) {
 				binary.LittleEndian.PutUint64(buf[:], x)
 				copy(b[i*w:(i+1)*w], buf[:w])
 			}
+			t.markShared(in.Dst, t.get(in.Dst), w*int(vt.Len))
 			break
 		}
 		t.store(in.Dst, bitsOf(in.Src.Type())/8, t.get(in.Src))
@@ -686,6 +707,7 @@ func (t *simThread) store(ptr value.Value, n int, x uint64) {
 	var buf [8]byte
 	binary.LittleEndian.PutUint64(buf[:], x)
 	copy(b, buf[:n])
+	t.markShared(ptr, t.get(ptr), n)
 }
 
 func (t *simThread) call(in *ir.InstCall) {
@@ -738,6 +760,7 @@ func (t *simThread) call(in *ir.InstCall) {
 			set(uint64(half.F32ToBF16(f32(args[0]))))
 		case strings.HasPrefix(s, "tanh.approx.f32"):
 			set(uf32(float32(math.Tanh(float64(f32(args[0]))))))
+		case t.wgmmaAsm(in, ia, args):
 		default:
 			m.fail("unknown inline asm %q", s)
 		}

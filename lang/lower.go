@@ -185,10 +185,10 @@ type lowerer struct {
 	scope *scope
 	// per-function context
 	seqlenQ, seqlenK *tir.Value
-	env              *modEnv                // the inputs of the mod being lowered; nil in a kernel
-	envs             map[*tir.Func]*modEnv  // the inputs of each mod (and grad) function made
-	kernelEnv        map[*ModInst]*modEnv   // the kernel's parameters for its mod parameters' inputs
-	kernelSizes      map[string]*tir.Value  // the kernel's batch and num_heads parameters
+	env              *modEnv               // the inputs of the mod being lowered; nil in a kernel
+	envs             map[*tir.Func]*modEnv // the inputs of each mod (and grad) function made
+	kernelEnv        map[*ModInst]*modEnv  // the kernel's parameters for its mod parameters' inputs
+	kernelSizes      map[string]*tir.Value // the kernel's batch and num_heads parameters
 	kernelFn         *tir.Func
 	funcs            map[string]*tir.Func
 	funcNames        map[string]bool // names of the mod functions made so far

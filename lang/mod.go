@@ -158,6 +158,9 @@ func (l *lowerer) sizeValue(name string, m *ModInst, pos lexer.Position) *tir.Va
 // problem's shape.
 func (l *lowerer) kernelSize(name string, m *ModInst, pos lexer.Position) *tir.Value {
 	if v := l.kernelSizes[name]; v != nil {
+		if !v.Type.Equal(tir.Scalar(tir.I32)) {
+			l.fail(pos, "kernel parameter %s must be i32: the mods read it as the problem's %s", name, name)
+		}
 		return v
 	}
 	if l.kernelFn == nil {

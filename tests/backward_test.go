@@ -392,3 +392,110 @@ func TestBackwardTiles(t *testing.T) {
 		c.run(t, 22)
 	}
 }
+
+// TestBackwardReference checks Backward.Reference, whose mods and score
+// derivative run on the interpreter (the derivative from the mod's own
+// tile IR), against the float64 reference with the derivatives written in
+// Go: a stdlib mask and score with an aux gradient (ALiBi's slopes), and
+// the learned bias table through a nonlinearity.
+func TestBackwardReference(t *testing.T) {
+	type refCase struct {
+		name string
+		opts fac.Options
+		sh   fac.Shape
+		aux  func(sh fac.Shape, in fac.Inputs) map[string]any
+		mask reference.MaskFunc
+		sc   func(aux map[string]any) (reference.ScoreFunc, reference.ScoreDerivFunc)
+	}
+	sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 37, SeqK: 29, Dim: bwdDim}
+	cases := []refCase{
+		{name: "causal/alibi", opts: fac.Options{Mask: "causal", Score: "alibi"}, sh: sh,
+			aux:  func(_ fac.Shape, in fac.Inputs) map[string]any { return map[string]any{"slopes": in.Aux["slopes"]} },
+			mask: func(b, h, i, j int) bool { return i >= j },
+			sc: func(aux map[string]any) (reference.ScoreFunc, reference.ScoreDerivFunc) {
+				return scores[2].fn(sh, aux), derivs["alibi"](sh, aux)
+			}},
+		{name: "none/softcap", opts: fac.Options{Score: "softcap(2.5)"}, sh: sh,
+			aux: func(fac.Shape, fac.Inputs) map[string]any { return map[string]any{} },
+			sc: func(aux map[string]any) (reference.ScoreFunc, reference.ScoreDerivFunc) {
+				return scores[1].fn(sh, aux), derivs["softcap(2.5)"](sh, aux)
+			}},
+		{name: "causal_bottom_right/learned_bias", sh: sh,
+			opts: fac.Options{Mask: "causal_bottom_right", Score: "learned_bias", Sources: map[string]string{"bias.fa": learnedBias}},
+			aux: func(sh fac.Shape, _ fac.Inputs) map[string]any {
+				rng := rand.New(rand.NewPCG(6, 7))
+				bias := make([]float32, sh.Heads*128)
+				for i := range bias {
+					bias[i] = float32(rng.NormFloat64())
+				}
+				return map[string]any{"bias": bias}
+			},
+			mask: func(b, h, i, j int) bool { return j <= i+sh.SeqK-sh.SeqQ },
+			sc: func(aux map[string]any) (reference.ScoreFunc, reference.ScoreDerivFunc) {
+				bias := aux["bias"].([]float32)
+				dist := func(i, j int) int { return min(abs(i-j), 127) }
+				return func(s float64, b, h, i, j int) float64 {
+						r := 4*math.Tanh(s/4) + float64(bias[h*128+dist(i, j)])*math.Exp(-float64(dist(i, j))/64)
+						if j > i {
+							r += 0.5 * s
+						}
+						return r
+					}, func(s float64, b, h, i, j int, aux func(string, int, float64)) float64 {
+						aux("bias", h*128+dist(i, j), math.Exp(-float64(dist(i, j))/64))
+						t := math.Tanh(s / 4)
+						d := 1 - t*t
+						if j > i {
+							d += 0.5
+						}
+						return d
+					}
+			}},
+	}
+	for _, c := range cases {
+		bwd, err := fac.CompileBackward(c.opts, bwdDim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := inputs(c.sh, 31)
+		aux := c.aux(c.sh, in)
+		rng := rand.New(rand.NewPCG(3, 4))
+		do := make([]float32, len(in.Q))
+		for i := range do {
+			do[i] = float32(rng.NormFloat64())
+		}
+		got, err := bwd.Reference(fac.BackwardInputs{Q: in.Q, K: in.K, V: in.V, DO: do, Aux: aux}, c.sh)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		score, deriv := c.sc(aux)
+		lens := map[string]int{}
+		for _, a := range bwd.AuxGrads() {
+			lens[a] = len(aux[a].([]float32))
+		}
+		rsh := reference.Shape{B: c.sh.Batch, H: c.sh.Heads, HKV: c.sh.KV(), Sq: c.sh.SeqQ, Sk: c.sh.SeqK, D: c.sh.Dim}
+		scale := float64(float32(1 / math.Sqrt(float64(c.sh.Dim))))
+		want := reference.AttentionGrad(to64(in.Q), to64(in.K), to64(in.V), to64(do), rsh, scale, c.mask, score, deriv, lens)
+		// The interpreter evaluates the mods in f32.
+		for _, p := range []struct {
+			name      string
+			got, want []float64
+		}{{"dQ", got.DQ, want.DQ}, {"dK", got.DK, want.DK}, {"dV", got.DV, want.DV}} {
+			compareGrad(t, c.name+" "+p.name, narrow(p.got), p.want, 0, 1e-5)
+		}
+		for a := range lens {
+			if len(got.DAux[a]) != lens[a] {
+				t.Fatalf("%s: DAux[%s] has %d elements, want %d", c.name, a, len(got.DAux[a]), lens[a])
+			}
+			compareGrad(t, c.name+" d"+a, narrow(got.DAux[a]), want.DAux[a], 0, 1e-5)
+		}
+	}
+}
+
+// narrow rounds float64 values to float32, for compareGrad.
+func narrow(xs []float64) []float32 {
+	out := make([]float32, len(xs))
+	for i, x := range xs {
+		out[i] = float32(x)
+	}
+	return out
+}

@@ -169,6 +169,13 @@ var modPatterns = []modPattern{
 
 func compilePattern(t *testing.T, p modPattern) *fac.Forward {
 	t.Helper()
+	return compilePatternAs(t, p, "f32", dim)
+}
+
+// compilePatternAs compiles a pattern's forward kernel for a dtype and head
+// dim, with the pattern's example file as the only user source.
+func compilePatternAs(t *testing.T, p modPattern, dtype string, d int) *fac.Forward {
+	t.Helper()
 	var srcs map[string]string
 	if p.file != "" {
 		src, err := os.ReadFile(filepath.Join("..", "examples", "masks", p.file))
@@ -177,7 +184,7 @@ func compilePattern(t *testing.T, p modPattern) *fac.Forward {
 		}
 		srcs = map[string]string{p.file: string(src)}
 	}
-	fwd, err := fac.CompileForward(fac.Options{Mask: p.mask, Score: p.score, Sources: srcs}, dim)
+	fwd, err := fac.CompileForward(fac.Options{Mask: p.mask, Score: p.score, Sources: srcs, DType: dtype}, d)
 	if err != nil {
 		t.Fatalf("%s: %v", p.name, err)
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -11,19 +13,22 @@ import (
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/internal/npy"
 	"github.com/fac-compiler/fac/lang"
+	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/tir"
 )
 
 // auxFlags are --aux NAME=FILE.npy, --random-aux and --doc-len: the mods'
 // aux tensors (document ids, ALiBi slopes, a user mod's tables).
 type auxFlags struct {
-	specs  []string
-	random bool
-	docLen int
+	specs   []string
+	scalars []string
+	random  bool
+	docLen  int
 }
 
 func (a *auxFlags) add(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&a.specs, "aux", nil, "aux tensor NAME=FILE.npy for the mods, 1-D (e.g. doc=doc.npy; mask.doc= for one mod only)")
+	fs.StringArrayVar(&a.specs, "aux", nil, "aux tensor NAME=FILE.npy for the mods (e.g. doc=doc.npy; mask.doc= for one mod only); N-D where the mod declares a shape")
+	fs.StringArrayVar(&a.scalars, "scalar", nil, "run-time parameter NAME=VALUE of the mods (e.g. offset=96; repeatable)")
 	fs.BoolVar(&a.random, "random-aux", false, "make up the aux tensors not given with --aux (doc: documents of --doc-len tokens; slopes: ALiBi's) and say so")
 	fs.IntVar(&a.docLen, "doc-len", 1000, "with --random-aux: tokens per made-up document")
 }
@@ -33,6 +38,7 @@ type auxParam struct {
 	mod  *lang.ModInst
 	name string // "doc"
 	elem tir.Elem
+	dims []lang.Dim // declared shape; nil for a 1-D tensor of any length
 }
 
 func (p auxParam) full() string { return p.mod.Kind() + "." + p.name }
@@ -54,7 +60,7 @@ func readParams(fwd *fac.Forward) []auxParam {
 		}
 		for _, a := range m.AuxParams() {
 			if slices.Contains(reads, a.Name) {
-				out = append(out, auxParam{mod: m, name: a.Name, elem: a.Elem})
+				out = append(out, auxParam{mod: m, name: a.Name, elem: a.Elem, dims: a.Dims})
 			}
 		}
 	}
@@ -102,7 +108,7 @@ func (a *auxFlags) load(fwd *fac.Forward, sh fac.Shape) (map[string]any, []strin
 			}
 			fed[p.full()] = spec
 		}
-		v, err := readAux(spec, path, feeds[0].elem)
+		v, err := readAux(spec, path, feeds[0])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -132,14 +138,20 @@ func (a *auxFlags) load(fwd *fac.Forward, sh fac.Shape) (map[string]any, []strin
 	return aux, notes, nil
 }
 
-// readAux reads a 1-D aux tensor in the parameter's element type.
-func readAux(spec, path string, elem tir.Elem) (any, error) {
+// readAux reads an aux tensor: N-D (checked against the declared shape at
+// launch) where the mod declares a shape, else 1-D in the parameter's
+// element type.
+func readAux(spec, path string, p auxParam) (any, error) {
+	elem := p.elem
 	arr, err := npy.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--aux %s: %w", spec, err)
 	}
+	if p.dims != nil {
+		return fac.Array{Shape: arr.Shape, Data: arr.Data()}, nil
+	}
 	if len(arr.Shape) != 1 {
-		return nil, fmt.Errorf("--aux %s: shape %v; aux tensors must be 1-D (save a flat array)", spec, arr.Shape)
+		return nil, fmt.Errorf("--aux %s: shape %v; %s is declared without a shape (tensor[%s]), so it must be 1-D", spec, arr.Shape, p.name, elem)
 	}
 	if elem == tir.F32 {
 		return arr.F32(), nil
@@ -207,6 +219,114 @@ func (a *auxFlags) makeUp(p auxParam, sh fac.Shape) (any, string, error) {
 		}
 		return sl, fmt.Sprintf("aux %s made up (--random-aux): ALiBi slopes 2^(-8(h+1)/H) for %d heads", p.name, sh.Heads), nil
 	}
-	return nil, "", fmt.Errorf("--random-aux: fac cannot make up aux tensor %q (%s) of %s %s (it makes up doc and slopes only); give --aux %s=FILE.npy",
+	if p.dims != nil {
+		return a.makeUpShaped(p, sh)
+	}
+	return nil, "", fmt.Errorf("--random-aux: fac cannot make up aux tensor %q (%s) of %s %s: it has no declared shape (it makes up doc, slopes and tensors declared with a shape); give --aux %s=FILE.npy",
 		p.name, p.elem, p.mod.Kind(), p.mod, p.name)
+}
+
+// makeUpShaped invents a tensor of a declared shape: bools true with
+// probability 3/4, integers in [0, 4), floats in [-1, 1).
+func (a *auxFlags) makeUpShaped(p auxParam, sh fac.Shape) (any, string, error) {
+	shape := make([]int, len(p.dims))
+	for i, d := range p.dims {
+		n := d.Eval(sh.Batch, sh.Heads, sh.SeqQ, sh.SeqK)
+		if n <= 0 || n > 1<<28 {
+			return nil, "", fmt.Errorf("--random-aux: %s's dimension %d (%s) is %d for this shape", p.name, i, d, n)
+		}
+		shape[i] = int(n)
+	}
+	total, ok := launch.Product(shape...)
+	if !ok || total > 1<<28 {
+		return nil, "", fmt.Errorf("--random-aux: %s of shape %v is too large to make up", p.name, shape)
+	}
+	rng := rand.New(rand.NewPCG(uint64(total), 11))
+	var data any
+	switch {
+	case p.elem == tir.I1:
+		xs := make([]bool, total)
+		for i := range xs {
+			xs[i] = rng.IntN(4) != 0
+		}
+		data = xs
+	case p.elem.IsInt():
+		xs := make([]int32, total)
+		for i := range xs {
+			xs[i] = int32(rng.IntN(4))
+		}
+		data = xs
+	default:
+		xs := make([]float32, total)
+		for i := range xs {
+			xs[i] = float32(2*rng.Float64() - 1)
+		}
+		data = xs
+	}
+	return fac.Array{Shape: shape, Data: data}, fmt.Sprintf("aux %s made up (--random-aux): random %s of shape %v", p.name, p.elem, shape), nil
+}
+
+// scalarValues parses --scalar NAME=VALUE for the run-time parameters the
+// kernel's mods read: typed by the declaration; unknown, repeated or
+// missing ones are errors.
+func (a *auxFlags) scalarValues(fwd *fac.Forward) (map[string]any, error) {
+	decl := map[string]tir.Elem{}
+	var names []string
+	for _, m := range []*lang.ModInst{fwd.Mask(), fwd.Score()} {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.ScalarParams() {
+			if _, ok := decl[p.Name]; !ok {
+				names = append(names, p.Name)
+			}
+			decl[p.Name] = p.Elem
+		}
+	}
+	out := map[string]any{}
+	for _, spec := range a.scalars {
+		name, val, ok := strings.Cut(spec, "=")
+		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
+		if !ok || name == "" || val == "" {
+			return nil, fmt.Errorf("--scalar %q: want NAME=VALUE", spec)
+		}
+		elem, ok := decl[name]
+		if !ok {
+			return nil, fmt.Errorf("--scalar %s: the kernel's mods have no run-time parameter %q (they have: %s)", spec, name, orNone(names))
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--scalar %s: %s is given twice", spec, name)
+		}
+		var v any
+		var err error
+		switch elem {
+		case tir.I1:
+			v, err = strconv.ParseBool(val)
+		case tir.F32:
+			var f float64
+			f, err = strconv.ParseFloat(val, 32)
+			v = float32(f)
+		default:
+			var n int64
+			n, err = strconv.ParseInt(val, 10, 32)
+			v = int32(n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--scalar %s: %s is %s: %v", spec, name, elem, err)
+		}
+		out[name] = v
+	}
+	for _, n := range names {
+		if _, ok := out[n]; !ok {
+			return nil, fmt.Errorf("the mods read run-time parameter %q (%s): give --scalar %s=VALUE", n, decl[n], n)
+		}
+	}
+	return out, nil
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
 }

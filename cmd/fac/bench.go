@@ -23,6 +23,7 @@ import (
 
 // benchResult is one row of `fac bench`, also written as JSON.
 type benchResult struct {
+	Pass     string    `json:"pass"` // forward or backward
 	Mask     string    `json:"mask"`
 	SeqLen   int       `json:"seqlen"`
 	Batch    int       `json:"batch"`
@@ -31,7 +32,7 @@ type benchResult struct {
 	DType    string    `json:"dtype"`
 	Pairs    int64     `json:"pairs"` // kept (q, kv) pairs per head
 	MedianMs float64   `json:"median_ms"`
-	TFLOPS   float64   `json:"tflops"` // 4 * pairs * D * B * H / t
+	TFLOPS   float64   `json:"tflops"` // forward 4, backward 10 × pairs * D * B * H / t
 	TimesMs  []float64 `json:"times_ms"`
 }
 
@@ -43,16 +44,20 @@ func benchCmd() *cobra.Command {
 	var seqlens []int
 	var tokens, heads, dim, warmup, reps, docLen, block int
 	var dtype, jsonOut, device string
+	var backward bool
 	cmd := &cobra.Command{
 		Use:   "bench [FILE...]",
-		Short: "time forward attention on the GPU (CUDA events, warm-up, medians) and print TFLOPS",
+		Short: "time attention (forward, or --backward) on the GPU (CUDA events, warm-up, medians) and print TFLOPS",
 		Long: `Times the forward kernel (flash_fwd) for each mask and sequence length with batch = tokens / seqlen, as in
 ../shared/bench/ANCHORS.md (bf16, D=128, 16 heads, 16384 tokens). TFLOPS count only the (q, kv)
 pairs the mask keeps: 4 * pairs * D / t (counted in O(S) for the stdlib's masks, pair by pair on
-the CPU for others). Also prints the cold compile time and the cache-hit load time.`,
+the CPU for others). Also prints the cold compile time and the cache-hit load time.
+--backward times the backward pass instead (its kernels one after another, as one figure) with
+TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).`,
 		Example: `  fac bench --bundle attn.bundle --json bench.json
   fac bench --seqlen 32768 --mask causal --json - > causal.json   # the table goes to stderr
-  fac bench mymask.fa --mask my_mask --seqlen 4096`,
+  fac bench mymask.fa --mask my_mask --seqlen 4096
+  fac bench --backward --seqlen 8192 --json bwd.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDevice(device, "cuda"); err != nil {
 				return fmt.Errorf("%w (fac bench times GPU kernels)", err)
@@ -74,7 +79,9 @@ the CPU for others). Also prints the cold compile time and the cache-hit load ti
 				return err
 			}
 			fmt.Fprintf(w, "device: %s (%s)\n", gpu.Name, gpu.Arch)
-			if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts}, dim, bundles); err != nil {
+			if backward {
+				fmt.Fprintln(w, "backward pass: flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess timed as one; TFLOPS = 10 * pairs * D / t")
+			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts}, dim, bundles); err != nil {
 				fmt.Fprintf(w, "compile times: %v\n", err)
 			}
 			var rows []benchResult
@@ -83,7 +90,11 @@ the CPU for others). Also prints the cold compile time and the cache-hit load ti
 				b := max(1, tokens/s)
 				for _, m := range masks {
 					opts := fac.Options{Mask: m, DType: dtype, Sources: srcs, Consts: consts}
-					r, err := benchOne(gpu, opts, s, b, heads, dim, docLen, warmup, reps)
+					run := benchOne
+					if backward {
+						run = benchBackwardOne
+					}
+					r, err := run(gpu, opts, s, b, heads, dim, docLen, warmup, reps)
 					if err != nil {
 						return fmt.Errorf("%s S=%d: %w", m, s, err)
 					}
@@ -113,6 +124,7 @@ the CPU for others). Also prints the cold compile time and the cache-hit load ti
 	fs.StringVar(&jsonOut, "json", "", "write the results as JSON to this file (- = stdout; the table then goes to stderr)")
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable)")
 	addDeviceFlag(fs, &device, "cuda", "device: cuda (fac bench times GPU kernels only)")
+	fs.BoolVar(&backward, "backward", false, "time the backward pass (its kernels in sequence, after one forward for O and LSE); TFLOPS = 10 * pairs * D / t")
 	return cmd
 }
 
@@ -154,7 +166,7 @@ func benchOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, r
 	sort.Float64s(sorted)
 	med := sorted[len(sorted)/2]
 	tf := 4 * float64(pairs) * float64(d) * float64(b*h) / (med * 1e-3) / 1e12
-	return benchResult{Mask: opts.Mask, SeqLen: s, Batch: b, Heads: h, Dim: d, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf, TimesMs: times}, nil
+	return benchResult{Pass: "forward", Mask: opts.Mask, SeqLen: s, Batch: b, Heads: h, Dim: d, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf, TimesMs: times}, nil
 }
 
 // compileTimes prints the cold compile time (parse → PTX, llc included) and

@@ -60,6 +60,14 @@ func blockmaskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The builders take run-time parameter values with the aux tensors.
+			scalars, err := ax.scalarValues(fwd)
+			if err != nil {
+				return err
+			}
+			for k, v := range scalars {
+				aux[k] = v
+			}
 			for _, n := range notes {
 				fmt.Fprintln(w, n)
 			}

@@ -21,11 +21,12 @@ func buildCmd() *cobra.Command {
 	var dims []int
 	var block int
 	var out, cacheDir string
-	var verbose bool
+	var verbose, backward bool
 	cmd := &cobra.Command{
 		Use:   "build [FILE...]",
-		Short: "compile forward kernels ahead of time into a bundle that loads with no llc",
+		Short: "compile forward (and --backward) kernels ahead of time into a bundle that loads with no llc",
 		Example: `  fac build --mask causal --mask "sliding_window(1024, 0)" --dtype bf16 --dim 64,128 --arch sm_90a -o attn.bundle
+  fac build --backward --mask causal --score "softcap(30.0)" --dtype bf16 -o train.bundle   # forward and backward
   # then, in Go: b, _ := bundle.Read("attn.bundle"); gpu.AddBundle(b)  (or go:embed the file and bundle.Parse it)
   fac build mymask.fa --mask my_mask -o - | ssh gpu-host 'cat > my.bundle'   # "wrote" goes to stderr`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -46,6 +47,12 @@ func buildCmd() *cobra.Command {
 					return err
 				}
 			}
+			fwdConsts, bwdConsts := cm, map[string]string(nil)
+			if backward {
+				if fwdConsts, bwdConsts, err = splitConsts(srcs, cm); err != nil {
+					return err
+				}
+			}
 			tool, err := llc.Find()
 			if err != nil {
 				return err
@@ -62,18 +69,31 @@ func buildCmd() *cobra.Command {
 				for _, d := range dims {
 					for _, m := range masks {
 						for _, s := range scores {
-							fwd, err := fac.CompileForward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: cm, DType: dt}, d)
+							fwd, err := fac.CompileForward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt}, d)
 							if err != nil {
 								return err
+							}
+							var bwd *fac.Backward
+							if backward {
+								if bwd, err = fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt}, d); err != nil {
+									return err
+								}
 							}
 							for _, arch := range archs {
 								ks, err := fwd.BundleKernels(context.Background(), c, arch, tool)
 								if err != nil {
 									return err
 								}
+								if bwd != nil {
+									bks, err := bwd.BundleKernels(context.Background(), c, arch, tool)
+									if err != nil {
+										return err
+									}
+									ks = append(ks, bks...)
+								}
 								for _, k := range ks {
 									if b.Has(k.Ident) {
-										continue // the classifier is shared by dtypes, dims and scores
+										continue // the classifier and the backward's pre- and postprocess are shared
 									}
 									b.Add(*k)
 									if verbose {
@@ -112,6 +132,7 @@ func buildCmd() *cobra.Command {
 	fs.StringVarP(&out, "out", "o", "", "bundle file to write (- = stdout)")
 	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (- for none)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "list each kernel as it is built")
+	fs.BoolVar(&backward, "backward", false, "also the backward pass's kernels (flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess, or flash_bwd_dq with --const DETERMINISTIC=true)")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
 }

@@ -259,6 +259,8 @@ func checkAccuracy(t *testing.T, stdout string) {
 	}
 }
 
+var scalarFlag = regexp.MustCompile(`--scalar (\w+=\S+)`)
+
 // TestRunUserMods runs the tour's file and every example mod on the CPU
 // and checks them against the reference.
 func TestRunUserMods(t *testing.T) {
@@ -266,12 +268,13 @@ func TestRunUserMods(t *testing.T) {
 		"--const", "BLOCK_M=32", "--const", "BLOCK_N=32", "--random-aux", "--doc-len", "20"}
 	type job struct {
 		file, flag, mod string
+		extra           []string // the file's own --scalar values, from its usage line
 	}
 	jobs := []job{
-		{"testdata/good.fa", "--mask", "strided_window"},
-		{"testdata/good.fa", "--mask", "strided_window(near=8, stride=3)"},
-		{"testdata/good.fa", "--mask", "WIDE"},
-		{"testdata/good.fa", "--score", "capped(5.0)"},
+		{"testdata/good.fa", "--mask", "strided_window", nil},
+		{"testdata/good.fa", "--mask", "strided_window(near=8, stride=3)", nil},
+		{"testdata/good.fa", "--mask", "WIDE", nil},
+		{"testdata/good.fa", "--score", "capped(5.0)", nil},
 	}
 	decl := regexp.MustCompile(`(?m)^(mask|score) (\w+)`)
 	examples, _ := filepath.Glob("../../examples/masks/*.fa")
@@ -280,13 +283,17 @@ func TestRunUserMods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var extra []string
+		for _, m := range scalarFlag.FindAllStringSubmatch(string(src), -1) {
+			extra = append(extra, "--scalar", m[1])
+		}
 		for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
-			jobs = append(jobs, job{f, "--" + m[1], m[2]})
+			jobs = append(jobs, job{f, "--" + m[1], m[2], extra})
 		}
 	}
 	for _, j := range jobs {
 		t.Run(filepath.Base(j.file)+"/"+j.mod, func(t *testing.T) {
-			args := append([]string{"run", "-f", j.file, j.flag, j.mod}, small...)
+			args := append(append([]string{"run", "-f", j.file, j.flag, j.mod}, small...), j.extra...)
 			r := runFac(t, "", args...)
 			if r.code != 0 {
 				t.Fatalf("fac %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)

@@ -23,6 +23,7 @@ func runCmd() *cobra.Command {
 	var cf compileFlags
 	var shp shapeFlags
 	var ax auxFlags
+	var bwf backwardFlags
 	var (
 		device, dtype          string
 		qf, kf, vf, outF, lseF string
@@ -36,15 +37,20 @@ func runCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "run [FILE...]",
-		Short: "run forward attention with a mask on a device and check it against naive float64 attention",
+		Short: "run attention (forward, or --backward too) with a mask on a device and check it against naive float64 attention",
 		Long: `Runs flash_fwd with the mask and score mods on random inputs (or --q/--k/--v), then checks O and LSE
 against naive float64 attention: above the dtype's tolerance (f32 1e-4, f16 5e-3, bf16 2e-2; --tol), or
 with any NaN, the check fails and fac exits 1. --no-check skips the reference (O(B·H·Sq·Sk) on the CPU).
-Sizes not given by flags come from the --q/--k/--v files and the --blockmask folder.`,
+Sizes not given by flags come from the --q/--k/--v files and the --blockmask folder.
+
+--backward runs the forward, then the backward kernels for dL/dO = --do (random if absent), and checks dQ,
+dK, dV (and a score mod's aux gradients) against float64 gradients, each relative to its largest |ref|,
+with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the check passes).`,
 		Example: `  fac run --device cpu --mask causal --batch 2 --heads 4 --seqlen-q 100 --seqlen-k 257 --dim 64
   fac run mymask.fa --mask my_mask --seqlen-q 1000 --seqlen-k 1000
   fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy -o o.npy
-  fac run --mask document --random-aux --doc-len 32 --out - > o.npy`,
+  fac run --mask document --random-aux --doc-len 32 --out - > o.npy
+  fac run --backward --mask causal --q q.npy --k k.npy --v v.npy --do do.npy --dq-out dq.npy --dk-out dk.npy --dv-out dv.npy`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if err := checkDevice(device, "cpu", "cuda"); err != nil {
 				return err
@@ -61,7 +67,10 @@ Sizes not given by flags come from the --q/--k/--v files and the --blockmask fol
 			if err := oneStdout(map[string]string{"--out": outF, "--lse-out": lseF}); err != nil {
 				return err
 			}
-			w := reportTo(cmd, outF == "-" || lseF == "-")
+			if err := bwf.check(outF, lseF); err != nil {
+				return err
+			}
+			w := reportTo(cmd, outF == "-" || lseF == "-" || bwf.toStdout())
 			// Sizes: the flags the user set, then the tensor files, then
 			// the block mask; all must agree.
 			tensors := map[string]*npy.Array{}
@@ -77,6 +86,9 @@ Sizes not given by flags come from the --q/--k/--v files and the --blockmask fol
 					return err
 				}
 				tensors[t.flag] = a
+			}
+			if err := bwf.noteTensors(&shp); err != nil {
+				return err
 			}
 			var bm *blockmask.BlockMask
 			consts := map[string]string{}
@@ -113,8 +125,12 @@ Sizes not given by flags come from the --q/--k/--v files and the --blockmask fol
 			if err := sh.Validate(); err != nil {
 				return err
 			}
+			fwdConsts, bwdConsts, err := bwf.splitConsts(req.Sources, consts)
+			if err != nil {
+				return err
+			}
 			t0 := time.Now()
-			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: consts, DType: dtype, Passes: req.Passes}, sh.Dim)
+			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: fwdConsts, DType: dtype, Passes: req.Passes}, sh.Dim)
 			if err != nil {
 				return err
 			}
@@ -138,6 +154,9 @@ Sizes not given by flags come from the --q/--k/--v files and the --blockmask fol
 				return err
 			}
 			in.Aux = aux
+			if in.Scalars, err = ax.scalarValues(fwd); err != nil {
+				return err
+			}
 			fmt.Fprintf(w, "kernel %s mask=%s score=%s dtype=%s on %s\n", fwd.Result().Kernel, modName(fwd.Mask()), modName(fwd.Score()), dtype, device)
 			fmt.Fprintf(w, "shape B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d\n", sh.Batch, sh.Heads, sh.KV(), sh.SeqQ, sh.SeqK, sh.Dim)
 			if bm != nil {
@@ -148,10 +167,10 @@ Sizes not given by flags come from the --q/--k/--v files and the --blockmask fol
 			}
 			stderr, term := cmd.ErrOrStderr(), isTerminal(os.Stderr)
 			var o, lse []float32
+			var gpu *fac.CUDA
 			t1 := time.Now()
 			if device == "cuda" {
-				gpu, err := openGPU(bundles)
-				if err != nil {
+				if gpu, err = openGPU(bundles); err != nil {
 					return err
 				}
 				if o, lse, err = fwd.RunCUDA(gpu, in, sh); err != nil {
@@ -162,6 +181,11 @@ Sizes not given by flags come from the --q/--k/--v files and the --blockmask fol
 				return err
 			}); err != nil {
 				return err
+			}
+			if bwf.on {
+				return bwf.run(backwardRun{w: w, in: in, o: o, lse: lse, sh: sh, dtype: dtype, device: device, gpu: gpu, rng: rng, tol: t,
+					noCheck: noCheck, fwdCompile: compileTime, fwdRun: time.Since(t1), stderr: stderr, terminal: term,
+					opts: fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: bwdConsts, DType: dtype, Passes: req.Passes}})
 			}
 			fmt.Fprintf(w, "compile %.1f ms, run %.1f ms\n", ms(compileTime), ms(time.Since(t1)))
 			if noCheck {
@@ -199,6 +223,7 @@ Sizes not given by flags come from the --q/--k/--v files and the --blockmask fol
 	cf.add(cmd, false)
 	shp.add(cmd, 128, true)
 	ax.add(cmd.Flags())
+	bwf.add(cmd.Flags())
 	fs := cmd.Flags()
 	addDeviceFlag(fs, &device, "cpu", "device: cpu (reference interpreter) or cuda (GPU 0; time includes compile or cache load)")
 	fs.StringVar(&dtype, "dtype", "f32", "element type of q, k, v, o: f32, bf16, f16")

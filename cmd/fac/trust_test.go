@@ -76,7 +76,7 @@ func TestRunAux(t *testing.T) {
 	wantFail(t, run("--mask", "causal", "--aux", "doc=doc.npy"), `no aux tensor "doc" (they read: none)`)
 	wantFail(t, run("--mask", "document", "--aux", "doc=doc.npy", "--aux", "doc=doc2.npy"), "--aux doc=doc2.npy: aux tensor doc is already given by --aux doc=doc.npy")
 	wantFail(t, run("--mask", "document", "--aux", "doc=doc.npy", "--aux", "mask.doc=doc2.npy"), "already given by --aux doc=doc.npy")
-	wantFail(t, run("--mask", "document", "--aux", "doc=doc2d.npy"), "--aux doc=doc2d.npy: shape [8 8]; aux tensors must be 1-D")
+	wantFail(t, run("--mask", "document", "--aux", "doc=doc2d.npy"), "--aux doc=doc2d.npy: shape [8 8]; doc is declared without a shape (tensor[i32]), so it must be 1-D")
 	wantFail(t, run("--mask", "document", "--aux", "doc=short.npy"), "--aux doc=short.npy: 10 elements", "max(seqlen-q, seqlen-k)", "64 elements")
 	wantFail(t, run("--mask", "document", "--aux", "doc=doc.npy", "--seqlen-k", "65"), "--aux doc=doc.npy: 64 elements", "65 elements")
 	wantFail(t, run("--score", "alibi", "--aux", "slopes=slopes1.npy"), "--aux slopes=slopes1.npy: 1 elements, but score alibi reads slopes", "heads")

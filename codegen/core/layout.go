@@ -129,13 +129,32 @@ func DefaultBlocked(shape []int, numWarps int) Blocked {
 // (w % WarpsPerCTA[0], w / WarpsPerCTA[0])), repeated in registers over the
 // shape. Register order: c0/c1 pair, the row+8 half, then N repeats, then
 // M repeats, so registers 4(i*nN+j)+c are tile (i, j)'s c.
+//
+// Version 3 is the accumulator of wgmma.mma_async m64nNk16 (Triton's
+// MMAv3): a warpgroup of 4 consecutive warps covers 64 rows, warp w%4 of
+// warpgroup g rows 64g+16(w%4) and up, and per warp the fragment is
+// exactly the m16n8 one above (the PTX ISA's wgmma D fragment: d[4j+c] at
+// row l/4+8(c/2), column 8j+2(l%4)+c%2). So with all warps along M
+// (WarpsPerCTA = [numWarps, 1], numWarps%4 == 0) the concrete layout is
+// version 2's; the version only names which instruction produces it, and
+// an instruction's n8 tiles are consecutive registers: instruction (i, N
+// chunk) owns a contiguous register range. DotOperand{0, v3} is the RS
+// form's A fragment (per warp the m16n8k16 A fragment).
 type MMA struct {
 	WarpsPerCTA [2]int
+	// Version is 2 (or 0) for mma.sync, 3 for wgmma.
+	Version int
 }
 
 func (m MMA) Rank() int { return 2 }
 
-func (m MMA) String() string { return fmt.Sprintf("mma{v2, wpc=%v}", m.WarpsPerCTA[:]) }
+func (m MMA) String() string {
+	v := 2
+	if m.Version == 3 {
+		v = 3
+	}
+	return fmt.Sprintf("mma{v%d, wpc=%v}", v, m.WarpsPerCTA[:])
+}
 
 func (m MMA) Linear(shape []int, numWarps int) *Linear {
 	lb := newLayoutBuilder(shape, numWarps)

@@ -262,3 +262,6 @@ func repeat(v value.Value, n int) []value.Value {
 // ConstI32 and ci64 are integer constants.
 func ConstI32(x int64) *constant.Int { return constant.NewInt(types.I32, x) }
 func ci64(x int64) *constant.Int     { return constant.NewInt(types.I64, x) }
+
+// ConstI64 is an i64 constant.
+func ConstI64(x int64) *constant.Int { return ci64(x) }

@@ -173,6 +173,10 @@ func (l *Lowerer) Entry() *ir.Block { return l.entry }
 // LaneID is the thread's lane (tid.x % 32), defined in the entry block.
 func (l *Lowerer) LaneID() value.Value { return l.lane }
 
+// WarpID is the thread's warp in the CTA (tid.x / 32), defined in the
+// entry block.
+func (l *Lowerer) WarpID() value.Value { return l.warp }
+
 // CountConversion records one layout conversion through shared memory.
 func (l *Lowerer) CountConversion() { l.conversions++ }
 

@@ -154,6 +154,13 @@ func (l *Lowerer) asm(ret types.Type, text, constraints string, sideEffect bool,
 	return c
 }
 
+// Asm emits an inline-asm call in the current block (see asm). Targets use
+// it for instructions LLVM has no intrinsic for in every supported llc
+// (wgmma, fence.proxy.async).
+func (l *Lowerer) Asm(ret types.Type, text, constraints string, sideEffect bool, args ...value.Value) value.Value {
+	return l.asm(ret, text, constraints, sideEffect, args...)
+}
+
 // Barrier is bar.sync 0 for the whole CTA.
 func (l *Lowerer) Barrier() {
 	l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
@@ -246,6 +253,11 @@ func (l *Lowerer) baseCoords(x *Linear) []value.Value {
 	l.bases[key] = out
 	return out
 }
+
+// BaseCoords is, per dimension, the i32 coordinate this thread's register
+// 0 holds in layout x (entry block); register r holds BaseCoords +
+// x.RegOffset(r).
+func (l *Lowerer) BaseCoords(x *Linear) []value.Value { return l.baseCoords(x) }
 
 func onlyDim(b []int, d int) bool {
 	for i, x := range b {

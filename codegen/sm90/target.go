@@ -2,12 +2,17 @@
 // the Hopper lowering goes: an MMAv3 accumulator layout and wgmma.mma_async
 // for 16-bit dots with operands in swizzled shared memory, TMA
 // (cp.async.bulk.tensor) with mbarriers for operand staging, warp
-// specialization and setmaxnreg, as phases of its own table. Until those
-// land, every hook uses sm80's strategy (mma.sync, ldmatrix, cp.async),
-// which Hopper runs too; each hook below names what replaces it.
+// specialization and setmaxnreg, as phases of its own table.
+//
+// Today: wgmma (wgmma.go, tile.go) on sm_90a when opted in with the
+// environment variable FAC_WGMMA=1, operands staged by cp.async into
+// swizzled tiles; everything else (and every dot without the opt-in) uses
+// sm80's strategy (mma.sync, ldmatrix, cp.async), which Hopper runs too.
 package sm90
 
 import (
+	"os"
+
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/codegen/core"
@@ -15,19 +20,32 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
+// EnvWGMMA is the environment variable that opts sm_90a into wgmma ("1").
+// It is read when the target is made (once per kernel lowered) and is not
+// part of a kernel's artifact identity: keep kernels built with and
+// without it in different caches (FAC_CACHE_DIR) or bundles.
+const EnvWGMMA = "FAC_WGMMA"
+
 // Target is the sm90 target for one arch: wgmma and setmaxnreg need the
-// arch-specific sm_90a, so the choice of strategy will depend on it.
+// arch-specific sm_90a, so the choice of strategy depends on it.
 type Target struct {
 	// Arch is sm_90 or sm_90a.
 	Arch string
-	// base holds the sm80 strategies used until Hopper's own land.
+	// WGMMA lowers eligible dots to wgmma.mma_async (sm_90a only).
+	WGMMA bool
+	// base holds the sm80 strategies used where Hopper's own are not.
 	base sm80.Target
+	// bases caches per-kernel tile offsets of layout bases (entry block).
+	bases map[string]value.Value
 }
 
 var _ core.Target = (*Target)(nil)
 
-// New returns the target for arch (sm_90 or sm_90a).
-func New(arch string) *Target { return &Target{Arch: arch} }
+// New returns the target for arch (sm_90 or sm_90a), with wgmma when arch
+// is sm_90a and FAC_WGMMA=1.
+func New(arch string) *Target {
+	return &Target{Arch: arch, WGMMA: arch == "sm_90a" && os.Getenv(EnvWGMMA) == "1"}
+}
 
 // Phases is sm90's phase table: today sm80's phases; pipelining, warp
 // specialization, TMA lowering and fence insertion go here.
@@ -35,35 +53,58 @@ func (t *Target) Phases() []core.Phase {
 	return []core.Phase{core.CheckKernel, sm80.SelectAsync, core.AssignLayouts, core.PlanAsync, core.LowerLLVM}
 }
 
-// DotLayout: the mma.sync accumulator; wgmma's MMAv3 layout (64xN per
-// warpgroup) replaces it on sm_90a.
+// DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.
 func (t *Target) DotLayout(l *core.Lowerer, op *tir.Op) (core.Layout, bool) {
+	if m, ok := t.wgmmaLayout(l, op); ok {
+		return m, true
+	}
 	return t.base.DotLayout(l, op)
 }
 
-// DotOperandLayout: sm80's; wgmma reads A from registers or shared memory
-// and B from shared memory (matrix descriptors).
+// DotOperandLayout: for wgmma, B in its own layout (read from shared
+// memory) and A in the A fragment or, when staged, its own; else sm80's.
 func (t *Target) DotOperandLayout(l *core.Lowerer, op *tir.Op, i int) core.Layout {
+	if m, ok := t.wgmmaLayout(l, op); ok {
+		return wgmmaOperandLayout(l, op, m, i)
+	}
 	return t.base.DotOperandLayout(l, op, i)
 }
 
-// LowerDot: mma.sync m16n8k16; wgmma.mma_async replaces it.
+// LowerDot: wgmma.mma_async or mma.sync m16n8k16.
 func (t *Target) LowerDot(l *core.Lowerer, op *tir.Op, ws []core.Layout) []value.Value {
+	if m, ok := t.wgmmaLayout(l, op); ok {
+		return t.wgmmaDot(l, op, m, ws)
+	}
 	return t.base.LowerDot(l, op, ws)
 }
 
-// ConvertOperand: ldmatrix (stmatrix and swizzled tiles later).
+// ConvertOperand: ldmatrix (the wgmma A fragment is per warp the
+// m16n8k16 one, so it serves both; stmatrix and swizzled tiles later).
 func (t *Target) ConvertOperand(l *core.Lowerer, src []value.Value, lin *core.Linear, to core.Layout, lout *core.Linear, ty tir.Type) ([]value.Value, bool) {
 	return t.base.ConvertOperand(l, src, lin, to, lout, ty)
 }
 
-// PlanStaged: sm80's padded ldmatrix tiles; TMA needs swizzled tiles and an
-// mbarrier per stage.
+// PlanStaged: a swizzled tile for wgmma dots, sm80's padded ldmatrix tile
+// otherwise. With wgmma every tile is a multiple of 1024 bytes, so all
+// start on the 128B swizzle pattern (TMA needs swizzled tiles and an
+// mbarrier per stage later).
 func (t *Target) PlanStaged(l *core.Lowerer, st *core.Staged) (int, bool) {
-	return t.base.PlanStaged(l, st)
+	if _, ok := t.wgmmaLayout(l, st.Dot); ok {
+		return planTile(st)
+	}
+	n, ok := t.base.PlanStaged(l, st)
+	if ok && t.WGMMA {
+		n = roundUp(n, tileAlign)
+	}
+	return n, ok
 }
 
-// LowerStagedLoad: cp.async; cp.async.bulk.tensor (TMA) replaces it.
+// LowerStagedLoad: cp.async into the tile (swizzled for wgmma); TMA
+// (cp.async.bulk.tensor) replaces it.
 func (t *Target) LowerStagedLoad(l *core.Lowerer, op *tir.Op, st *core.Staged) {
+	if p, ok := st.Plan.(*tilePlan); ok {
+		t.lowerTileLoad(l, op, st, p)
+		return
+	}
 	t.base.LowerStagedLoad(l, op, st)
 }

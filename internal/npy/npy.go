@@ -1,6 +1,6 @@
 // Package npy reads and writes NumPy .npy files (format 1.0–3.0), enough for
-// tensors exchanged with PyTorch and NumPy: little-endian f4, f8, f2, i4, i8
-// and bool, C order, any rank.
+// tensors exchanged with PyTorch and NumPy: little-endian f4, f8, f2, i8,
+// i4, i2, i1, u4, u2, u1 and bool, C order, any rank.
 //
 // fac keeps its own small reader/writer because the maintained Go library
 // (sbinet/npyio) writes flat slices only as 1-D arrays and pulls in gonum;
@@ -60,12 +60,21 @@ func elems(shape []int) (int, error) {
 }
 
 // Array is a decoded array: its shape and its values as float64 (exact for
-// every supported dtype except i8 beyond 2^53).
+// every supported dtype except i8 beyond 2^53); Data has them in their own
+// type.
 type Array struct {
 	Shape []int
 	Dtype string // as in the file, e.g. "<f4"
 	Vals  []float64
+	data  any
 }
+
+// Data returns the values in a Go type that holds the file's dtype
+// exactly: []bool (|b1), []int8 (|i1), []uint8 (|u1), []int16 (<i2),
+// []int32 (<i4, and <u2 widened), []int64 (<i8, and <u4 widened),
+// []float32 (<f4, and <f2 widened) or []float64 (<f8). These are what aux
+// tensors take (launch.HostData), which convert them to the declared type.
+func (a *Array) Data() any { return a.data }
 
 // Len is the element count of the shape.
 func (a *Array) Len() int {
@@ -166,34 +175,91 @@ func Decode(b []byte) (*Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	size := map[string]int{"<f4": 4, "<f8": 8, "<f2": 2, "<i4": 4, "<i8": 8, "|b1": 1, "|u1": 1, "|i1": 1}[a.Dtype]
+	size := map[string]int{"<f4": 4, "<f8": 8, "<f2": 2, "<i4": 4, "<i8": 8, "|b1": 1, "|u1": 1, "|i1": 1, "<i2": 2, "<u2": 2, "<u4": 4}[a.Dtype]
 	if size == 0 {
-		return nil, fmt.Errorf("unsupported dtype %s (want <f4, <f8, <f2, <i4, <i8 or |b1)", a.Dtype)
+		return nil, fmt.Errorf("unsupported dtype %s (want <f4, <f8, <f2, <i8, <i4, <i2, |i1, <u4, <u2, |u1 or |b1)", a.Dtype)
 	}
 	if len(data) != n*size {
 		return nil, fmt.Errorf("data has %d bytes, shape %v of %s needs %d", len(data), a.Shape, a.Dtype, n*size)
 	}
 	a.Vals = make([]float64, n)
-	for i := range a.Vals {
-		d := data[i*size:]
-		switch a.Dtype {
-		case "<f4":
-			a.Vals[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(d)))
-		case "<f8":
-			a.Vals[i] = math.Float64frombits(binary.LittleEndian.Uint64(d))
-		case "<f2":
-			a.Vals[i] = float64(half.F16ToF32(binary.LittleEndian.Uint16(d)))
-		case "<i4":
-			a.Vals[i] = float64(int32(binary.LittleEndian.Uint32(d)))
-		case "<i8":
-			a.Vals[i] = float64(int64(binary.LittleEndian.Uint64(d)))
-		case "|i1":
-			a.Vals[i] = float64(int8(d[0]))
-		default:
-			a.Vals[i] = float64(d[0])
-		}
-	}
+	a.data = decodeTyped(a.Dtype, data, n, a.Vals)
 	return a, nil
+}
+
+// decodeTyped decodes n elements of dtype from data into their Go type
+// (see Array.Data) and, as float64, into vals.
+func decodeTyped(dtype string, data []byte, n int, vals []float64) any {
+	le := binary.LittleEndian
+	switch dtype {
+	case "<f4", "<f2":
+		out := make([]float32, n)
+		for i := range out {
+			if dtype == "<f4" {
+				out[i] = math.Float32frombits(le.Uint32(data[4*i:]))
+			} else {
+				out[i] = half.F16ToF32(le.Uint16(data[2*i:]))
+			}
+			vals[i] = float64(out[i])
+		}
+		return out
+	case "<f8":
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = math.Float64frombits(le.Uint64(data[8*i:]))
+			vals[i] = out[i]
+		}
+		return out
+	case "<i8", "<u4":
+		out := make([]int64, n)
+		for i := range out {
+			if dtype == "<i8" {
+				out[i] = int64(le.Uint64(data[8*i:]))
+			} else {
+				out[i] = int64(le.Uint32(data[4*i:]))
+			}
+			vals[i] = float64(out[i])
+		}
+		return out
+	case "<i4", "<u2":
+		out := make([]int32, n)
+		for i := range out {
+			if dtype == "<i4" {
+				out[i] = int32(le.Uint32(data[4*i:]))
+			} else {
+				out[i] = int32(le.Uint16(data[2*i:]))
+			}
+			vals[i] = float64(out[i])
+		}
+		return out
+	case "<i2":
+		out := make([]int16, n)
+		for i := range out {
+			out[i] = int16(le.Uint16(data[2*i:]))
+			vals[i] = float64(out[i])
+		}
+		return out
+	case "|i1":
+		out := make([]int8, n)
+		for i := range out {
+			out[i] = int8(data[i])
+			vals[i] = float64(out[i])
+		}
+		return out
+	case "|b1":
+		out := make([]bool, n)
+		for i := range out {
+			out[i] = data[i] != 0
+			vals[i] = float64(data[i])
+		}
+		return out
+	}
+	out := make([]uint8, n) // |u1
+	for i := range out {
+		out[i] = data[i]
+		vals[i] = float64(out[i])
+	}
+	return out
 }
 
 // EncodeF32 encodes float32 values with a shape as a version 1.0 .npy file.

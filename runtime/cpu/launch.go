@@ -11,7 +11,8 @@ import (
 
 // Run executes a bound call of kernel on the reference device. host holds
 // the contents of every input, block-mask and aux buffer by parameter name
-// ([]float32, []float64, []int32 or *Buffer); outputs are made here,
+// ([]float32, []float64, []int32 or *Buffer; for aux tensors, anything
+// launch.HostData converts); outputs are made here,
 // poisoned with NaN so an unwritten element shows. It returns every buffer
 // by name.
 func Run(ctx context.Context, m *tir.Module, call *launch.Call, host map[string]any) (map[string]*Buffer, error) {

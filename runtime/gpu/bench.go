@@ -12,13 +12,39 @@ import (
 // milliseconds. The outputs must hold no poison (NaN) afterwards: a
 // benchmark of a kernel that skips writes is a failure, not a figure.
 func (p *Prepared) Bench(warmup, reps int) ([]float64, error) {
+	times, err := timeRuns(warmup, reps, p.Run)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range outputs(p.call) {
+		if err := noNaN(name, p.Output); err != nil {
+			return nil, err
+		}
+	}
+	return times, nil
+}
+
+// outputs are the names of a call's output buffers.
+func outputs(call *launch.Call) []string {
+	var out []string
+	for _, b := range call.Buffers {
+		if b.Role == launch.Output {
+			out = append(out, b.Name)
+		}
+	}
+	return out
+}
+
+// timeRuns calls run on a fresh stream warmup times, then reps times
+// between two CUDA events each, and returns each timed run's milliseconds.
+func timeRuns(warmup, reps int, run func(cuda.Stream) error) ([]float64, error) {
 	s, err := cuda.NewStream()
 	if err != nil {
 		return nil, err
 	}
 	defer s.Destroy()
 	for i := 0; i < warmup; i++ {
-		if err := p.Run(s); err != nil {
+		if err := run(s); err != nil {
 			return nil, err
 		}
 	}
@@ -37,7 +63,7 @@ func (p *Prepared) Bench(warmup, reps int) ([]float64, error) {
 		if err := start.Record(s); err != nil {
 			return nil, err
 		}
-		if err := p.Run(s); err != nil {
+		if err := run(s); err != nil {
 			return nil, err
 		}
 		if err := end.Record(s); err != nil {
@@ -52,21 +78,22 @@ func (p *Prepared) Bench(warmup, reps int) ([]float64, error) {
 		}
 		times = append(times, float64(ms))
 	}
-	for _, b := range p.call.Buffers {
-		if b.Role != launch.Output {
-			continue
-		}
-		v, err := p.Output(b.Name)
-		if err != nil {
-			return nil, err
-		}
-		if xs, ok := v.([]float32); ok {
-			for i, x := range xs {
-				if x != x {
-					return nil, fmt.Errorf("benchmark run left NaN at element %d of %s", i, b.Name)
-				}
+	return times, nil
+}
+
+// noNaN reads output name back and fails on the first NaN (the poison of
+// an element no kernel wrote).
+func noNaN(name string, read func(string) (any, error)) error {
+	v, err := read(name)
+	if err != nil {
+		return err
+	}
+	if xs, ok := v.([]float32); ok {
+		for i, x := range xs {
+			if x != x {
+				return fmt.Errorf("benchmark run left NaN at element %d of %s", i, name)
 			}
 		}
 	}
-	return times, nil
+	return nil
 }

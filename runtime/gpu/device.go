@@ -91,41 +91,68 @@ func (d *Device) AddBundle(b *bundle.Bundle) {
 // or built with llc) and loads it. t, when not nil, gets the build's stage
 // times.
 func (d *Device) Kernel(ctx context.Context, res *compiler.Result, t *compiler.Timings) (*Kernel, error) {
+	key, a, err := d.findTimed(ctx, res, t)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if k, ok := d.modules[key]; ok {
+		return k, nil
+	}
+	return d.load(key, a)
+}
+
+// find is findTimed without stage times.
+func (d *Device) find(ctx context.Context, res *compiler.Result) (string, *artifact.Artifact, error) {
+	return d.findTimed(ctx, res, nil)
+}
+
+// findTimed returns res's key among the loaded modules and, unless it is
+// loaded, its artifact for this GPU: from a bundle, the cache, or built
+// with llc.
+func (d *Device) findTimed(ctx context.Context, res *compiler.Result, t *compiler.Timings) (string, *artifact.Artifact, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	id := compiler.Identity(res, d.Arch, nil)
 	key := id.PortableKey()
-	if k, ok := d.modules[key]; ok {
-		return k, nil
+	if _, ok := d.modules[key]; ok {
+		return key, nil, nil
 	}
 	for _, b := range d.bundles {
 		if a := b.Find(id); a != nil {
-			return d.load(key, a)
+			return key, a, nil
 		}
 	}
 	if d.llc == nil {
 		tool, err := llc.Find()
 		if err != nil {
-			return nil, fmt.Errorf("kernel %s is in no bundle and cannot be compiled: %w", id, err)
+			return "", nil, fmt.Errorf("kernel %s is in no bundle and cannot be compiled: %w", id, err)
 		}
 		d.llc = tool
 	}
 	a, err := compiler.Cached(ctx, d.Cache, res, d.Arch, d.llc, t)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return d.load(key, a)
+	return key, a, nil
 }
 
 // load puts an artifact on the device. With a disk cache, the driver's JIT
 // output (cubin) is cached too, keyed by the PTX, the GPU and the driver:
 // loading a cubin takes about a millisecond, loading PTX runs ptxas inside
-// the driver.
+// the driver. d.mu must be held.
 func (d *Device) load(key string, a *artifact.Artifact) (*Kernel, error) {
 	mod, err := d.loadImage(a)
 	if err != nil {
 		return nil, fmt.Errorf("loading kernel %s: %w", a.Entry, err)
 	}
+	return d.finish(key, a, mod)
+}
+
+// finish looks up a's entry in its loaded module and, with a key, keeps
+// the kernel among the loaded ones. d.mu must be held.
+func (d *Device) finish(key string, a *artifact.Artifact, mod *cuda.Module) (*Kernel, error) {
 	fn, err := mod.Function(a.Entry)
 	if err != nil {
 		return nil, err
@@ -142,6 +169,30 @@ func (d *Device) load(key string, a *artifact.Artifact) (*Kernel, error) {
 	return k, nil
 }
 
+// cubinKey keys a's machine code for this GPU and driver in the cache.
+func (d *Device) cubinKey(a *artifact.Artifact) cache.Key {
+	drv, _ := cuda.DriverVersion()
+	return cache.NewKey("cubin", d.Name, d.Arch, strconv.Itoa(drv), artifact.Checksum(a.PTX))
+}
+
+// cubin is a's machine code from the disk cache, made by the driver's JIT
+// on a miss. d.Cache must be set; it is safe to call concurrently.
+func (d *Device) cubin(a *artifact.Artifact) ([]byte, error) {
+	isELF := func(b []byte) error {
+		if !bytes.HasPrefix(b, []byte("\x7fELF")) {
+			return errors.New("cached cubin is not an ELF image")
+		}
+		return nil
+	}
+	cubin, _, err := d.Cache.GetOrBuildChecked(d.cubinKey(a), "cubin "+a.Entry+" "+d.Arch, func() ([]byte, error) {
+		return cuda.CompilePTX([]byte(a.PTX))
+	}, isELF)
+	if cubin == nil {
+		return nil, fmt.Errorf("compiling for %s: %w", d.Name, err)
+	}
+	return cubin, nil
+}
+
 // loadImage loads a's machine code: the cached cubin of its PTX when there
 // is a disk cache (made by the driver's JIT on a miss), else the PTX. A
 // cached cubin the driver refuses is removed and made again once.
@@ -149,26 +200,16 @@ func (d *Device) loadImage(a *artifact.Artifact) (*cuda.Module, error) {
 	if d.Cache == nil {
 		return cuda.LoadModule([]byte(a.PTX))
 	}
-	drv, _ := cuda.DriverVersion()
-	ck := cache.NewKey("cubin", d.Name, d.Arch, strconv.Itoa(drv), artifact.Checksum(a.PTX))
-	isELF := func(b []byte) error {
-		if !bytes.HasPrefix(b, []byte("\x7fELF")) {
-			return errors.New("cached cubin is not an ELF image")
-		}
-		return nil
-	}
 	for try := 0; ; try++ {
-		cubin, _, err := d.Cache.GetOrBuildChecked(ck, "cubin "+a.Entry+" "+d.Arch, func() ([]byte, error) {
-			return cuda.CompilePTX([]byte(a.PTX))
-		}, isELF)
-		if cubin == nil {
-			return nil, fmt.Errorf("compiling for %s: %w", d.Name, err)
+		cubin, err := d.cubin(a)
+		if err != nil {
+			return nil, err
 		}
 		mod, err := cuda.LoadModule(cubin)
 		if err == nil || try > 0 {
 			return mod, err
 		}
-		d.Cache.Remove(ck)
+		d.Cache.Remove(d.cubinKey(a))
 	}
 }
 

@@ -20,8 +20,9 @@ type Prepared struct {
 
 // Prepare uploads host (the contents of every input, block-mask and aux
 // buffer by parameter name: []float32 converted to the buffer's element
-// type, or []int32) and allocates the outputs, poisoned so that an element
-// the kernel does not write reads as NaN.
+// type, or []int32; for aux tensors, anything launch.HostData converts) and
+// allocates the outputs, poisoned so that an element the kernel does not
+// write reads as NaN.
 func (d *Device) Prepare(k *Kernel, call *launch.Call, host map[string]any) (_ *Prepared, err error) {
 	p := &Prepared{k: k, call: call, ptrs: make([]cuda.DevicePtr, len(call.Buffers))}
 	defer func() {

@@ -1,0 +1,381 @@
+package fac
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/launch"
+	"github.com/fac-compiler/fac/runtime/cuda"
+	"github.com/fac-compiler/fac/runtime/gpu"
+)
+
+// kernels finds (or builds) and loads the backward's kernels on d.
+func (bw *Backward) kernels(ctx context.Context, d *CUDA) ([]*gpu.Kernel, error) {
+	out := make([]*gpu.Kernel, len(bw.stages))
+	for i, st := range bw.stages {
+		k, err := d.Kernel(ctx, st.res, nil)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = k
+	}
+	return out, nil
+}
+
+// prepare builds the block mask, binds every kernel and uploads a host
+// call; the kernels share Δ, the dQ accumulator and the aux gradients on
+// the device. The aux gradients' parameter names come back too.
+func (bw *Backward) prepare(ctx context.Context, d *CUDA, in BackwardInputs, sh Shape) (*gpu.Sequence, []string, error) {
+	if err := sh.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if err := bw.checkInputs(in, sh); err != nil {
+		return nil, nil, err
+	}
+	ks, err := bw.kernels(ctx, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	bm, err := bw.masker.blockMaskCUDA(d, in.forwardInputs(), sh)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := bw.bind(in.Aux, in.Scalars, in.Scale, sh, bm, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	host := bw.hostData(in, bm)
+	var grads []string
+	steps := make([]gpu.Step, len(ks))
+	for i, call := range b.calls {
+		steps[i] = gpu.Step{Kernel: ks[i], Call: call}
+		for _, buf := range call.Buffers {
+			if buf.Role != launch.Aux {
+				continue
+			}
+			if n, ok := b.gradLen[buf.Key]; ok {
+				host[buf.Name] = make([]float32, n) // zeroed: flash_bwd adds into it
+				grads = append(grads, buf.Name)
+			} else {
+				host[buf.Name] = in.Aux[buf.Key]
+			}
+		}
+	}
+	seq, err := d.PrepareSequence(steps, host)
+	return seq, grads, err
+}
+
+// RunCUDA runs the backward pass on the GPU with host tensors and returns
+// dQ, dK and dV like RunCPU; RunCUDAGrads also returns the aux gradients.
+// The kernels' outputs are poisoned (NaN) before the launch.
+func (bw *Backward) RunCUDA(d *CUDA, in BackwardInputs, sh Shape) (dq, dk, dv []float32, err error) {
+	g, err := bw.RunCUDAGrads(context.Background(), d, in, sh)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return g.DQ, g.DK, g.DV, nil
+}
+
+// RunCUDAGrads runs the backward pass on the GPU: flash_bwd_preprocess,
+// flash_bwd and flash_bwd_postprocess (or flash_bwd_dq) in order on the
+// default stream. Compiling (llc, when a kernel is in no bundle or cache)
+// stops once ctx is done.
+func (bw *Backward) RunCUDAGrads(ctx context.Context, d *CUDA, in BackwardInputs, sh Shape) (*Grads, error) {
+	seq, grads, err := bw.prepare(ctx, d, in, sh)
+	if err != nil {
+		return nil, err
+	}
+	defer seq.Free()
+	if err := seq.Run(cuda.Stream{}); err != nil {
+		return nil, err
+	}
+	if err := d.Ctx.Synchronize(); err != nil {
+		return nil, err
+	}
+	g := &Grads{DAux: map[string][]float32{}}
+	for _, o := range []struct {
+		name string
+		dst  *[]float32
+	}{{"dq", &g.DQ}, {"dk", &g.DK}, {"dv", &g.DV}} {
+		v, err := seq.Output(o.name)
+		if err != nil {
+			return nil, err
+		}
+		*o.dst = v.([]float32)
+	}
+	for _, name := range grads {
+		v, err := seq.Output(name)
+		if err != nil {
+			return nil, err
+		}
+		g.DAux[auxGradName(name)] = v.([]float32)
+	}
+	return g, nil
+}
+
+// BenchCUDA times the whole backward pass (every kernel, in order) with
+// CUDA events: warmup runs, then reps timed ones; it returns each run's
+// time in milliseconds. dQ, dK and dV must hold no NaN afterwards.
+func (bw *Backward) BenchCUDA(d *CUDA, in BackwardInputs, sh Shape, warmup, reps int) ([]float64, error) {
+	seq, _, err := bw.prepare(context.Background(), d, in, sh)
+	if err != nil {
+		return nil, err
+	}
+	defer seq.Free()
+	return seq.Bench(warmup, reps, "dq", "dk", "dv")
+}
+
+// BackwardDeviceTensors are device buffers for Backward.LaunchCUDA, as raw
+// pointers, laid out as for the forward's DeviceTensors: Q, O, DO (dL/dO)
+// and DQ are [B, H, SeqQ, Dim], K, V, DK and DV [B, KVHeads, SeqK, Dim], in
+// the kernels' DType, the last dimension contiguous and the others strided
+// by the {batch, head, seq} strides (zero: contiguous); LSE is the
+// forward's [B, H, SeqQ] f32, contiguous.
+//
+// DAux holds the gradients of the score's float aux tensors
+// (Backward.AuxGrads), f32, as long as each aux tensor: the kernels add
+// into them, so zero them first (or pass a running sum).
+type BackwardDeviceTensors struct {
+	Q, K, V, O, LSE, DO uintptr
+	DQ, DK, DV          uintptr
+
+	QStride, KStride, VStride, OStride, DOStride, DQStride, DKStride, DVStride [3]int
+
+	Aux     map[string]DeviceAux
+	DAux    map[string]DeviceAux
+	Scalars map[string]any
+	Scale   float32 // 0 means 1/sqrt(Dim)
+	// BlockMask is the block mask on the device (UploadBlockMask); the
+	// transposed lists the backward reads are added to it on first use.
+	// nil builds one for this call only.
+	BlockMask *DeviceBlockMask
+	// Workspace holds Δ and the dQ accumulator (NewWorkspace); nil
+	// allocates them for this call only.
+	Workspace *BackwardWorkspace
+}
+
+// BackwardWorkspace is the backward pass's scratch memory on the device:
+// Δ = rowsum(dO∘O) ([B, H, SeqQ] f32) and the f32 dQ accumulator
+// ([B, H, SeqQ, Dim], one element in DETERMINISTIC mode). One workspace
+// serves every launch of a shape no larger than it was made for, on one
+// stream at a time.
+type BackwardWorkspace struct {
+	delta, dqAccum cuda.DevicePtr
+	nDelta, nAccum int // elements
+}
+
+// NewWorkspace allocates a workspace for launches of shapes up to sh.
+func (bw *Backward) NewWorkspace(sh Shape) (*BackwardWorkspace, error) {
+	nd, na, err := bw.workspaceLens(sh)
+	if err != nil {
+		return nil, err
+	}
+	w := &BackwardWorkspace{nDelta: nd, nAccum: na}
+	if w.delta, err = cuda.MemAlloc(max(nd, 1) * 4); err != nil {
+		return nil, err
+	}
+	if w.dqAccum, err = cuda.MemAlloc(max(na, 1) * 4); err != nil {
+		w.Free()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Free releases the workspace.
+func (w *BackwardWorkspace) Free() {
+	for _, p := range []*cuda.DevicePtr{&w.delta, &w.dqAccum} {
+		if *p != 0 {
+			cuda.MemFree(*p)
+			*p = 0
+		}
+	}
+}
+
+func (bw *Backward) workspaceLens(sh Shape) (delta, accum int, err error) {
+	if err := sh.Validate(); err != nil {
+		return 0, 0, err
+	}
+	p := launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs()}
+	if delta, err = bw.main.contract.Extent("delta", p, nil); err != nil {
+		return 0, 0, err
+	}
+	accum, err = bw.main.contract.Extent("dq_accum", p, nil)
+	return delta, accum, err
+}
+
+// LaunchCUDA runs the backward pass on device buffers, asynchronously on
+// stream s (the zero Stream is the default stream); nothing is copied.
+// Without a Workspace (or a BlockMask) in t, it allocates one for the call
+// and waits for s to finish before freeing it.
+func (bw *Backward) LaunchCUDA(d *CUDA, t BackwardDeviceTensors, sh Shape, s cuda.Stream) error {
+	if err := sh.Validate(); err != nil {
+		return err
+	}
+	ks, err := bw.kernels(context.Background(), d)
+	if err != nil {
+		return err
+	}
+	aux := map[string]int{}
+	for name, a := range t.Aux {
+		aux[name] = a.Len
+	}
+	if err := bw.masker.checkAuxLens(aux, sh); err != nil {
+		return fmt.Errorf("LaunchCUDA: %w", err)
+	}
+	if err := bw.masker.checkScalars(t.Scalars); err != nil {
+		return fmt.Errorf("LaunchCUDA: %w", err)
+	}
+	// Free what this call allocates once the stream is done with it.
+	var cleanup []func()
+	defer func() {
+		if len(cleanup) > 0 {
+			s.Synchronize()
+			for _, f := range cleanup {
+				f()
+			}
+		}
+	}()
+	ws := t.Workspace
+	nd, na, err := bw.workspaceLens(sh)
+	if err != nil {
+		return err
+	}
+	if ws == nil {
+		if ws, err = bw.NewWorkspace(sh); err != nil {
+			return err
+		}
+		cleanup = append(cleanup, ws.Free)
+	} else if ws.nDelta < nd || ws.nAccum < na {
+		return fmt.Errorf("LaunchCUDA: workspace holds %d and %d elements, shape %+v needs %d and %d", ws.nDelta, ws.nAccum, sh, nd, na)
+	}
+	dm := t.BlockMask
+	if dm == nil {
+		host, err := bw.masker.hostAux(t.Aux)
+		if err != nil {
+			return err
+		}
+		bm, err := bw.masker.blockMaskCUDA(d, Inputs{Aux: host, Scalars: t.Scalars}, sh)
+		if err != nil {
+			return err
+		}
+		if dm, err = d.UploadBlockMask(bm); err != nil {
+			return err
+		}
+		cleanup = append(cleanup, dm.Free)
+	} else if err := bw.masker.checkBlockMask(dm.Mask, sh); err != nil {
+		return err
+	}
+	if err := bw.uploadLists(dm); err != nil {
+		return err
+	}
+	strides := map[string][]int{}
+	for name, st := range map[string][3]int{"q": t.QStride, "k": t.KStride, "v": t.VStride, "o": t.OStride,
+		"dout": t.DOStride, "dq": t.DQStride, "dk": t.DKStride, "dv": t.DVStride} {
+		if st != [3]int{} {
+			strides[name] = st[:]
+		}
+	}
+	for _, a := range bw.AuxGrads() {
+		g, ok := t.DAux[a]
+		if !ok {
+			return fmt.Errorf("LaunchCUDA: missing DAux[%q], the gradient of aux tensor %s", a, a)
+		}
+		if n, ok := lookupLen(aux, a); ok && g.Len != n {
+			return fmt.Errorf("LaunchCUDA: DAux[%q] has %d elements, aux tensor %s has %d", a, g.Len, a, n)
+		}
+	}
+	b, err := bw.bindLens(aux, t.Scalars, t.Scale, sh, dm.Mask, strides)
+	if err != nil {
+		return fmt.Errorf("LaunchCUDA: %w", err)
+	}
+	ptrs := map[string]uintptr{"q": t.Q, "k": t.K, "v": t.V, "o": t.O, "lse": t.LSE, "dout": t.DO,
+		"dq": t.DQ, "dk": t.DK, "dv": t.DV, "delta": uintptr(ws.delta), "dq_accum": uintptr(ws.dqAccum)}
+	for name, p := range dm.ptrs {
+		ptrs[name] = p
+	}
+	for i, call := range b.calls {
+		for _, buf := range call.Buffers {
+			if buf.Role != launch.Aux {
+				continue
+			}
+			if _, ok := b.gradLen[buf.Key]; ok {
+				ptrs[buf.Name] = t.DAux[auxGradName(buf.Key)].Ptr
+			} else {
+				ptrs[buf.Name] = t.Aux[buf.Key].Ptr
+			}
+		}
+		if err := d.Launch(ks[i], call, ptrs, s); err != nil {
+			return fmt.Errorf("LaunchCUDA: %w", err)
+		}
+	}
+	return nil
+}
+
+// lookupLen finds an aux tensor's length by its short or score-qualified
+// name.
+func lookupLen(lens map[string]int, a string) (int, bool) {
+	if n, ok := lens[a]; ok {
+		return n, true
+	}
+	n, ok := lens["score."+a]
+	return n, ok
+}
+
+// uploadLists adds to dm the block-mask lists a backward kernel reads that
+// it does not hold yet (UploadBlockMask uploads the forward's kv lists;
+// flash_bwd reads the transposed q lists). They are freed with dm.
+func (bw *Backward) uploadLists(dm *DeviceBlockMask) error {
+	for _, st := range bw.stages {
+		if st.contract.BlockMask == nil {
+			continue
+		}
+		for name, xs := range st.contract.BlockMask.Tensors(dm.Mask) {
+			if _, ok := dm.ptrs[name]; ok {
+				continue
+			}
+			p, err := cuda.MemAlloc(max(len(xs), 1) * 4)
+			if err != nil {
+				return err
+			}
+			dm.ptrs[name] = uintptr(p)
+			if err := cuda.HtoD(p, xs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// BundleKernels compiles the backward's kernels and its block classifier
+// (for masks the analytic builder cannot bound) for arch, through the
+// cache c (which may be nil), as bundle entries.
+func (bw *Backward) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
+	var out []*artifact.Artifact
+	for _, st := range bw.stages {
+		a, err := compiler.Cached(ctx, c, st.res, arch, tool, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	cls, err := bw.masker.classifier()
+	if err != nil {
+		return nil, err
+	}
+	a, err := compiler.Cached(ctx, c, cls, arch, tool, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, a), nil
+}
+
+// Preload loads the backward's kernels on d, running the driver's JIT on
+// them at once (see gpu.Device.Preload): for a caller about to run many
+// configurations.
+func (bw *Backward) Preload(ctx context.Context, d *CUDA) error {
+	return d.Preload(ctx, bw.Kernels(), 0)
+}

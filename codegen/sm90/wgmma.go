@@ -1,0 +1,513 @@
+package sm90
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/codegen/core"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// wgmma.mma_async (sm_90a): 16-bit dots with f32 accumulation on the
+// warpgroup tensor-core instructions m64nNk16.
+//
+// The accumulator is MMA version 3 with every warp along M (a warpgroup of
+// 4 warps per 64 rows, core.MMA's doc). B is always read from shared
+// memory through a matrix descriptor: a tile staged by cp.async straight
+// into the swizzled layout (tile.go), or a tensor in registers written
+// there by the dot. A is read from registers in the m16n8k16 A fragment
+// layout (RS form: P in attention, and Q, converted once by ldmatrix),
+// or from shared memory when its load is staged (SS form).
+//
+// Per dot: the copies' wait, fence.proxy.async (generic-proxy writes
+// before async-proxy reads) and a barrier; wgmma.fence; the wgmmas (k
+// steps outermost, the zero accumulator of the first step dropped with
+// scale-d = 0); commit_group; wait_group 0. The accumulators are tied
+// in/out operands of every wgmma and of the wait (and the A registers go
+// through an empty asm before the fence), so LLVM neither reads them
+// before the wait nor computes inputs between the fence and the wgmma.
+
+// tilePlan is a staged tile's plan on the wgmma path (core.Staged.Plan).
+type tilePlan struct {
+	v view
+}
+
+// wgmmaLayout reports whether dot op runs on wgmma, and its accumulator
+// layout: sm_90a with FAC_WGMMA=1, 16-bit operands, f32 accumulator,
+// warps in whole warpgroups, each with 64-row blocks of M, N a multiple
+// of 8 and K of 16.
+func (t *Target) wgmmaLayout(l *core.Lowerer, op *tir.Op) (core.MMA, bool) {
+	if !t.WGMMA {
+		return core.MMA{}, false
+	}
+	x, y, c := op.Args[0].Type, op.Args[1].Type, op.Args[2].Type
+	if x.Rank() != 2 || y.Rank() != 2 || c.Rank() != 2 {
+		return core.MMA{}, false
+	}
+	M, K, N := x.Shape[0], x.Shape[1], y.Shape[1]
+	nw := l.NumWarps()
+	ok := (x.Elem == tir.BF16 || x.Elem == tir.F16) && y.Elem == x.Elem && c.Elem == tir.F32 &&
+		nw%4 == 0 && M%(16*nw) == 0 && N%8 == 0 && K%16 == 0
+	if !ok {
+		return core.MMA{}, false
+	}
+	return core.MMA{WarpsPerCTA: [2]int{nw, 1}, Version: 3}, true
+}
+
+// stagedOperand is the staged load feeding operand i of dot op (the
+// operand itself or its trans), or nil.
+func stagedOperand(l *core.Lowerer, op *tir.Op, i int) *core.Staged {
+	y := op.Args[i]
+	if d := y.Def; d != nil && d.Kind == tir.OpTrans {
+		y = d.Args[0]
+	}
+	if y.Def == nil || y.Def.Kind != tir.OpLoad {
+		return nil
+	}
+	st := l.StagedLoad(y.Def)
+	if st == nil || st.Dot != op || st.Operand != i {
+		return nil
+	}
+	return st
+}
+
+// stagedView is the operand view of a staged load's tile: the tile keeps
+// the load's shape with its last dim contiguous; the operand sees it
+// directly or transposed.
+func stagedView(st *core.Staged) (view, bool) {
+	s := st.Load.Result().Type.Shape
+	tl, ok := newTile(s[0], s[1])
+	if !ok {
+		return view{}, false
+	}
+	cd := 1 // the operand dim that is contiguous
+	if st.View != st.Load.Result() {
+		cd = 0
+	}
+	return view{tl, cd == kDim(st.Operand)}, true
+}
+
+// kDim is the K dim of operand i: A is [M, K], B is [K, N].
+func kDim(i int) int {
+	if i == 0 {
+		return 1
+	}
+	return 0
+}
+
+// wgmmaOperandLayout is the layout a wgmma dot wants operand i in: B its
+// own (it is staged, or written to shared memory by the dot from
+// whatever layout it has); A its own when staged (SS), else the A
+// fragment (RS).
+func wgmmaOperandLayout(l *core.Lowerer, op *tir.Op, m core.MMA, i int) core.Layout {
+	x := op.Args[i]
+	own := func() core.Layout {
+		lay, flex := l.LayoutOf(x)
+		if flex {
+			return core.DefaultBlocked(x.Type.Shape, l.NumWarps())
+		}
+		return lay
+	}
+	if i == 1 {
+		return own()
+	}
+	if st := stagedOperand(l, op, 0); st != nil {
+		if _, ok := stagedView(st); ok {
+			return own()
+		}
+	}
+	return core.DotOperand{OpIdx: 0, Parent: m}
+}
+
+// planTile plans a staged tile of a wgmma dot, or false (then it is
+// loaded into registers and the dot writes it to shared memory).
+func planTile(st *core.Staged) (int, bool) {
+	v, ok := stagedView(st)
+	if !ok {
+		return 0, false
+	}
+	st.Plan = &tilePlan{v}
+	return roundUp(v.bytes(), tileAlign), true
+}
+
+func roundUp(n, a int) int { return (n + a - 1) / a * a }
+
+// registerView picks the tile for operand i of shape held in layout x:
+// the dim x's first register steps along is contiguous when the tile
+// allows it (so stores are vectors), else K.
+func registerView(x *core.Linear, shape []int, i int) (view, int) {
+	cd := -1
+	if reg := x.RegBases(); len(reg) > 0 {
+		for d, c := range reg[0] {
+			if c != 0 {
+				cd = d
+			}
+		}
+	}
+	if cd >= 0 {
+		if tl, ok := newTile(shape[1-cd], shape[cd]); ok {
+			return view{tl, cd == kDim(i)}, cd
+		}
+	}
+	cd = kDim(i)
+	tl, ok := newTile(shape[1-cd], shape[cd])
+	if !ok {
+		core.Fail("internal error: wgmma operand %d of shape %v has no shared-memory tile", i, shape)
+	}
+	return view{tl, true}, cd
+}
+
+// tileBase is offset(base coordinates of x) for the tile with contiguous
+// operand dim cd (entry block, cached).
+func (t *Target) tileBase(l *core.Lowerer, x *core.Linear, tl tile, cd int) value.Value {
+	key := fmt.Sprint(x.Shape(), x.RegBases(), x.LaneBases(), x.WarpBases(), tl, cd)
+	if v, ok := t.bases[key]; ok {
+		return v
+	}
+	bc := l.BaseCoords(x)
+	v := tl.runtimeOffset(l, bc[1-cd], bc[cd])
+	if t.bases == nil {
+		t.bases = map[string]value.Value{}
+	}
+	t.bases[key] = v
+	return v
+}
+
+// rowCol maps operand coordinates to tile (row, col) for contiguous dim cd.
+func rowCol(c []int, cd int) (int, int) { return c[1-cd], c[cd] }
+
+// lowerTileLoad issues the cp.async copies of a staged load into its
+// swizzled tile (one 16-byte chunk per 8 registers; a chunk stays
+// contiguous under the swizzle), or on misaligned global addresses
+// scalar loads and stores into the same places; one commit group.
+func (t *Target) lowerTileLoad(l *core.Lowerer, op *tir.Op, st *core.Staged, p *tilePlan) {
+	lay, _ := l.LayoutOf(op.Result())
+	ws := l.OperandWants(op, lay)
+	ty := op.Result().Type
+	e := ty.Elem
+	ptrs := l.Get(op.Args[0], ws[0])
+	var mask []value.Value
+	if len(op.Args) == 3 {
+		mask = l.Get(op.Args[1], ws[1])
+	}
+	x := l.Lin(lay, ty.Shape)
+	if reg := x.RegBases(); len(reg) < 3 || !core.EqualBases(reg[:3], [][]int{{0, 1}, {0, 2}, {0, 4}}) {
+		core.Fail("internal error: staged load layout %s has no 8-element chunks", lay)
+	}
+	// Readers of the previous contents (last iteration's dot, or the
+	// scratch area overlapping the tiles) must be done.
+	if l.SharedDirty() {
+		l.Barrier()
+	}
+	tl := p.v.tile
+	base := t.tileBase(l, x, tl, 1)
+	const v = 8
+	l.AlignedOr(ptrs, nil, v, e, func() []value.Value {
+		i8s, i8g := core.SharedPtr(types.I8), core.PtrTo(types.I8, 1)
+		for g := 0; g < len(ptrs); g += v {
+			dst := l.SharedAbs(types.I8, st.ByteOff, xorOff(l, base, tl.offset(rowCol(x.RegOffset(g), 1))))
+			src := l.Block().NewBitCast(ptrs[g], i8g)
+			var n value.Value = core.ConstI32(16)
+			if mask != nil {
+				n = l.Block().NewSelect(mask[g], core.ConstI32(16), core.ConstI32(0))
+			}
+			l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.cg.shared.global.16.s", types.Void, i8s, i8g, types.I32), dst, src, n)
+		}
+		return nil
+	}, func() []value.Value {
+		zero := core.ConstI16(0)
+		for r, ptr := range ptrs {
+			var val value.Value
+			if mask == nil {
+				val = l.Block().NewLoad(types.I16, ptr)
+			} else {
+				val = l.MaskedLoad(ptr, mask[r], zero, e)
+			}
+			a := l.SharedAbs(types.I8, st.ByteOff, xorOff(l, base, tl.offset(rowCol(x.RegOffset(r), 1))))
+			l.Block().NewStore(val, l.Block().NewBitCast(a, core.SharedPtr(types.I16)))
+		}
+		return nil
+	})
+	l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.commit.group", types.Void))
+	l.MarkSharedClean()
+}
+
+// storeTile writes a 16-bit tensor in registers (layout x) into the tile at
+// byte byteOff, cd being the operand dim that is contiguous there; runs
+// of registers consecutive along cd (up to one 16-byte chunk) are stored
+// as vectors.
+func (t *Target) storeTile(l *core.Lowerer, src []value.Value, x *core.Linear, tl tile, cd, byteOff int) {
+	unit := func(n int) []int {
+		u := make([]int, 2)
+		u[cd] = n
+		return u
+	}
+	v := 1
+	for i, b := range x.RegBases() {
+		if v >= 8 || !core.EqualVec(b, unit(1<<i)) {
+			break
+		}
+		v *= 2
+	}
+	for _, bs := range [][][]int{x.RegBases()[log2(v):], x.LaneBases(), x.WarpBases()} {
+		for _, b := range bs {
+			if b[cd]%v != 0 {
+				v = 1
+			}
+		}
+	}
+	base := t.tileBase(l, x, tl, cd)
+	b := l.Block()
+	for r := 0; r < len(src); r += v {
+		a := l.SharedAbs(types.I8, byteOff, xorOff(l, base, tl.offset(rowCol(x.RegOffset(r), cd))))
+		if v == 1 {
+			b.NewStore(src[r], b.NewBitCast(a, core.SharedPtr(types.I16)))
+			continue
+		}
+		vt := types.NewVector(uint64(v), types.I16)
+		var vec value.Value = undefOf(vt)
+		for i := 0; i < v; i++ {
+			vec = b.NewInsertElement(vec, src[r+i], core.ConstI32(int64(i)))
+		}
+		b.NewStore(vec, b.NewBitCast(a, core.SharedPtr(vt))).Align = alignOf(2 * v)
+	}
+}
+
+// wgmmaDot lowers a dot on wgmma (see the top of this file).
+func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.Value {
+	at, bt := op.Args[0].Type, op.Args[1].Type
+	M, K, N := at.Shape[0], at.Shape[1], bt.Shape[1]
+	nWG := l.NumWarps() / 4
+	nM, nK := M/(64*nWG), K/16 // M blocks per warpgroup, k steps
+	nc := min(N, 256)          // N per instruction
+	ab := "bf16"
+	if at.Elem == tir.F16 {
+		ab = "f16"
+	}
+
+	// Shared-memory operands: staged tiles (their copies in flight), or
+	// tensors in registers written to the scratch area here.
+	type smemOperand struct {
+		v   view
+		off int // from the start of shared memory
+	}
+	var ops [2]*smemOperand
+	var staged []*core.Staged
+	type write struct {
+		i   int
+		src []value.Value
+		x   *core.Linear
+		cd  int
+	}
+	var writes []write
+	used := 0
+	for i := 0; i < 2; i++ {
+		x := op.Args[i]
+		if _, ok := ws[i].(core.DotOperand); ok {
+			continue
+		}
+		if st := l.StagedTile(x); st != nil {
+			p, ok := st.Plan.(*tilePlan)
+			if !ok {
+				core.Fail("internal error: wgmma operand %d staged without a tile plan", i)
+			}
+			ops[i] = &smemOperand{p.v, st.ByteOff}
+			staged = append(staged, st)
+			continue
+		}
+		lin := l.Lin(ws[i], x.Type.Shape)
+		v, cd := registerView(lin, x.Type.Shape, i)
+		start := roundUp(l.Scratch()+used, tileAlign)
+		ops[i] = &smemOperand{v, start}
+		used = start + v.bytes() - l.Scratch()
+		writes = append(writes, write{i, l.Get(x, ws[i]), lin, cd})
+		l.CountConversion()
+	}
+	if len(writes) > 0 {
+		l.UseShared(used)
+		l.Barrier() // earlier users of the scratch area are done
+		for _, w := range writes {
+			t.storeTile(l, w.src, w.x, ops[w.i].v.tile, w.cd, ops[w.i].off)
+		}
+	}
+	for _, st := range staged {
+		l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), core.ConstI32(int64(l.StagedAfter(st))))
+	}
+	// The tiles were written through the generic proxy (cp.async,
+	// st.shared); wgmma reads through the async proxy.
+	l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
+	l.Barrier()
+
+	// Register operands: A (RS form) and the accumulator.
+	var aRegs []value.Value
+	if ops[0] == nil {
+		a := l.Get(op.Args[0], ws[0])
+		if len(a) != 8*nK*nM {
+			core.Fail("internal error: wgmma A operand has %d registers", len(a))
+		}
+		aRegs = make([]value.Value, len(a)/2)
+		b := l.Block()
+		for i := range aRegs {
+			lo, hi := b.NewZExt(a[2*i], types.I32), b.NewZExt(a[2*i+1], types.I32)
+			aRegs[i] = b.NewOr(lo, b.NewShl(hi, core.ConstI32(16)))
+		}
+		aRegs = pin(l, aRegs, types.I32, "r")
+	}
+	zero := core.IsZeroConst(op.Args[2])
+	acc := make([]value.Value, nM*N/2)
+	if !zero {
+		c := l.Get(op.Args[2], ws[2])
+		if len(c) != len(acc) {
+			core.Fail("internal error: wgmma accumulator has %d registers for %dx%d %s", len(c), M, N, m)
+		}
+		acc = pin(l, c, types.Float, "f")
+	}
+
+	l.Asm(types.Void, "wgmma.fence.sync.aligned;", "~{memory}", true)
+	vb := ops[1].v
+	descB := descValue(l, vb, ops[1].off)
+	var descA value.Value
+	if ops[0] != nil {
+		// Warpgroup g multiplies rows 64g.. of each M block.
+		va := ops[0].v
+		b := l.Block()
+		g := b.NewZExt(b.NewLShr(l.WarpID(), core.ConstI32(2)), types.I64)
+		descA = b.NewAdd(descValue(l, va, ops[0].off), b.NewMul(g, ci64(int64(va.mnOff(64)>>4))))
+	}
+	for kk := 0; kk < nK; kk++ {
+		for i := 0; i < nM; i++ {
+			for j := 0; j < N/nc; j++ {
+				first := i*N/2 + j*nc/2
+				w := wgmmaOp{n: nc, ab: ab, d: acc[first : first+nc/2], accumulate: kk > 0 || !zero, transB: vb.trans()}
+				if !vb.mnAligned(j * nc) {
+					core.Fail("internal error: wgmma B tile %s cannot start an instruction at column %d", vb.tile, j*nc)
+				}
+				w.descB = addDesc(l, descB, vb.kOff(kk)+vb.mnOff(j*nc))
+				if aRegs != nil {
+					w.a = aRegs[4*(i*nK+kk) : 4*(i*nK+kk)+4]
+				} else {
+					va := ops[0].v
+					w.descA = addDesc(l, descA, va.kOff(kk)+va.mnOff(i*64*nWG))
+					w.transA = va.trans()
+				}
+				copy(acc[first:], w.emit(l))
+			}
+		}
+	}
+	l.Asm(types.Void, "wgmma.commit_group.sync.aligned;", "~{memory}", true)
+	return tied(l, "wgmma.wait_group.sync.aligned 0;", acc, types.Float, "f")
+}
+
+// wgmmaOp is one wgmma.mma_async m64nNk16 with f32 accumulators.
+type wgmmaOp struct {
+	n            int    // N
+	ab           string // bf16 or f16
+	d            []value.Value
+	accumulate   bool          // scale-d: D = A·B + D, else D = A·B (d unused)
+	a            []value.Value // RS: 4 packed i32 registers of A
+	descA, descB value.Value
+	transA       int // SS only
+	transB       int
+}
+
+// emit emits the instruction as inline asm: the accumulators are outputs
+// tied to their inputs (when accumulating), scale-d goes through a
+// predicate.
+func (w wgmmaOp) emit(l *core.Lowerer) []value.Value {
+	r := w.n / 2
+	cons := make([]string, 0, 2*r+7)
+	var args []value.Value
+	regs := make([]string, r)
+	for i := range regs {
+		regs[i] = "$" + strconv.Itoa(i)
+		cons = append(cons, "=f")
+	}
+	if w.accumulate {
+		for i := 0; i < r; i++ {
+			cons = append(cons, strconv.Itoa(i))
+			args = append(args, w.d[i])
+		}
+	}
+	next := func(c string, v value.Value) string {
+		s := "$" + strconv.Itoa(r+len(args))
+		cons = append(cons, c)
+		args = append(args, v)
+		return s
+	}
+	var aRef, trans string
+	if w.a != nil {
+		refs := make([]string, 4)
+		for i := range refs {
+			refs[i] = next("r", w.a[i])
+		}
+		aRef = "{" + strings.Join(refs, ", ") + "}"
+		trans = strconv.Itoa(w.transB)
+	} else {
+		aRef = next("l", w.descA)
+		trans = strconv.Itoa(w.transA) + ", " + strconv.Itoa(w.transB)
+	}
+	bRef := next("l", w.descB)
+	scale := int64(0)
+	if w.accumulate {
+		scale = 1
+	}
+	sRef := next("r", core.ConstI32(scale))
+	cons = append(cons, "~{memory}")
+	text := fmt.Sprintf("{\n.reg .pred p;\nsetp.ne.b32 p, %s, 0;\nwgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %s, %s, p, 1, 1, %s;\n}",
+		sRef, w.n, w.ab, w.ab, strings.Join(regs, ", "), aRef, bRef, trans)
+	return unpack(l, l.Asm(structOf(types.Float, r), text, strings.Join(cons, ","), true, args...), r)
+}
+
+// tied emits asm text with regs as outputs tied to themselves (constraint
+// c, type ty) and returns the outputs: nothing computed from them can move
+// above it.
+func tied(l *core.Lowerer, text string, regs []value.Value, ty types.Type, c string) []value.Value {
+	n := len(regs)
+	cons := make([]string, 0, 2*n+1)
+	for i := 0; i < n; i++ {
+		cons = append(cons, "="+c)
+	}
+	for i := 0; i < n; i++ {
+		cons = append(cons, strconv.Itoa(i))
+	}
+	cons = append(cons, "~{memory}")
+	return unpack(l, l.Asm(structOf(ty, n), text, strings.Join(cons, ","), true, regs...), n)
+}
+
+// pin passes regs through an empty asm: they are computed before it (and
+// so before a following wgmma.fence).
+func pin(l *core.Lowerer, regs []value.Value, ty types.Type, c string) []value.Value {
+	return tied(l, "", regs, ty, c)
+}
+
+func structOf(t types.Type, n int) types.Type {
+	if n == 1 {
+		return t
+	}
+	fs := make([]types.Type, n)
+	for i := range fs {
+		fs[i] = t
+	}
+	return types.NewStruct(fs...)
+}
+
+func unpack(l *core.Lowerer, v value.Value, n int) []value.Value {
+	if n == 1 {
+		return []value.Value{v}
+	}
+	out := make([]value.Value, n)
+	for i := range out {
+		out[i] = l.Block().NewExtractValue(v, uint64(i))
+	}
+	return out
+}
+
+func undefOf(t types.Type) value.Value { return constant.NewUndef(t) }
+
+func alignOf(n int) ir.Align { return ir.Align(n) }
