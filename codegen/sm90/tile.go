@@ -110,7 +110,7 @@ func (v view) trans() int {
 // 8·W apart.
 func (v view) strides() (lbo, sbo int) {
 	if v.kMajor {
-		return 16, 4 * v.w
+		return 16, 8 * v.w
 	}
 	return v.rows * v.w, 8 * v.w
 }
