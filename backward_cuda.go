@@ -372,10 +372,3 @@ func (bw *Backward) BundleKernels(ctx context.Context, c *cache.Cache, arch stri
 	}
 	return append(out, a), nil
 }
-
-// Preload loads the backward's kernels on d, running the driver's JIT on
-// them at once (see gpu.Device.Preload): for a caller about to run many
-// configurations.
-func (bw *Backward) Preload(ctx context.Context, d *CUDA) error {
-	return d.Preload(ctx, bw.Kernels(), 0)
-}

@@ -165,6 +165,10 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 	if err := sh.Validate(); err != nil {
 		return err
 	}
+	if f.opts.Sinks {
+		// DeviceTensors has no sinks buffer yet; RunCUDA takes host sinks.
+		return fmt.Errorf("LaunchCUDA: kernels compiled with sinks are not supported yet (use RunCUDA)")
+	}
 	k, err := d.Kernel(context.Background(), f.res, nil)
 	if err != nil {
 		return err

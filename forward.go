@@ -38,6 +38,9 @@ type Options struct {
 	Consts  map[string]string // other compile-time arguments, e.g. BLOCK_M: "32"
 	DType   string            // element type of Q, K, V, O: f32 (default), bf16, f16
 	Passes  passes.Options
+	// Sinks compiles flash_fwd_sinks: learnable per-head sink logits
+	// (gpt-oss) join the softmax denominator; calls then need Inputs.Sinks.
+	Sinks bool
 }
 
 // Forward is a compiled forward kernel for one head dimension.
@@ -59,6 +62,9 @@ type Forward struct {
 // CompileForward compiles flash_fwd for head dimension dim.
 func CompileForward(opts Options, dim int) (*Forward, error) {
 	c := attention.FlashFwd
+	if opts.Sinks {
+		c = attention.FlashFwdSinks
+	}
 	consts := map[string]string{"HEAD_DIM": strconv.Itoa(dim)}
 	for k, v := range opts.Consts {
 		consts[k] = v
@@ -124,13 +130,20 @@ func (f *Forward) AuxTensors() []string { return f.contract.AuxTensors(f.res.Par
 //
 // BlockMask, when set, is the block mask to use (e.g. loaded from
 // FlexAttention's tensors); else one is built from the mask for each call.
+//
+// Sinks are the per-head sink logits [Heads] (natural log, not scaled by
+// Scale) of a kernel compiled with Options.Sinks, and must be nil otherwise.
 type Inputs struct {
 	Q, K, V   []float32
 	Aux       map[string]any
 	Scalars   map[string]any
 	Scale     float32
 	BlockMask *blockmask.BlockMask
+	Sinks     []float32
 }
+
+// HasSinks reports whether the kernel was compiled with Options.Sinks.
+func (f *Forward) HasSinks() bool { return f.opts.Sinks }
 
 // Array is an N-D host array for Inputs.Aux: a flat row-major slice and its
 // shape, e.g. Array{Shape: []int{2, 1024}, Data: docIDs} for an aux tensor
@@ -245,6 +258,9 @@ func elemName(e tir.Elem) string { return e.String() }
 // hostData are a call's host tensors by kernel parameter name.
 func (f *Forward) hostData(in Inputs, bm *blockmask.BlockMask, call *launch.Call) map[string]any {
 	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V}
+	if f.opts.Sinks {
+		host["sinks"] = in.Sinks
+	}
 	for name, xs := range f.contract.BlockMask.Tensors(bm) {
 		host[name] = xs
 	}
@@ -302,6 +318,12 @@ func (f *Forward) checkInputs(in Inputs, sh Shape) error {
 	}
 	if err := f.checkScalars(in.Scalars); err != nil {
 		return err
+	}
+	switch {
+	case f.opts.Sinks && len(in.Sinks) != sh.Heads:
+		return fmt.Errorf("sinks has %d values, want one per head (%d)", len(in.Sinks), sh.Heads)
+	case !f.opts.Sinks && in.Sinks != nil:
+		return fmt.Errorf("inputs have sinks, but the kernel was compiled without them (Options.Sinks)")
 	}
 	p := f.problem(sh, in.Scale)
 	for _, t := range []struct {

@@ -61,7 +61,14 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
 	// The reference sees the inputs at the kernel's storage precision.
 	q, k, v := roundTo(in.Q, f.dtype), roundTo(in.K, f.dtype), roundTo(in.V, f.dtype)
-	o, lse = reference.Attention(q, k, v, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}, scale, mask, score)
+	var sinks []float64
+	if in.Sinks != nil {
+		sinks = make([]float64, len(in.Sinks))
+		for i, x := range in.Sinks {
+			sinks[i] = float64(x)
+		}
+	}
+	o, lse = reference.AttentionSinks(q, k, v, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}, scale, mask, score, sinks)
 	return o, lse, evalErr
 }
 

@@ -86,6 +86,7 @@ var kernels = []struct {
 	{"frontend_flash_f32", false},
 	{"frontend_flash_128x128", true},
 	{"atomic_dot", true},
+	{"dot_wgmma", true},
 	{"../tir/testdata/atomic.tir", false},
 }
 
@@ -140,6 +141,9 @@ func testPTX(t *testing.T, tool *llc.Tool) {
 					}
 					if strings.Contains(s, ".extern .func") {
 						t.Errorf("PTX declares an external function")
+					}
+					if strings.Contains(s, "wgmma") {
+						t.Errorf("wgmma in PTX without %s=1", sm90.EnvWGMMA)
 					}
 					if got := strings.Contains(s, "mma.sync.aligned.m16n8k16"); got != k.mma {
 						t.Errorf("mma.sync.aligned.m16n8k16 in PTX: %v, want %v", got, k.mma)
@@ -414,6 +418,16 @@ func simCases() []simCase {
 		without(flash("flash_fwd_d64", 64, 100, 75, 1), "select-async"),
 		without(simCase{kernel: "dot_bf16", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
 			return []any{buf("a", tir.BF16, 4096, 1)(rng), buf("b", tir.BF16, 4096, 1)(rng), zeros("c", tir.F32, 4096)}
+		}}, "select-async"),
+		// Operand forms of wgmma the attention kernels do not use (see the file).
+		{kernel: "dot_wgmma", fn: "dot_at", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.BF16, 32*128, 1)(rng), buf("b", tir.BF16, 32*16, 1)(rng), zeros("c", tir.F32, 128*16)}
+		}},
+		{kernel: "dot_wgmma", fn: "dot_wide", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.BF16, 64*16, 1)(rng), buf("b", tir.BF16, 16*512, 1)(rng), zeros("c", tir.F32, 64*512)}
+		}},
+		without(simCase{kernel: "dot_wgmma", fn: "dot_at", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.BF16, 32*128, 1)(rng), buf("b", tir.BF16, 32*16, 1)(rng), zeros("c", tir.F32, 128*16)}
 		}}, "select-async"),
 	}
 }

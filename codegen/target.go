@@ -54,3 +54,15 @@ func Target(arch string) (string, error) {
 	t, err := targetFor(arch)
 	return t.name, err
 }
+
+// Variant names the code-shaping choices for arch that come from outside a
+// compile's inputs (today FAC_WGMMA on sm_90a), so that kernels built with
+// and without them never share a cache entry or a bundle slot; "" when none.
+func Variant(arch string) string {
+	if t, err := targetFor(arch); err == nil {
+		if s, ok := t.t.(*sm90.Target); ok && s.WGMMA {
+			return "wgmma"
+		}
+	}
+	return ""
+}

@@ -355,6 +355,7 @@ func (l *lowerer) kernel(kd *KernelDecl, args map[string]Const) {
 	l.kernelFn = f
 	l.kernelEnv = map[*ModInst]*modEnv{}
 	l.b = &tir.Builder{Block: f.Body}
+	l.seqlenQ, l.seqlenK = nil, nil // set below by parameters, or by let (letSeqlen)
 	for _, prm := range kd.Params {
 		if prm.Type == nil {
 			l.fail(prm.Pos, "kernel parameter %s needs a type", prm.Name)

@@ -26,6 +26,7 @@ func (l *lowerer) stmt(s *Stmt, inKernel bool) {
 		v := l.expr(s.Let.Value)
 		l.checkStorable(v, s.Let.Value.Pos)
 		l.define(s.Let.Name, v, false, s.Let.Pos)
+		l.letSeqlen(s.Let.Name, v)
 	case s.Var != nil:
 		v := l.expr(s.Var.Value)
 		l.checkStorable(v, s.Var.Value.Pos)
@@ -269,4 +270,19 @@ func (l *lowerer) inMod() bool {
 		}
 	}
 	return false
+}
+
+// letSeqlen makes a kernel's `let seqlen_q = ...` (or seqlen_k), an i32
+// scalar, the length its later mod calls see, when no parameter has that
+// name: a varlen kernel computes each sequence's lengths in the program.
+func (l *lowerer) letSeqlen(name string, v val) {
+	if v.v == nil || !v.v.Type.IsScalar() || v.v.Type.Ptr || v.v.Type.Elem != tir.I32 {
+		return
+	}
+	switch {
+	case name == "seqlen_q" && l.seqlenQ == nil:
+		l.seqlenQ = v.v
+	case name == "seqlen_k" && l.seqlenK == nil:
+		l.seqlenK = v.v
+	}
 }

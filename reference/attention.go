@@ -23,6 +23,15 @@ type ScoreFunc func(s float64, b, h, i, j int) float64
 // O = 0 and LSE = -inf. mask and score may be nil; they are called from
 // several goroutines at once.
 func Attention(q, k, v []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc) (o, lse []float64) {
+	return AttentionSinks(q, k, v, sh, scale, mask, score, nil)
+}
+
+// AttentionSinks is Attention with learnable sinks (gpt-oss): sinks[h], a
+// logit (natural log, unscaled), joins the softmax denominator of every row
+// of head h without a value: O = Σ_j e^(s_ij) v_j / (e^sink + Σ_j e^(s_ij))
+// and LSE = log(e^sink + Σ_j e^(s_ij)). A row that keeps no key gets O = 0
+// and LSE = sink. nil sinks is Attention.
+func AttentionSinks(q, k, v []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc, sinks []float64) (o, lse []float64) {
 	o = make([]float64, sh.B*sh.H*sh.Sq*sh.D)
 	lse = make([]float64, sh.B*sh.H*sh.Sq)
 	group := sh.H / sh.HKV
@@ -35,7 +44,7 @@ func Attention(q, k, v []float64, sh Shape, scale float64, mask MaskFunc, score 
 			sem <- struct{}{}
 			go func(b, h int) {
 				defer func() { <-sem; wg.Done() }()
-				head(q, k, v, o, lse, sh, scale, mask, score, b, h, h/group)
+				head(q, k, v, o, lse, sh, scale, mask, score, sinks, b, h, h/group)
 			}(b, h)
 		}
 	}
@@ -43,7 +52,11 @@ func Attention(q, k, v []float64, sh Shape, scale float64, mask MaskFunc, score 
 	return o, lse
 }
 
-func head(q, k, v, o, lse []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc, b, h, hk int) {
+func head(q, k, v, o, lse []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc, sinks []float64, b, h, hk int) {
+	sink := math.Inf(-1) // no sink: e^sink = 0 adds nothing
+	if sinks != nil {
+		sink = sinks[h]
+	}
 	s := make([]float64, sh.Sk)
 	keep := make([]bool, sh.Sk)
 	{
@@ -67,13 +80,14 @@ func head(q, k, v, o, lse []float64, sh Shape, scale float64, mask MaskFunc, sco
 					}
 					m = math.Max(m, s[j])
 				}
+				m = math.Max(m, sink)
 				orow := o[((b*sh.H+h)*sh.Sq+i)*sh.D:][:sh.D]
 				li := (b*sh.H+h)*sh.Sq + i
 				if math.IsInf(m, -1) {
 					lse[li] = math.Inf(-1)
 					continue
 				}
-				sum := 0.0
+				sum := math.Exp(sink - m)
 				for j := 0; j < sh.Sk; j++ {
 					if !keep[j] {
 						continue

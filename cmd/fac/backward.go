@@ -296,10 +296,17 @@ func gradVerdict(reps []gradReport, t tolerance, dtype string) error {
 // kernels are timed as one sequence. TFLOPS count the kept pairs' five
 // matmuls (S = QKᵀ, dP = dO·Vᵀ, dV, dK, dQ): 10 · pairs · D / t.
 func benchBackwardOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, reps int) (benchResult, error) {
-	fwd, err := fac.CompileForward(opts, d)
+	fwdConsts, bwdConsts, err := splitConsts(opts.Sources, opts.Consts)
 	if err != nil {
 		return benchResult{}, err
 	}
+	fopts := opts
+	fopts.Consts = fwdConsts
+	fwd, err := fac.CompileForward(fopts, d)
+	if err != nil {
+		return benchResult{}, err
+	}
+	opts.Consts = bwdConsts
 	bwd, err := fac.CompileBackward(opts, d)
 	if err != nil {
 		return benchResult{}, err

@@ -40,7 +40,7 @@ type benchResult struct {
 var anchorMasks = []string{"none", "causal", "sliding_window(1023, 0)", "document", "prefix_lm(1024)"}
 
 func benchCmd() *cobra.Command {
-	var masks, bundles, files []string
+	var masks, bundles, files, constFlags []string
 	var seqlens []int
 	var tokens, heads, dim, warmup, reps, docLen, block int
 	var dtype, jsonOut, device string
@@ -66,7 +66,10 @@ TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).`,
 			if err != nil {
 				return err
 			}
-			consts := map[string]string{}
+			consts, err := (&compileFlags{consts: constFlags}).constMap()
+			if err != nil {
+				return err
+			}
 			if err := blockConsts(consts, block, block, true, fmt.Sprintf("--block %d", block)); err != nil {
 				return err
 			}
@@ -118,6 +121,7 @@ TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).`,
 	fs.IntVar(&dim, "dim", 128, "head dim")
 	fs.StringVar(&dtype, "dtype", "bf16", "bf16 or f16")
 	addBlockFlag(fs, &block)
+	fs.StringArrayVar(&constFlags, "const", nil, "compile-time argument NAME=VALUE for the kernels, e.g. BLOCK_N=32 or (--backward) num_warps=4 (repeatable)")
 	fs.IntVar(&warmup, "warmup", 5, "untimed launches first")
 	fs.IntVar(&reps, "reps", 20, "timed launches (the median is reported)")
 	fs.IntVar(&docLen, "doc-len", 1000, "document length for the document mask (its doc ids are made up)")

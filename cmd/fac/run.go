@@ -34,6 +34,7 @@ func runCmd() *cobra.Command {
 		block                  int
 		noCheck                bool
 		tol                    float64
+		sinksF                 string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [FILE...]",
@@ -45,11 +46,16 @@ Sizes not given by flags come from the --q/--k/--v files and the --blockmask fol
 
 --backward runs the forward, then the backward kernels for dL/dO = --do (random if absent), and checks dQ,
 dK, dV (and a score mod's aux gradients) against float64 gradients, each relative to its largest |ref|,
-with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the check passes).`,
+with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the check passes).
+
+--sinks FILE.npy ([H] f32, gpt-oss's learnable sinks) runs flash_fwd_sinks: each head's sink logit joins
+the softmax denominator of its rows (a row that keeps no key gets O = 0, LSE = the sink); the check uses
+the reference with sinks. Forward only for now.`,
 		Example: `  fac run --device cpu --mask causal --batch 2 --heads 4 --seqlen-q 100 --seqlen-k 257 --dim 64
   fac run mymask.fa --mask my_mask --seqlen-q 1000 --seqlen-k 1000
   fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy -o o.npy
   fac run --mask document --random-aux --doc-len 32 --out - > o.npy
+  fac run --mask "sliding_window(127, 0)" --sinks sinks.npy --heads 8 --kv-heads 1
   fac run --backward --mask causal --q q.npy --k k.npy --v v.npy --do do.npy --dq-out dq.npy --dk-out dk.npy --dv-out dv.npy`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if err := checkDevice(device, "cpu", "cuda"); err != nil {
@@ -89,6 +95,23 @@ with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the
 			}
 			if err := bwf.noteTensors(&shp); err != nil {
 				return err
+			}
+			var sinks []float32
+			if sinksF != "" {
+				if bwf.on {
+					return fmt.Errorf("--sinks: the backward kernels take no sinks yet (drop --backward)")
+				}
+				a, err := npy.ReadFile(sinksF)
+				if err != nil {
+					return fmt.Errorf("--sinks: %w", err)
+				}
+				if len(a.Shape) != 1 {
+					return fmt.Errorf("--sinks %s: shape %v, want 1 dim [H]", sinksF, a.Shape)
+				}
+				if err := shp.note("heads", a.Shape[0], fmt.Sprintf("--sinks %s has shape %v", sinksF, a.Shape)); err != nil {
+					return err
+				}
+				sinks = a.F32()
 			}
 			var bm *blockmask.BlockMask
 			consts := map[string]string{}
@@ -130,7 +153,8 @@ with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the
 				return err
 			}
 			t0 := time.Now()
-			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: fwdConsts, DType: dtype, Passes: req.Passes}, sh.Dim)
+			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: fwdConsts, DType: dtype, Passes: req.Passes,
+				Sinks: sinks != nil}, sh.Dim)
 			if err != nil {
 				return err
 			}
@@ -141,7 +165,7 @@ with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the
 				}
 			}
 			rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-			in := fac.Inputs{Scale: scale, BlockMask: bm}
+			in := fac.Inputs{Scale: scale, BlockMask: bm, Sinks: sinks}
 			for _, t := range []struct {
 				name string
 				dst  *[]float32
@@ -159,6 +183,9 @@ with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the
 			}
 			fmt.Fprintf(w, "kernel %s mask=%s score=%s dtype=%s on %s\n", fwd.Result().Kernel, modName(fwd.Mask()), modName(fwd.Score()), dtype, device)
 			fmt.Fprintf(w, "shape B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d\n", sh.Batch, sh.Heads, sh.KV(), sh.SeqQ, sh.SeqK, sh.Dim)
+			if sinks != nil {
+				fmt.Fprintf(w, "sinks %s: %d per-head logits\n", sinksF, len(sinks))
+			}
 			if bm != nil {
 				fmt.Fprintf(w, "block mask %s: mask %s, blocks of %d×%d\n", bmDir, bm.Mask, bm.BlockQ, bm.BlockK)
 			}
@@ -239,6 +266,7 @@ with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the
 	fs.StringVar(&bmMask, "blockmask-mask", "", "the mask a --blockmask folder that records none (from PyTorch, or format fac-blockmask/1) was made for")
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable; no llc needed)")
 	fs.BoolVar(&noCheck, "no-check", false, "skip the float64 reference and the check (it is O(B·H·Sq·Sk) on the CPU)")
+	fs.StringVar(&sinksF, "sinks", "", "per-head sink logits .npy [H] (gpt-oss): runs flash_fwd_sinks, each joins its head's softmax denominator")
 	fs.Float64Var(&tol, "tol", 0, "tolerance of the check, on O relative to max |ref| and on LSE (0 = the dtype's)")
 	aliases(cmd, map[string]string{"blockmask-block": "block"})
 	return cmd

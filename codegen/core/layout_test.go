@@ -115,3 +115,61 @@ func TestSliceBroadcastFree(t *testing.T) {
 }
 
 func nil2(n int) []value.Value { return make([]value.Value, n) }
+
+// TestMMAv3Fragments checks the wgmma accumulator (MMA version 3) against
+// the PTX ISA's m64nNk16 D fragment: in warpgroup g, warp w%4, lane l,
+// d[i] is at row 64g + 16(w%4) + l/4 + 8((i>>1)&1), column 8(i>>2) +
+// 2(l%4) + (i&1), per instruction (M block of 64 rows per warpgroup, N
+// columns); instruction (M block b, N chunk of nc columns from j0) owns
+// registers b·N/2 + j0/2 .. + nc/2. It covers the tile exactly once; the
+// RS A fragment is the m16n8k16 A fragment per warp.
+func TestMMAv3Fragments(t *testing.T) {
+	for _, c := range []struct{ nw, M, N int }{{4, 64, 64}, {4, 64, 128}, {4, 128, 64}, {8, 128, 128}, {8, 256, 32}, {4, 64, 512}} {
+		m := MMA{WarpsPerCTA: [2]int{c.nw, 1}, Version: 3}
+		acc := m.Linear([]int{c.M, c.N}, c.nw)
+		if err := acc.Check(); err != nil {
+			t.Errorf("%s on %dx%d: %v", m, c.M, c.N, err)
+			continue
+		}
+		nWG := c.nw / 4
+		seen := map[[2]int]int{}
+		for w := 0; w < c.nw; w++ {
+			g := w / 4
+			for lane := 0; lane < 32; lane++ {
+				for b := 0; b < c.M/(64*nWG); b++ {
+					for j0 := 0; j0 < c.N; j0 += min(c.N, 256) {
+						nc := min(c.N, 256)
+						for i := 0; i < nc/2; i++ {
+							r := b*c.N/2 + j0/2 + i
+							want := []int{b*64*nWG + 64*g + 16*(w%4) + lane/4 + 8*((i>>1)&1), j0 + 8*(i>>2) + 2*(lane%4) + i&1}
+							got := acc.coord(r, lane, w)
+							if !EqualVec(got, want) {
+								t.Fatalf("%s %dx%d: warp %d lane %d block %d chunk %d d%d: %v, want %v", m, c.M, c.N, w, lane, b, j0, i, got, want)
+							}
+							seen[[2]int{got[0], got[1]}]++
+						}
+					}
+				}
+			}
+		}
+		if len(seen) != c.M*c.N {
+			t.Errorf("%s %dx%d: %d elements covered", m, c.M, c.N, len(seen))
+		}
+		for e, n := range seen {
+			if n != 1 {
+				t.Fatalf("%s: element %v held %d times", m, e, n)
+			}
+		}
+		// P (the accumulator) is the RS A operand of the next dot in place.
+		p := DotOperand{0, m}.Linear([]int{c.M, c.N}, c.nw)
+		if _, ok := remap(nil2(acc.NumRegs()), acc, p, Identity); !ok {
+			t.Errorf("%s %dx%d: accumulator -> A fragment is not free", m, c.M, c.N)
+		}
+	}
+	if s := (MMA{WarpsPerCTA: [2]int{4, 1}, Version: 3}).String(); s != "mma{v3, wpc=[4 1]}" {
+		t.Errorf("String() = %q", s)
+	}
+	if s := (MMA{WarpsPerCTA: [2]int{4, 1}}).String(); s != "mma{v2, wpc=[4 1]}" {
+		t.Errorf("String() = %q", s)
+	}
+}

@@ -232,6 +232,14 @@ func CompilePTX(ptx []byte) ([]byte, error) {
 	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize}
 	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog))}
 	var state uintptr
+	// The link state keeps the option arrays and the log buffer (the
+	// driver writes the log through vals until cuLinkDestroy): keep them
+	// alive past the destroy below (defers run last first): a GC between
+	// the calls could otherwise hand the driver freed memory (several
+	// links at once crashed in cuLinkAddData on the H200 without it).
+	defer runtime.KeepAlive(errLog)
+	defer runtime.KeepAlive(opts)
+	defer runtime.KeepAlive(vals)
 	if err := ctxCall(fLinkCreate, uintptr(len(opts)), uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])), uintptr(unsafe.Pointer(&state))); err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func (d *Device) AddBundle(b *bundle.Bundle) {
 // or built with llc) and loads it. t, when not nil, gets the build's stage
 // times.
 func (d *Device) Kernel(ctx context.Context, res *compiler.Result, t *compiler.Timings) (*Kernel, error) {
-	key, a, err := d.findTimed(ctx, res, t)
+	key, a, err := d.find(ctx, res, t)
 	if err != nil {
 		return nil, err
 	}
@@ -103,15 +103,10 @@ func (d *Device) Kernel(ctx context.Context, res *compiler.Result, t *compiler.T
 	return d.load(key, a)
 }
 
-// find is findTimed without stage times.
-func (d *Device) find(ctx context.Context, res *compiler.Result) (string, *artifact.Artifact, error) {
-	return d.findTimed(ctx, res, nil)
-}
-
-// findTimed returns res's key among the loaded modules and, unless it is
+// find returns res's key among the loaded modules and, unless it is
 // loaded, its artifact for this GPU: from a bundle, the cache, or built
-// with llc.
-func (d *Device) findTimed(ctx context.Context, res *compiler.Result, t *compiler.Timings) (string, *artifact.Artifact, error) {
+// with llc (t, when not nil, gets the build's stage times).
+func (d *Device) find(ctx context.Context, res *compiler.Result, t *compiler.Timings) (string, *artifact.Artifact, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	id := compiler.Identity(res, d.Arch, nil)
@@ -176,7 +171,7 @@ func (d *Device) cubinKey(a *artifact.Artifact) cache.Key {
 }
 
 // cubin is a's machine code from the disk cache, made by the driver's JIT
-// on a miss. d.Cache must be set; it is safe to call concurrently.
+// on a miss. d.Cache must be set.
 func (d *Device) cubin(a *artifact.Artifact) ([]byte, error) {
 	isELF := func(b []byte) error {
 		if !bytes.HasPrefix(b, []byte("\x7fELF")) {

@@ -57,3 +57,20 @@ func checkHeadDim(p launch.Problem) error {
 	}
 	return nil
 }
+
+// FlashFwdSinks is flash_fwd_sinks.fa's contract: FlashFwd's plus sinks,
+// the per-head sink logits [H] f32.
+var FlashFwdSinks = withSinks(FlashFwd)
+
+// withSinks is c with the sinks tensor added, for the sinks variant of a
+// forward kernel.
+func withSinks(c *launch.Contract) *launch.Contract {
+	s := *c
+	s.Kernel = c.Kernel + "_sinks"
+	s.File = c.Kernel + "_sinks.fa"
+	s.Tensors = append(append([]launch.Tensor(nil), c.Tensors...),
+		launch.Tensor{Name: "sinks", Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads} }})
+	return &s
+}
+
+func init() { register(FlashFwdSinks) }

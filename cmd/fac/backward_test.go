@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/reference"
+)
+
+// writeTensor writes N(0, 1) values of shape to dir/name as f32 .npy.
+func writeTensor(t *testing.T, dir, name string, rng *rand.Rand, shape ...int) []float32 {
+	t.Helper()
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	xs := make([]float32, n)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	b, err := npy.EncodeF32(shape, xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return xs
+}
+
+func readTensor(t *testing.T, path string) *npy.Array {
+	t.Helper()
+	a, err := npy.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestRunBackward is the backward issue's CLI acceptance: fac run
+// --backward --device cpu with q, k, v, do files (GQA, Sq ≠ Sk) checks
+// its gradients and writes dQ, dK, dV of the right shapes, which match
+// float64 gradients computed here.
+func TestRunBackward(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const b, h, hkv, sq, sk, d = 1, 4, 2, 37, 53, 16
+	q := writeTensor(t, dir, "q.npy", rng, b, h, sq, d)
+	k := writeTensor(t, dir, "k.npy", rng, b, hkv, sk, d)
+	v := writeTensor(t, dir, "v.npy", rng, b, hkv, sk, d)
+	do := writeTensor(t, dir, "do.npy", rng, b, h, sq, d)
+	r := runFac(t, dir, "run", "--backward", "--device", "cpu", "--mask", "causal", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy",
+		"--do", "do.npy", "--dq-out", "dq.npy", "--dk-out", "dk.npy", "--dv-out", "dv.npy")
+	wantOK(t, r)
+	for _, want := range []string{"backward: flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess", "dO: do.npy", "dQ ", "dK ", "dV ",
+		"check passed (tolerance for f32: 0.0001"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	to64 := func(xs []float32) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			out[i] = float64(x)
+		}
+		return out
+	}
+	rsh := reference.Shape{B: b, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d}
+	ref := reference.AttentionGrad(to64(q), to64(k), to64(v), to64(do), rsh, float64(float32(1/math.Sqrt(d))),
+		func(b, h, i, j int) bool { return i >= j }, nil, nil, nil)
+	for _, o := range []struct {
+		file  string
+		shape []int
+		want  []float64
+	}{{"dq.npy", []int{b, h, sq, d}, ref.DQ}, {"dk.npy", []int{b, hkv, sk, d}, ref.DK}, {"dv.npy", []int{b, hkv, sk, d}, ref.DV}} {
+		a := readTensor(t, filepath.Join(dir, o.file))
+		if !slices.Equal(a.Shape, o.shape) {
+			t.Fatalf("%s: shape %v, want %v", o.file, a.Shape, o.shape)
+		}
+		got := a.F32()
+		maxErr, maxRef := 0.0, 0.0
+		for i, x := range got {
+			maxErr = math.Max(maxErr, math.Abs(float64(x)-o.want[i]))
+			maxRef = math.Max(maxRef, math.Abs(o.want[i]))
+		}
+		if maxErr > 1e-5*maxRef {
+			t.Errorf("%s: max error %.3g relative to %.3g", o.file, maxErr, maxRef)
+		}
+	}
+	// A random dO, bf16, a score with an aux gradient, the deterministic
+	// mode (a backward-only compile-time argument) and stdout.
+	r = runFac(t, dir, "run", "--backward", "--score", "alibi", "--random-aux", "--dtype", "bf16", "--seqlen-q", "40", "--seqlen-k", "40",
+		"--dim", "16", "--const", "DETERMINISTIC=true", "--const", "AUX_GRAD=false", "--dv-out", "-")
+	wantOK(t, r)
+	if !strings.Contains(r.stderr, "dO: random") || !strings.Contains(r.stderr, "flash_bwd_dq") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+	if !bytes.HasPrefix([]byte(r.stdout), []byte("\x93NUMPY")) {
+		t.Errorf("stdout is not an .npy: %.20q", r.stdout)
+	}
+	r = runFac(t, dir, "run", "--backward", "--score", "alibi", "--random-aux", "--seqlen-q", "40", "--seqlen-k", "40", "--dim", "16")
+	wantOK(t, r)
+	if !strings.Contains(r.stdout, "dslopes ") {
+		t.Errorf("no aux gradient figures:\n%s", r.stdout)
+	}
+}
+
+// TestRunBackwardChecks: a failed check exits 1 and writes no gradient;
+// --no-check says the gradients are unchecked; the backward's flags are
+// refused where they make no sense.
+func TestRunBackwardChecks(t *testing.T) {
+	dir := t.TempDir()
+	small := []string{"--seqlen-q", "24", "--seqlen-k", "24", "--dim", "16", "--batch", "1"}
+	run := func(args ...string) cliResult { return runFac(t, dir, append(append([]string{"run"}, args...), small...)...) }
+	r := run("--backward", "--mask", "causal", "--dtype", "bf16", "--tol", "1e-9", "--dq-out", "dq.npy")
+	wantFail(t, r, "check FAILED against float64 gradients", "dQ's relative error")
+	if _, err := os.Stat(filepath.Join(dir, "dq.npy")); err == nil {
+		t.Error("dq.npy written although the check failed")
+	}
+	r = run("--backward", "--mask", "causal", "--no-check", "--dk-out", "dk.npy")
+	wantOK(t, r)
+	if !strings.Contains(r.stdout, "check skipped (--no-check)") || strings.Contains(r.stdout, "max |err|") {
+		t.Errorf("--no-check:\n%s", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dk.npy")); err != nil {
+		t.Error(err)
+	}
+	wantFail(t, run("--dq-out", "dq.npy"), "--dq-out needs --backward")
+	wantFail(t, run("--do", "do.npy"), "--do needs --backward")
+	wantFail(t, run("--backward", "-o", "o.npy"), "--out and --lse-out write the forward's O and LSE")
+	wantFail(t, run("--backward", "--dq-out", "-", "--dk-out", "-"), "--dk-out and --dq-out both name standard output")
+	wantFail(t, run("--backward", "--const", "NOPE=1"), "neither flash_fwd nor the backward kernels have a compile-time parameter NOPE")
+	wantFail(t, run("--const", "DETERMINISTIC=true"), "has no compile-time parameter DETERMINISTIC")
+	// --do must have q's shape.
+	rng := rand.New(rand.NewPCG(3, 4))
+	writeTensor(t, dir, "do.npy", rng, 1, 2, 25, 16)
+	wantFail(t, run("--backward", "--do", "do.npy"), "--seqlen-q is 24, but --do do.npy has shape [1 2 25 16]")
+}
+
+// TestBenchBackwardFlags: fac bench --backward is a GPU command (checked
+// before anything runs).
+func TestBenchBackwardFlags(t *testing.T) {
+	wantFail(t, runFac(t, "", "bench", "--backward", "--device", "cpu"), `--device "cpu": want cuda`)
+}
+
+// TestBuildBackward: fac build --backward bundles the backward's kernels
+// next to the forward's, the pre- and postprocess once per dtype and dim.
+func TestBuildBackward(t *testing.T) {
+	if _, err := llc.Find(); err != nil {
+		t.Skipf("no llc: %v", err)
+	}
+	dir := t.TempDir()
+	r := runFac(t, dir, "build", "--backward", "--mask", "causal", "--score", "identity", "--score", "softcap(2.5)", "--dim", "64",
+		"--const", "num_warps=8", "--arch", "sm_90a", "--cache-dir", filepath.Join(dir, "cache"), "-o", "b.bundle")
+	wantOK(t, r)
+	bu, err := bundle.Read(filepath.Join(dir, "b.bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, k := range bu.Kernels {
+		count[k.Ident.Kernel]++
+		if k.Ident.Kernel == "flash_bwd" && k.Threads != 256 {
+			t.Errorf("flash_bwd has %d threads, want 256 (num_warps=8)", k.Threads)
+		}
+	}
+	want := map[string]int{"flash_fwd": 2, "block_classify": 1, "flash_bwd_preprocess": 1, "flash_bwd": 2, "flash_bwd_postprocess": 1}
+	js, _ := json.Marshal(count)
+	for k, n := range want {
+		if count[k] != n {
+			t.Errorf("bundle kernels %s, want %d %s", js, n, k)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package codegen
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/codegen/sm90"
+)
+
+// wgmmaKernels are the testdata kernels whose every dot runs on wgmma with
+// FAC_WGMMA=1 on sm_90a (4 or 8 warps, 64-row blocks per warpgroup).
+var wgmmaKernels = []string{
+	"dot_bf16", "dot_f16", "flash_fwd_d64", "flash_fwd_d128_causal", "flash_fwd_ifmask",
+	"frontend_flash_none", "frontend_flash_causal", "frontend_flash_document", "frontend_flash_window",
+	"frontend_flash_128x128", "atomic_dot", "dot_wgmma",
+}
+
+// TestWGMMAPTX lowers the wgmma kernels for sm_90a with FAC_WGMMA=1 through
+// every installed llc and checks the PTX: wgmma.mma_async and its fences,
+// commit and wait, the proxy fence, no mma.sync, no external function;
+// the attention kernels still convert only Q and stage K and V by
+// cp.async. Without the variable sm_90a has no wgmma (TestPTX).
+func TestWGMMAPTX(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	for _, tool := range findLLCs(t) {
+		t.Run(fmt.Sprintf("llvm%d", tool.Major), func(t *testing.T) {
+			for _, k := range wgmmaKernels {
+				m, names := loadKernels(t, k)
+				for _, name := range names {
+					t.Run(k+"/"+name, func(t *testing.T) {
+						ptx, res, err := CompilePTX(context.Background(), m, name, Options{Arch: "sm_90a"}, tool)
+						if err != nil {
+							t.Fatal(err)
+						}
+						s := string(ptx)
+						for _, want := range []string{".entry " + res.Name, "wgmma.mma_async.sync.aligned.m64n", "wgmma.fence.sync.aligned;",
+							"wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "fence.proxy.async.shared::cta;"} {
+							if !strings.Contains(s, want) {
+								t.Errorf("no %q in PTX", want)
+							}
+						}
+						for _, bad := range []string{".extern .func", "mma.sync.aligned"} {
+							if strings.Contains(s, bad) {
+								t.Errorf("%q in PTX", bad)
+							}
+						}
+						if strings.Contains(k, "flash") {
+							if res.Conversions != 1 {
+								t.Errorf("%d shared-memory conversions, want 1 (Q)", res.Conversions)
+							}
+							if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != 2 {
+								t.Errorf("%d cp.async groups, want 2 (K, V)", c)
+							}
+							if res.SharedBytes%1024 != 0 {
+								t.Errorf("shared memory %d is not whole 1024-byte tiles", res.SharedBytes)
+							}
+						}
+						if dir := os.Getenv("FAC_PTX_OUT"); dir != "" {
+							os.WriteFile(filepath.Join(dir, res.Name+"_sm_90a_wgmma.ptx"), ptx, 0o644)
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
+// TestWGMMAGoldenPTX compares the wgmma PTX of the stdlib flash_fwd (bf16,
+// D=128, causal) with testdata/golden/ptx (same llc rule as TestGoldenPTX).
+func TestWGMMAGoldenPTX(t *testing.T) {
+	tool, err := llc.Find()
+	if err != nil {
+		t.Skipf("no llc: %v", err)
+	}
+	if !*update {
+		b, err := os.ReadFile(goldenLLC)
+		if err != nil {
+			t.Fatalf("%v (run go test ./codegen -run GoldenPTX -update)", err)
+		}
+		if want := strings.TrimSpace(string(b)); want != fmt.Sprint(tool.Major) {
+			t.Skipf("golden PTX was made with llc %s, found %s", want, tool)
+		}
+	}
+	t.Setenv(sm90.EnvWGMMA, "1")
+	m, k := loadKernel(t, "frontend_flash_causal")
+	ptx, _, err := CompilePTX(context.Background(), m, k, Options{Arch: "sm_90a"}, tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, filepath.Join("testdata", "golden", "ptx", "flash_fwd_bf16_d128_causal.sm_90a-wgmma.ptx"), ptx)
+}
