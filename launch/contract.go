@@ -15,6 +15,9 @@ type Problem struct {
 	Shape Shape
 	Attrs map[string]int64
 	Scale float32 // softmax scale; 0 means 1/sqrt(Dim)
+	// TotalQ and TotalK are the packed token counts of a varlen problem
+	// (Shape.Batch sequences, SeqQ and SeqK the longest); 0 otherwise.
+	TotalQ, TotalK int
 }
 
 // Attr is an integer attribute of the kernel; a contract only asks for

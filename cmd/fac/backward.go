@@ -44,9 +44,9 @@ func (b *backwardFlags) add(fs *pflag.FlagSet) {
 // forward's outputs with it (the run checks the gradients, not O).
 func (b *backwardFlags) check(outF, lseF string) error {
 	if !b.on {
-		for flag, v := range map[string]string{"--do": b.doF, "--dq-out": b.dqOut, "--dk-out": b.dkOut, "--dv-out": b.dvOut} {
-			if v != "" {
-				return fmt.Errorf("%s needs --backward", flag)
+		for _, f := range []struct{ flag, v string }{{"--do", b.doF}, {"--dq-out", b.dqOut}, {"--dk-out", b.dkOut}, {"--dv-out", b.dvOut}} {
+			if f.v != "" {
+				return fmt.Errorf("%s needs --backward", f.flag)
 			}
 		}
 		return nil

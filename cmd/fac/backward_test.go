@@ -121,7 +121,9 @@ func TestRunBackward(t *testing.T) {
 func TestRunBackwardChecks(t *testing.T) {
 	dir := t.TempDir()
 	small := []string{"--seqlen-q", "24", "--seqlen-k", "24", "--dim", "16", "--batch", "1"}
-	run := func(args ...string) cliResult { return runFac(t, dir, append(append([]string{"run"}, args...), small...)...) }
+	run := func(args ...string) cliResult {
+		return runFac(t, dir, append(append([]string{"run"}, args...), small...)...)
+	}
 	r := run("--backward", "--mask", "causal", "--dtype", "bf16", "--tol", "1e-9", "--dq-out", "dq.npy")
 	wantFail(t, r, "check FAILED against float64 gradients", "dQ's relative error")
 	if _, err := os.Stat(filepath.Join(dir, "dq.npy")); err == nil {

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/internal/npy"
+)
+
+// varlenFlags are run's --cu-seqlens-q/--cu-seqlens-k: with them, run packs
+// sequences (flash_fwd_varlen) and q, k, v are [total, H, D].
+type varlenFlags struct{ cuQ, cuK string }
+
+func (v *varlenFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&v.cuQ, "cu-seqlens-q", "", "varlen: cumulative query lengths .npy [num_seqs+1] i32 (with --cu-seqlens-k; q, k, v are then [total, H, D])")
+	fs.StringVar(&v.cuK, "cu-seqlens-k", "", "varlen: cumulative key lengths .npy [num_seqs+1] i32 (with --cu-seqlens-q)")
+}
+
+func (v *varlenFlags) on() bool { return v.cuQ != "" || v.cuK != "" }
+
+// varlenArgs are the run flags a varlen run reads.
+type varlenArgs struct {
+	w                      io.Writer
+	cf                     *compileFlags
+	files                  []string
+	shp                    *shapeFlags
+	qf, kf, vf, outF, lseF string
+	dtype, device          string
+	seed                   uint64
+	scale                  float32
+	noCheck                bool
+	tol                    tolerance
+}
+
+// run is fac run for packed sequences, on the CPU: compile, run, check
+// against the per-sequence float64 reference, write O [total_q, H, D] and
+// LSE [H, total_q].
+func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
+	if v.cuQ == "" || v.cuK == "" {
+		return fmt.Errorf("varlen needs both --cu-seqlens-q and --cu-seqlens-k")
+	}
+	// What the varlen path does not take yet: say so rather than ignore it.
+	for _, f := range []string{"batch", "seqlen-q", "seqlen-k", "blockmask", "blockmask-mask", "sinks", "backward", "aux", "scalar", "random-aux", "bundle"} {
+		if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
+			return fmt.Errorf("--%s does not work with --cu-seqlens-q/-k yet", f)
+		}
+	}
+	if a.device != "cpu" {
+		return fmt.Errorf("--cu-seqlens-q/-k: only --device cpu runs varlen yet")
+	}
+	cu := func(flag, path string) ([]int32, error) {
+		arr, err := npy.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flag, err)
+		}
+		if len(arr.Shape) != 1 {
+			return nil, fmt.Errorf("--%s %s: shape %v, want 1 dim [num_seqs+1]", flag, path, arr.Shape)
+		}
+		xs, err := arr.I32()
+		if err != nil {
+			return nil, fmt.Errorf("--%s %s: %w", flag, path, err)
+		}
+		return xs, nil
+	}
+	cuQ, err := cu("cu-seqlens-q", v.cuQ)
+	if err != nil {
+		return err
+	}
+	cuK, err := cu("cu-seqlens-k", v.cuK)
+	if err != nil {
+		return err
+	}
+	if len(cuQ) == 0 || len(cuK) == 0 {
+		return fmt.Errorf("--cu-seqlens-q/-k must not be empty")
+	}
+	heads, kvHeads, dim := a.shp.heads, a.shp.kvHeads, a.shp.dim
+	totalQ, totalK := int(cuQ[len(cuQ)-1]), int(cuK[len(cuK)-1])
+	// Tensor files give the sizes; a flag the user set must agree.
+	tensors := map[string]*npy.Array{}
+	for _, t := range []struct {
+		flag, path, hflag string
+		total             int
+		heads             *int
+	}{{"q", a.qf, "heads", totalQ, &heads}, {"k", a.kf, "kv-heads", totalK, &kvHeads}, {"v", a.vf, "kv-heads", totalK, &kvHeads}} {
+		if t.path == "" {
+			continue
+		}
+		arr, err := npy.ReadFile(t.path)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", t.flag, err)
+		}
+		if len(arr.Shape) != 3 || arr.Shape[0] != t.total {
+			return fmt.Errorf("--%s %s: shape %v, want [%d, H, D] (varlen: total tokens from the cu_seqlens, heads, head dim)", t.flag, t.path, arr.Shape, t.total)
+		}
+		for _, s := range []struct {
+			flag string
+			dst  *int
+			v    int
+		}{{t.hflag, t.heads, arr.Shape[1]}, {"dim", &dim, arr.Shape[2]}} {
+			if (cmd.Flags().Changed(s.flag) || (s.flag == "kv-heads" && *s.dst != 0 && t.flag == "v") || (s.flag == "dim" && t.flag != "q")) && *s.dst != s.v {
+				return fmt.Errorf("--%s is %d, but --%s %s has shape %v", s.flag, *s.dst, t.flag, t.path, arr.Shape)
+			}
+			*s.dst = s.v
+		}
+		tensors[t.flag] = arr
+	}
+	if kvHeads == 0 {
+		kvHeads = heads
+	}
+	req, err := a.cf.request(a.files, "")
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: a.cf.mask, Score: a.cf.score, Sources: req.Sources, Consts: req.Consts, DType: a.dtype, Passes: req.Passes}, dim)
+	if err != nil {
+		return err
+	}
+	compileTime := time.Since(t0)
+	rng := rand.New(rand.NewPCG(a.seed, a.seed^0x9e3779b97f4a7c15))
+	in := fac.VarlenInputs{CuSeqlensQ: cuQ, CuSeqlensK: cuK, Scale: a.scale,
+		Q: tensorArg(tensors["q"], totalQ*heads*dim, rng), K: tensorArg(tensors["k"], totalK*kvHeads*dim, rng), V: tensorArg(tensors["v"], totalK*kvHeads*dim, rng)}
+	w := a.w
+	fmt.Fprintf(w, "kernel %s mask=%s score=%s dtype=%s on cpu\n", fwd.Result().Kernel, modName(fwd.Result().Mask), modName(fwd.Result().Score), a.dtype)
+	fmt.Fprintf(w, "varlen: %d sequences, %d query and %d key tokens, H=%d Hkv=%d D=%d (mask evaluated on every tile: no block mask yet)\n",
+		len(cuQ)-1, totalQ, totalK, heads, kvHeads, dim)
+	t1 := time.Now()
+	o, lse, err := fwd.RunCPU(in, heads, kvHeads)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "compile %.1f ms, run %.1f ms\n", ms(compileTime), ms(time.Since(t1)))
+	if a.noCheck {
+		fmt.Fprintln(w, "check skipped (--no-check): no float64 reference computed, the output is unchecked")
+	} else {
+		ro, rlse, err := fwd.Reference(in, heads, kvHeads)
+		if err != nil {
+			return err
+		}
+		rep := compare(o, lse, ro, rlse)
+		fmt.Fprintf(w, "max |O - ref| = %.3g, relative to max |ref| = %.3g; max |LSE - ref| = %.3g; NaN: %d (reference: %d)\n",
+			rep.maxAbs, rep.rel, rep.lseErr, rep.nans, rep.refNaNs)
+		if err := rep.verdict(a.tol, a.dtype); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "check passed (tolerance for %s: %.3g relative on O, %.3g on LSE)\n", a.dtype, a.tol.o, a.tol.lse)
+	}
+	if a.outF != "" {
+		if err := writeNpy(a.outF, []int{totalQ, heads, dim}, o); err != nil {
+			return err
+		}
+	}
+	if a.lseF != "" {
+		if err := writeNpy(a.lseF, []int{heads, totalQ}, lse); err != nil {
+			return err
+		}
+	}
+	return nil
+}
