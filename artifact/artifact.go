@@ -28,7 +28,7 @@ type Ident struct {
 	Consts  map[string]string `json:"consts,omitempty"` // other compile-time arguments, canonical text
 	DType   string            `json:"dtype,omitempty"`  // the kernel's DTYPE argument, when it has one
 	Arch    string            `json:"arch"`             // sm_80, sm_90a, ...
-	Sources string            `json:"sources"`          // SHA-256 over the source files (stdlib and user)
+	Sources string            `json:"sources"`          // SHA-256 of the instance's lowered tile IR (what its sources mean)
 	Fac     string            `json:"fac"`              // fac build (version, VCS revision)
 	LLC     string            `json:"llc"`              // llc version that made the PTX
 	Passes  string            `json:"passes,omitempty"` // non-default pass options, e.g. "disable=cse"

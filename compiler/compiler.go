@@ -212,8 +212,11 @@ func sourcesOf(user map[string]string) map[string]string {
 // identOf is the canonical identity of an instance: every compile-time
 // parameter of the kernel with its resolved value, defaults included.
 func identOf(prog *lang.Program, req Request, res *Result) artifact.Ident {
+	// The sources enter as the instance's lowered tile IR: it changes with
+	// anything the kernel or its mods mean, and not with an unrelated file
+	// (a new stdlib kernel must not invalidate every AOT bundle).
 	id := artifact.Ident{Kernel: req.Kernel, Mods: map[string]string{}, Consts: map[string]string{},
-		Sources: artifact.SourcesDigest(res.Sources), Fac: version.Build()}
+		Sources: artifact.SourcesDigest(map[string]string{"tir": res.Module.String()}), Fac: version.Build()}
 	cps, _ := prog.KernelParams(req.Kernel)
 	for _, cp := range cps {
 		c, ok := res.Args[cp.Name]

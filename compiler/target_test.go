@@ -132,6 +132,8 @@ func TestIdentity(t *testing.T) {
 	same := []Request{
 		{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"BLOCK_M": "64", "DTYPE": "f32"}},
 		{Kernel: "flash_fwd", Mask: "causal", Score: "identity"},
+		// An unrelated file changes nothing the kernel means.
+		{Kernel: "flash_fwd", Mask: "causal", Sources: map[string]string{"u.fa": "mask mine(b, h, q_idx, kv_idx) { return true }"}},
 	}
 	for _, r := range same {
 		if key(r) != k0 {
@@ -143,7 +145,9 @@ func TestIdentity(t *testing.T) {
 		{Kernel: "flash_fwd", Mask: "sliding_window(8, 0)"},
 		{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"DTYPE": "bf16"}},
 		{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"BLOCK_M": "32"}},
-		{Kernel: "flash_fwd", Mask: "causal", Sources: map[string]string{"u.fa": "mask mine(b, h, q_idx, kv_idx) { return true }"}},
+		{Kernel: "flash_fwd", Mask: "mine", Sources: map[string]string{"u.fa": "mask mine(b, h, q_idx, kv_idx) { return true }"}},
+		// The same mod name with another body is another kernel.
+		{Kernel: "flash_fwd", Mask: "mine", Sources: map[string]string{"u.fa": "mask mine(b, h, q_idx, kv_idx) { return q_idx > 3 }"}},
 	}
 	seen := map[string]int{k0: -1}
 	for i, r := range differ {
