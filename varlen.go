@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/reference"
 	"github.com/fac-compiler/fac/runtime/cpu"
@@ -26,8 +27,9 @@ type ForwardVarlen struct {
 // [total_q, Heads, Dim], K and V [total_k, KVHeads, Dim]; sequence b is
 // rows CuSeqlensQ[b] .. CuSeqlensQ[b+1] of Q (CuSeqlensK for K and V),
 // both [num_seqs + 1], from 0, non-decreasing. Aux, Scalars and Scale are
-// Inputs'; an aux tensor declared with seqlen_q or seqlen_k dimensions is
-// indexed with each sequence's lengths.
+// Inputs'; mods index aux tensors with positions within the sequence (aux
+// tensors declared with seqlen_q or seqlen_k dimensions are refused at
+// compile time).
 type VarlenInputs struct {
 	Q, K, V                []float32
 	CuSeqlensQ, CuSeqlensK []int32
@@ -68,6 +70,21 @@ func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
 	}
 	if err := c.CheckParams(res.Params()); err != nil {
 		return nil, fmt.Errorf("internal compiler error: %w", err)
+	}
+	// An aux tensor shaped by seqlen_q or seqlen_k would be indexed with
+	// each sequence's lengths but sized by the host for one: refuse it.
+	for _, m := range []*lang.ModInst{res.Mask, res.Score} {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.AuxParams() {
+			for _, d := range p.Dims {
+				if d.SeqQ != 0 || d.SeqK != 0 {
+					return nil, fmt.Errorf("%s %s: aux tensor %s %s is shaped by the sequence lengths, which %s does not support yet (they differ per sequence)",
+						m.Kind(), m, p.Name, p.Type(), c.Kernel)
+				}
+			}
+		}
 	}
 	f := &Forward{opts: opts, res: res, contract: c, dim: dim, dtype: k.Params[0].Type.Elem}
 	return &ForwardVarlen{f: f}, nil

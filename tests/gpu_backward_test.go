@@ -175,7 +175,12 @@ func gpuBackwardCase(t *testing.T, gpu *fac.CUDA, c bwdGPUCase, sh fac.Shape, se
 		line += fmt.Sprintf(" %s %.2e", p.what, rel)
 	}
 	for _, a := range slices.Sorted(maps.Keys(lens)) {
-		rel := gpuGradCheck(t, name+" d"+a, g.DAux[a], ref.DAux[a], 0, math.Max(tol, 1e-3))
+		// An aux gradient such as ALiBi's slope is one sum over all Sq·Sk
+		// pairs of dS·(j−i), whose rows each sum to zero: it keeps the
+		// absolute error of its terms, not a relative one (bf16 measured
+		// up to 5.2e-2 of max |ref| on the H200), so it gets 4× the
+		// tolerance of dQ, dK and dV.
+		rel := gpuGradCheck(t, name+" d"+a, g.DAux[a], ref.DAux[a], 0, math.Max(4*tol, 1e-3))
 		worst[c.dtype+" d"+a] = math.Max(worst[c.dtype+" d"+a], rel)
 		line += fmt.Sprintf(" d%s %.2e", a, rel)
 	}

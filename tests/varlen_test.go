@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/fac-compiler/fac"
@@ -163,5 +164,15 @@ func TestVarlenChecksCuSeqlens(t *testing.T) {
 		if _, _, err := fwd.RunCPU(fac.VarlenInputs{Q: q, K: q, V: q, CuSeqlensQ: c.cq, CuSeqlensK: c.ck}, 2, 2); err == nil {
 			t.Errorf("cu_seqlens %v / %v accepted", c.cq, c.ck)
 		}
+	}
+}
+
+// TestVarlenRefusesSeqlenShapedAux: an aux tensor sized by seqlen_q cannot
+// be laid out for sequences of different lengths yet.
+func TestVarlenRefusesSeqlenShapedAux(t *testing.T) {
+	src := "mask tab_mask(b, h, q_idx, kv_idx, tab: tensor[i32][seqlen_q]) {\n    return tab[q_idx] > 0\n}\n"
+	_, err := fac.CompileForwardVarlen(fac.Options{Mask: "tab_mask", Sources: map[string]string{"tab.fa": src}}, dim)
+	if err == nil || !strings.Contains(err.Error(), "shaped by the sequence lengths") {
+		t.Errorf("err = %v", err)
 	}
 }

@@ -24,6 +24,7 @@ func runCmd() *cobra.Command {
 	var shp shapeFlags
 	var ax auxFlags
 	var bwf backwardFlags
+	var vlf varlenFlags
 	var (
 		device, dtype          string
 		qf, kf, vf, outF, lseF string
@@ -50,7 +51,12 @@ with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the
 
 --sinks FILE.npy ([H] f32, gpt-oss's learnable sinks) runs flash_fwd_sinks: each head's sink logit joins
 the softmax denominator of its rows (a row that keeps no key gets O = 0, LSE = the sink); the check uses
-the reference with sinks. Forward only for now.`,
+the reference with sinks. Forward only for now.
+
+--cu-seqlens-q/--cu-seqlens-k FILE.npy ([num_seqs+1] i32) run packed variable-length sequences
+(flash_fwd_varlen, FlashAttention's varlen layout): q, k, v are [total, H, D], O is [total_q, H, D] and
+LSE [H, total_q]; mods see positions within each sequence and b = its index. CPU only, no aux tensors
+or block mask yet (the mask is evaluated on every tile).`,
 		Example: `  fac run --device cpu --mask causal --batch 2 --heads 4 --seqlen-q 100 --seqlen-k 257 --dim 64
   fac run mymask.fa --mask my_mask --seqlen-q 1000 --seqlen-k 1000
   fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy -o o.npy
@@ -77,6 +83,10 @@ the reference with sinks. Forward only for now.`,
 				return err
 			}
 			w := reportTo(cmd, outF == "-" || lseF == "-" || bwf.toStdout())
+			if vlf.on() {
+				return vlf.run(cmd, varlenArgs{w: w, cf: &cf, files: files, shp: &shp, qf: qf, kf: kf, vf: vf, outF: outF, lseF: lseF,
+					dtype: dtype, device: device, seed: seed, scale: scale, noCheck: noCheck, tol: t})
+			}
 			// Sizes: the flags the user set, then the tensor files, then
 			// the block mask; all must agree.
 			tensors := map[string]*npy.Array{}
@@ -251,6 +261,7 @@ the reference with sinks. Forward only for now.`,
 	shp.add(cmd, 128, true)
 	ax.add(cmd.Flags())
 	bwf.add(cmd.Flags())
+	vlf.add(cmd)
 	fs := cmd.Flags()
 	addDeviceFlag(fs, &device, "cpu", "device: cpu (reference interpreter) or cuda (GPU 0; time includes compile or cache load)")
 	fs.StringVar(&dtype, "dtype", "f32", "element type of q, k, v, o: f32, bf16, f16")

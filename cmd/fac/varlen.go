@@ -83,6 +83,7 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 	totalQ, totalK := int(cuQ[len(cuQ)-1]), int(cuK[len(cuK)-1])
 	// Tensor files give the sizes; a flag the user set must agree.
 	tensors := map[string]*npy.Array{}
+	from := map[string]string{} // size flag → the file that gave it
 	for _, t := range []struct {
 		flag, path, hflag string
 		total             int
@@ -98,15 +99,19 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 		if len(arr.Shape) != 3 || arr.Shape[0] != t.total {
 			return fmt.Errorf("--%s %s: shape %v, want [%d, H, D] (varlen: total tokens from the cu_seqlens, heads, head dim)", t.flag, t.path, arr.Shape, t.total)
 		}
-		for _, s := range []struct {
+		for _, d := range []struct {
 			flag string
 			dst  *int
 			v    int
 		}{{t.hflag, t.heads, arr.Shape[1]}, {"dim", &dim, arr.Shape[2]}} {
-			if (cmd.Flags().Changed(s.flag) || (s.flag == "kv-heads" && *s.dst != 0 && t.flag == "v") || (s.flag == "dim" && t.flag != "q")) && *s.dst != s.v {
-				return fmt.Errorf("--%s is %d, but --%s %s has shape %v", s.flag, *s.dst, t.flag, t.path, arr.Shape)
+			if (cmd.Flags().Changed(d.flag) || from[d.flag] != "") && *d.dst != d.v {
+				by := from[d.flag]
+				if by == "" {
+					by = "the flag"
+				}
+				return fmt.Errorf("--%s is %d (%s), but --%s %s has shape %v", d.flag, *d.dst, by, t.flag, t.path, arr.Shape)
 			}
-			*s.dst = s.v
+			*d.dst, from[d.flag] = d.v, "--"+t.flag+" "+t.path
 		}
 		tensors[t.flag] = arr
 	}
