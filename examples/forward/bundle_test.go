@@ -1,0 +1,26 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/compiler"
+)
+
+// TestBundleIsCurrent fails when the embedded bundle no longer holds the
+// kernel this program compiles (the kernel, its mods or the code generator
+// changed): rebuild it with the command in main.go's comment.
+func TestBundleIsCurrent(t *testing.T) {
+	b, err := bundle.Parse(attnBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := fac.CompileForward(fac.Options{Mask: "sliding_window(255, 0)", DType: "bf16"}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := compiler.Identity(fwd.Result(), "sm_90a", nil); !b.Has(id) {
+		t.Errorf("attn.bundle has no kernel %s: rebuild it (see main.go)", id)
+	}
+}
