@@ -56,15 +56,8 @@ func (bw *Backward) Reference(in BackwardInputs, sh Shape) (reference.Grads, err
 		return reference.Grads{}, err
 	}
 	// The reference calls the mods from several goroutines.
-	var mu sync.Mutex
-	var evalErr error
-	note := func(err error) {
-		mu.Lock()
-		if evalErr == nil {
-			evalErr = err
-		}
-		mu.Unlock()
-	}
+	var evalErr firstError
+	note := evalErr.note
 	var deriv reference.ScoreDerivFunc
 	gradLens := map[string]int{}
 	if scoreFn != nil {
@@ -82,31 +75,12 @@ func (bw *Backward) Reference(in BackwardInputs, sh Shape) (reference.Grads, err
 			}
 		}
 	}
-	var mask reference.MaskFunc
-	var score reference.ScoreFunc
-	if maskFn != nil {
-		mask = func(b, h, i, j int) bool {
-			r, err := maskFn(0, b, h, i, j)
-			if err != nil {
-				note(err)
-			}
-			return r != 0
-		}
-	}
-	if scoreFn != nil {
-		score = func(s float64, b, h, i, j int) float64 {
-			r, err := scoreFn(float32(s), b, h, i, j)
-			if err != nil {
-				note(err)
-			}
-			return r
-		}
-	}
+	mask, score := refMods(maskFn, scoreFn, -1, &evalErr)
 	scale := float64(launch.Problem{Shape: sh, Scale: in.Scale}.SoftmaxScale())
 	q, k, v, do := roundTo(in.Q, bw.dtype), roundTo(in.K, bw.dtype), roundTo(in.V, bw.dtype), roundTo(in.DO, bw.dtype)
 	g := reference.AttentionGrad(q, k, v, do, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim},
 		scale, mask, score, deriv, gradLens)
-	return g, evalErr
+	return g, evalErr.get()
 }
 
 // scoreDeriv is score mod m's derivative evaluated on the CPU device: the

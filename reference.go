@@ -28,36 +28,8 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var mask reference.MaskFunc
-	var score reference.ScoreFunc
-	// The reference calls the mods from several goroutines.
-	var mu sync.Mutex
-	var evalErr error
-	note := func(err error) {
-		mu.Lock()
-		if evalErr == nil {
-			evalErr = err
-		}
-		mu.Unlock()
-	}
-	if maskFn != nil {
-		mask = func(b, h, i, j int) bool {
-			r, err := maskFn(0, b, h, i, j)
-			if err != nil {
-				note(err)
-			}
-			return r != 0
-		}
-	}
-	if scoreFn != nil {
-		score = func(s float64, b, h, i, j int) float64 {
-			r, err := scoreFn(float32(s), b, h, i, j)
-			if err != nil {
-				note(err)
-			}
-			return r
-		}
-	}
+	var evalErr firstError
+	mask, score := refMods(maskFn, scoreFn, -1, &evalErr)
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
 	// The reference sees the inputs at the kernel's storage precision.
 	q, k, v := roundTo(in.Q, f.dtype), roundTo(in.K, f.dtype), roundTo(in.V, f.dtype)
@@ -69,7 +41,7 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 		}
 	}
 	o, lse = reference.AttentionSinks(q, k, v, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}, scale, mask, score, sinks)
-	return o, lse, evalErr
+	return o, lse, evalErr.get()
 }
 
 func roundTo(xs []float32, e tir.Elem) []float64 {
@@ -187,4 +159,61 @@ func (f *Forward) CountPairs(sh Shape, aux map[string]any) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// modEval is a mod evaluated on scalars through the interpreter (modFunc).
+type modEval = func(s float32, b, h, i, j int) (float64, error)
+
+// firstError keeps the first error of mods that the reference evaluates
+// from several goroutines.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (e *firstError) note(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+}
+
+func (e *firstError) get() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// refMods wraps interpreted mods as the float64 reference's callbacks
+// (nil where the mod is trivial); batch ≥ 0 replaces the reference's batch
+// index (varlen: the sequence's index). Evaluation errors go to errs.
+func refMods(maskFn, scoreFn modEval, batch int, errs *firstError) (reference.MaskFunc, reference.ScoreFunc) {
+	var mask reference.MaskFunc
+	var score reference.ScoreFunc
+	pick := func(b int) int {
+		if batch >= 0 {
+			return batch
+		}
+		return b
+	}
+	if maskFn != nil {
+		mask = func(b, h, i, j int) bool {
+			r, err := maskFn(0, pick(b), h, i, j)
+			if err != nil {
+				errs.note(err)
+			}
+			return r != 0
+		}
+	}
+	if scoreFn != nil {
+		score = func(s float64, b, h, i, j int) float64 {
+			r, err := scoreFn(float32(s), pick(b), h, i, j)
+			if err != nil {
+				errs.note(err)
+			}
+			return r
+		}
+	}
+	return mask, score
 }

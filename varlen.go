@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/lang"
@@ -217,15 +216,7 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 		return out
 	}
 	o, lse = make([]float64, len(in.Q)), make([]float64, heads*totalQ)
-	var mu sync.Mutex
-	var evalErr error
-	note := func(err error) {
-		mu.Lock()
-		if evalErr == nil {
-			evalErr = err
-		}
-		mu.Unlock()
-	}
+	var evalErr firstError
 	for b := 0; b < sh.Batch; b++ {
 		qs, ks := int(in.CuSeqlensQ[b]), int(in.CuSeqlensK[b])
 		sq, sk := int(in.CuSeqlensQ[b+1])-qs, int(in.CuSeqlensK[b+1])-ks
@@ -243,26 +234,7 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 		if err != nil {
 			return nil, nil, err
 		}
-		var mask reference.MaskFunc
-		var score reference.ScoreFunc
-		if maskFn != nil {
-			mask = func(_, h, i, j int) bool {
-				r, err := maskFn(0, b, h, i, j)
-				if err != nil {
-					note(err)
-				}
-				return r != 0
-			}
-		}
-		if scoreFn != nil {
-			score = func(s float64, _, h, i, j int) float64 {
-				r, err := scoreFn(float32(s), b, h, i, j)
-				if err != nil {
-					note(err)
-				}
-				return r
-			}
-		}
+		mask, score := refMods(maskFn, scoreFn, b, &evalErr)
 		so, slse := reference.Attention(gather(q, qs, sq, heads), gather(k, ks, sk, kvHeads), gather(vv, ks, sk, kvHeads),
 			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d}, scale, mask, score)
 		for h := 0; h < heads; h++ {
@@ -272,5 +244,5 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 			}
 		}
 	}
-	return o, lse, evalErr
+	return o, lse, evalErr.get()
 }
