@@ -268,6 +268,8 @@ func (bw *Backward) LaunchCUDA(d *CUDA, t BackwardDeviceTensors, sh Shape, s cud
 		cleanup = append(cleanup, dm.Free)
 	} else if err := bw.masker.checkBlockMask(dm.Mask, sh); err != nil {
 		return err
+	} else if err := bw.masker.checkBlockMaskParams(dm.Mask, Inputs{Scalars: t.Scalars}.modValues()); err != nil {
+		return err
 	}
 	if err := bw.uploadLists(dm); err != nil {
 		return err
