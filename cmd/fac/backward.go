@@ -312,31 +312,15 @@ func benchBackwardOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, w
 		return benchResult{}, err
 	}
 	sh := fac.Shape{Batch: b, Heads: h, KVHeads: h, SeqQ: s, SeqK: s, Dim: d}
-	rng := rand.New(rand.NewPCG(uint64(s), 3))
-	randn := func(n int) []float32 {
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = float32(rng.NormFloat64())
-		}
-		return out
-	}
-	n := b * h * s * d
-	in := fac.Inputs{Q: randn(n), K: randn(n), V: randn(n), Aux: map[string]any{}}
-	doc := make([]int32, s)
-	for i := range doc {
-		doc[i] = int32(i / docLen)
-	}
-	for _, name := range fwd.AuxTensors() {
-		if name != "doc" {
-			return benchResult{}, fmt.Errorf("mask %s reads aux tensor %q, which fac bench cannot make up", opts.Mask, name)
-		}
-		in.Aux["doc"] = doc
+	in, doc, randn, err := benchInputs(fwd, opts.Mask, sh, docLen)
+	if err != nil {
+		return benchResult{}, err
 	}
 	o, lse, err := fwd.RunCUDA(gpu, in, sh)
 	if err != nil {
 		return benchResult{}, err
 	}
-	bin := fac.BackwardInputs{Q: in.Q, K: in.K, V: in.V, O: o, LSE: lse, DO: randn(n), Aux: in.Aux}
+	bin := fac.BackwardInputs{Q: in.Q, K: in.K, V: in.V, O: o, LSE: lse, DO: randn(len(in.Q)), Aux: in.Aux}
 	times, err := bwd.BenchCUDA(gpu, bin, sh, warmup, reps)
 	if err != nil {
 		return benchResult{}, err

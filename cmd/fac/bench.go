@@ -132,13 +132,12 @@ TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).`,
 	return cmd
 }
 
-func benchOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, reps int) (benchResult, error) {
-	fwd, err := fac.CompileForward(opts, d)
-	if err != nil {
-		return benchResult{}, err
-	}
-	sh := fac.Shape{Batch: b, Heads: h, KVHeads: h, SeqQ: s, SeqK: s, Dim: d}
-	rng := rand.New(rand.NewPCG(uint64(s), 3))
+// benchInputs makes a benchmark's random inputs for shape sh (seeded by
+// the sequence length), the document ids of the document mask (documents
+// of docLen tokens) and a generator for more random tensors. fac bench can
+// make up no other aux tensor.
+func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.Inputs, []int32, func(int) []float32, error) {
+	rng := rand.New(rand.NewPCG(uint64(sh.SeqQ), 3))
 	randn := func(n int) []float32 {
 		out := make([]float32, n)
 		for i := range out {
@@ -146,17 +145,30 @@ func benchOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, r
 		}
 		return out
 	}
-	n := b * h * s * d
+	n := sh.Batch * sh.Heads * sh.SeqQ * sh.Dim
 	in := fac.Inputs{Q: randn(n), K: randn(n), V: randn(n), Aux: map[string]any{}}
-	doc := make([]int32, s)
+	doc := make([]int32, sh.SeqQ)
 	for i := range doc {
 		doc[i] = int32(i / docLen)
 	}
 	for _, name := range fwd.AuxTensors() {
 		if name != "doc" {
-			return benchResult{}, fmt.Errorf("mask %s reads aux tensor %q, which fac bench cannot make up", opts.Mask, name)
+			return in, nil, nil, fmt.Errorf("mask %s reads aux tensor %q, which fac bench cannot make up", mask, name)
 		}
 		in.Aux["doc"] = doc
+	}
+	return in, doc, randn, nil
+}
+
+func benchOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, reps int) (benchResult, error) {
+	fwd, err := fac.CompileForward(opts, d)
+	if err != nil {
+		return benchResult{}, err
+	}
+	sh := fac.Shape{Batch: b, Heads: h, KVHeads: h, SeqQ: s, SeqK: s, Dim: d}
+	in, doc, _, err := benchInputs(fwd, opts.Mask, sh, docLen)
+	if err != nil {
+		return benchResult{}, err
 	}
 	times, err := fwd.BenchCUDA(gpu, in, sh, warmup, reps)
 	if err != nil {
