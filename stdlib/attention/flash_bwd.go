@@ -113,15 +113,6 @@ var QBlockMask = &launch.BlockMaskParams{
 	BlockQAttr: "SPARSE_Q", BlockKAttr: "SPARSE_K",
 }
 
-// attentionScalars are the scalars flash_fwd's family takes.
-var attentionScalars = []launch.Scalar{
-	{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
-	{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
-	{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
-	{Name: "seqlen_k", Value: func(p launch.Problem) any { return p.Shape.SeqK }},
-	{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
-}
-
 // dqAccumDims is the f32 dQ accumulator, or one element when the kernels
 // were compiled DETERMINISTIC and do not use it.
 func dqAccumDims(p launch.Problem) []int {
@@ -129,10 +120,6 @@ func dqAccumDims(p launch.Problem) []int {
 		return []int{1}
 	}
 	return qDims(p)
-}
-
-func qGrid(p launch.Problem) [3]int {
-	return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 }
 
 // checkDim rejects a problem whose head dim is not the one compiled in.

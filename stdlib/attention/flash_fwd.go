@@ -19,19 +19,25 @@ var FlashFwd = &launch.Contract{
 		{Name: "o", Output: true, Dims: qDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
 		{Name: "lse", Output: true, Dims: lseDims},
 	},
-	Scalars: []launch.Scalar{
-		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
-		{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
-		{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
-		{Name: "seqlen_k", Value: func(p launch.Problem) any { return p.Shape.SeqK }},
-		{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
-	},
+	Scalars:   attentionScalars,
 	BlockMask: launch.KVBlockMask,
 	Mods:      []string{"mask", "score"},
-	Grid: func(p launch.Problem) [3]int {
-		return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
-	},
-	Check: func(p launch.Problem) error { return checkHeadDim(p) },
+	Grid:      qGrid,
+	Check:     checkHeadDim,
+}
+
+// attentionScalars are the scalars flash_fwd's family takes.
+var attentionScalars = []launch.Scalar{
+	{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
+	{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
+	{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
+	{Name: "seqlen_k", Value: func(p launch.Problem) any { return p.Shape.SeqK }},
+	{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
+}
+
+// qGrid is one program per (q tile, batch × head).
+func qGrid(p launch.Problem) [3]int {
+	return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 }
 
 func qDims(p launch.Problem) []int {
