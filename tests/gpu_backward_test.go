@@ -21,9 +21,9 @@ import (
 	"github.com/fac-compiler/fac/runtime/cuda"
 )
 
-// openBackwardGPU opens GPU 0 with the bundle named by FAC_BUNDLE and
-// those in FAC_BUNDLE_EXTRA (a list, like PATH).
-func openBackwardGPU(t *testing.T) *fac.CUDA {
+// openTestGPU opens GPU 0 with the bundle named by FAC_BUNDLE and those
+// in FAC_BUNDLE_EXTRA (a list, like PATH), for every GPU test.
+func openTestGPU(t *testing.T) *fac.CUDA {
 	t.Helper()
 	gpu, err := fac.OpenCUDA(0)
 	if err != nil {
@@ -62,7 +62,7 @@ type bwdGPUCase struct {
 // O and LSE come from float64 attention (O rounded to the dtype, as a
 // forward kernel stores it), so the suite tests the backward kernels only.
 func TestGPUBackwardMatchesReference(t *testing.T) {
-	gpu := openBackwardGPU(t)
+	gpu := openTestGPU(t)
 	t.Logf("device %s (%s)", gpu.Name, gpu.Arch)
 	var cases []bwdGPUCase
 	var all []*fac.Backward
@@ -233,7 +233,7 @@ func onlyBackward(bwd *fac.Backward, in fac.Inputs) fac.Inputs {
 // flash_bwd_dq, no atomics) on the GPU: within tolerance, and the same
 // bits on two runs.
 func TestGPUBackwardDeterministic(t *testing.T) {
-	gpu := openBackwardGPU(t)
+	gpu := openTestGPU(t)
 	bwd, err := fac.CompileBackward(fac.Options{Mask: "sliding_window(20, 3)", Score: "softcap(2.5)", DType: "bf16",
 		Consts: map[string]string{"DETERMINISTIC": "true", "AUX_GRAD": "false"}}, 64)
 	if err != nil {
@@ -270,7 +270,7 @@ func TestGPUBackwardDeterministic(t *testing.T) {
 // mask, then with a workspace and an uploaded block mask, and checks both
 // against RunCUDA's gradients.
 func TestGPUBackwardLaunchDevicePointers(t *testing.T) {
-	gpu := openBackwardGPU(t)
+	gpu := openTestGPU(t)
 	sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 300, SeqK: 200, Dim: 64}
 	bwd, err := fac.CompileBackward(fac.Options{Mask: "document", Score: "alibi", DType: "bf16"}, sh.Dim)
 	if err != nil {
@@ -415,7 +415,7 @@ func TestGPUBackwardLaunchDevicePointers(t *testing.T) {
 // configuration (bf16, D = 64 and 128, causal), for the register-pressure
 // figures; ptxas -v on the PTX gives the same.
 func TestGPUBackwardResources(t *testing.T) {
-	gpu := openBackwardGPU(t)
+	gpu := openTestGPU(t)
 	for _, d := range []int{64, 128} {
 		for _, score := range []string{"identity", "softcap(2.5)"} {
 			bwd, err := fac.CompileBackward(fac.Options{Mask: "causal", Score: score, DType: "bf16"}, d)

@@ -5,11 +5,9 @@ package tests
 import (
 	"fmt"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/fac-compiler/fac"
-	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/internal/half"
 	"github.com/fac-compiler/fac/runtime/cuda"
 )
@@ -20,18 +18,8 @@ import (
 // Build here with `go test -c -tags gpu -o .gpu/tests.test ./tests` and run
 // the binary on the GPU machine.
 func TestGPUMatchesReference(t *testing.T) {
-	gpu, err := fac.OpenCUDA(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gpu := openTestGPU(t)
 	t.Logf("device %s (%s)", gpu.Name, gpu.Arch)
-	if path := os.Getenv("FAC_BUNDLE"); path != "" {
-		b, err := bundle.Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gpu.AddBundle(b)
-	}
 	seqs := [][2]int{{1, 1}, {127, 127}, {128, 128}, {1000, 1000}, {127, 1000}, {1000, 128}}
 	if !testing.Short() {
 		seqs = append(seqs, [2]int{4096, 4096})
@@ -124,17 +112,7 @@ func roundInputs(in fac.Inputs, dtype string) fac.Inputs {
 // in the [B, S, H, D] layout (strided heads), on a stream, with no copies by
 // fac, and checks the result.
 func TestGPULaunchDevicePointers(t *testing.T) {
-	gpu, err := fac.OpenCUDA(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if path := os.Getenv("FAC_BUNDLE"); path != "" {
-		b, err := bundle.Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gpu.AddBundle(b)
-	}
+	gpu := openTestGPU(t)
 	sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 300, SeqK: 200, Dim: 64}
 	fwd, err := fac.CompileForward(fac.Options{Mask: "document", DType: "bf16"}, sh.Dim)
 	if err != nil {

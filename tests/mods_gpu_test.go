@@ -5,11 +5,9 @@ package tests
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/fac-compiler/fac"
-	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/reference"
 )
 
@@ -18,17 +16,7 @@ import (
 // run-time parameters and sizes bound at launch, block masks built
 // analytically or by the GPU classifier. Kernels come from FAC_BUNDLE.
 func TestGPUModPatterns(t *testing.T) {
-	gpu, err := fac.OpenCUDA(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if path := os.Getenv("FAC_BUNDLE"); path != "" {
-		b, err := bundle.Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gpu.AddBundle(b)
-	}
+	gpu := openTestGPU(t)
 	for pi, p := range modPatterns {
 		fwd := compilePatternAs(t, p, "bf16", 64)
 		for li, sl := range [][2]int{{150, 150}, {70, 150}, {150, 97}, {1000, 1000}} {
