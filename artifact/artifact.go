@@ -32,6 +32,7 @@ type Ident struct {
 	Fac     string            `json:"fac"`              // fac build (version, VCS revision)
 	LLC     string            `json:"llc"`              // llc version that made the PTX
 	Passes  string            `json:"passes,omitempty"` // non-default pass options, e.g. "disable=cse"
+	Variant string            `json:"variant,omitempty"` // code choices made outside the inputs, e.g. "wgmma" (FAC_WGMMA)
 }
 
 // String is the identity in one line, for listings and errors.
@@ -48,6 +49,9 @@ func (id Ident) String() string {
 	}
 	if id.Passes != "" {
 		parts = append(parts, "passes="+id.Passes)
+	}
+	if id.Variant != "" {
+		parts = append(parts, "variant="+id.Variant)
 	}
 	return strings.Join(append(parts, id.Arch), " ")
 }

@@ -61,9 +61,7 @@ type GPUOptions struct {
 func Identity(res *Result, arch string, tool *llc.Tool) artifact.Ident {
 	id := res.Ident
 	id.Arch = arch
-	if v := codegen.Variant(arch); v != "" {
-		id.Passes = strings.TrimPrefix(id.Passes+";codegen="+v, ";")
-	}
+	id.Variant = codegen.Variant(arch)
 	if tool != nil {
 		id.LLC = tool.Version
 	}
