@@ -24,14 +24,14 @@ import (
 // instance was compiled from, and the compiler that made it.
 type Ident struct {
 	Kernel  string            `json:"kernel"`
-	Mods    map[string]string `json:"mods,omitempty"`   // mod parameter → canonical mod, e.g. mask → "causal"
-	Consts  map[string]string `json:"consts,omitempty"` // other compile-time arguments, canonical text
-	DType   string            `json:"dtype,omitempty"`  // the kernel's DTYPE argument, when it has one
-	Arch    string            `json:"arch"`             // sm_80, sm_90a, ...
-	Sources string            `json:"sources"`          // SHA-256 of the instance's lowered tile IR (what its sources mean)
-	Fac     string            `json:"fac"`              // fac build (version, VCS revision)
-	LLC     string            `json:"llc"`              // llc version that made the PTX
-	Passes  string            `json:"passes,omitempty"` // non-default pass options, e.g. "disable=cse"
+	Mods    map[string]string `json:"mods,omitempty"`    // mod parameter → canonical mod, e.g. mask → "causal"
+	Consts  map[string]string `json:"consts,omitempty"`  // other compile-time arguments, canonical text
+	DType   string            `json:"dtype,omitempty"`   // the kernel's DTYPE argument, when it has one
+	Arch    string            `json:"arch"`              // sm_80, sm_90a, ...
+	Sources string            `json:"sources"`           // SHA-256 of the instance's lowered tile IR (what its sources mean)
+	Fac     string            `json:"fac"`               // fac build (version, VCS revision)
+	LLC     string            `json:"llc"`               // llc version that made the PTX
+	Passes  string            `json:"passes,omitempty"`  // non-default pass options, e.g. "disable=cse"
 	Variant string            `json:"variant,omitempty"` // code choices made outside the inputs, e.g. "wgmma" (FAC_WGMMA)
 }
 
