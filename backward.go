@@ -22,6 +22,8 @@ import (
 // f32 atomics) and flash_bwd_postprocess (dQ), or, with the compile-time
 // argument DETERMINISTIC=true, flash_bwd_dq in place of the atomics and the
 // postprocess, so that every run gives the same bits (see docs/backward.md).
+// Compiled with Options.Sinks (the backward of flash_fwd_sinks), it also
+// runs flash_bwd_sinks, the gradient of the sink logits (Grads.DSinks).
 type Backward struct {
 	opts          Options
 	dim           int
@@ -46,6 +48,9 @@ type stage struct {
 // BLOCK_N, SPARSE_Q, SPARSE_K, DETERMINISTIC, AUX_GRAD), and one that no
 // backward kernel declares is an error. The block sizes SPARSE_Q ×
 // SPARSE_K must be the forward's for a block mask to serve both.
+// opts.Sinks adds flash_bwd_sinks (calls then need BackwardInputs.Sinks):
+// dQ, dK and dV need no other change, since the forward's LSE includes
+// the sink.
 func CompileBackward(opts Options, dim int) (*Backward, error) {
 	dt := opts.DType
 	if dt == "" {
@@ -69,55 +74,14 @@ func CompileBackward(opts Options, dim int) (*Backward, error) {
 	if bw.deterministic {
 		kernels = []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwd, attention.FlashBwdDQ}
 	}
-	prog, err := compiler.Load(opts.Sources)
+	if opts.Sinks {
+		kernels = append(kernels, attention.FlashBwdSinks) // after the preprocess: it reads Δ
+	}
+	stages, err := compileStages(opts, dt, dim, kernels)
 	if err != nil {
 		return nil, err
 	}
-	used := map[string]bool{}
-	for _, c := range kernels {
-		cps, ok := prog.KernelParams(c.Kernel)
-		if !ok {
-			return nil, fmt.Errorf("internal compiler error: no kernel %s", c.Kernel)
-		}
-		consts := map[string]string{}
-		req := compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Consts: consts, Passes: opts.Passes}
-		for _, cp := range cps {
-			switch {
-			case cp.Name == "HEAD_DIM":
-				consts[cp.Name] = strconv.Itoa(dim)
-			case cp.Name == "DTYPE":
-				consts[cp.Name] = dt
-			case cp.Kind == "mask":
-				req.Mask = opts.Mask
-			case cp.Kind == "score":
-				req.Score = opts.Score
-			}
-			if v, ok := opts.Consts[cp.Name]; ok {
-				consts[cp.Name] = v
-				used[cp.Name] = true
-			}
-		}
-		res, err := compiler.Compile(req)
-		if err != nil {
-			return nil, err
-		}
-		if res.Func() == nil {
-			return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
-		}
-		if err := c.CheckParams(res.Params()); err != nil {
-			return nil, fmt.Errorf("internal compiler error: %w", err)
-		}
-		p := launch.Problem{Shape: Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim}, Attrs: res.Attrs()}
-		if err := c.Check(p); err != nil {
-			return nil, err
-		}
-		bw.stages = append(bw.stages, stage{res: res, contract: c})
-	}
-	for _, k := range slices.Sorted(maps.Keys(opts.Consts)) {
-		if !used[k] {
-			return nil, fmt.Errorf("no backward kernel has a compile-time parameter %s", k)
-		}
-	}
+	bw.stages = stages
 	bw.main = &bw.stages[1]
 	if bw.deterministic && len(bw.AuxGrads()) > 0 {
 		return nil, fmt.Errorf("DETERMINISTIC: the gradients of aux tensors %s are accumulated with atomics, whose order varies; set AUX_GRAD=false (or leave DETERMINISTIC off)",
@@ -130,6 +94,9 @@ func CompileBackward(opts Options, dim int) (*Backward, error) {
 
 // Deterministic reports whether dQ is computed without atomics.
 func (bw *Backward) Deterministic() bool { return bw.deterministic }
+
+// HasSinks reports whether the backward was compiled with Options.Sinks.
+func (bw *Backward) HasSinks() bool { return bw.opts.Sinks }
 
 // Kernels are the compiled kernels in launch order.
 func (bw *Backward) Kernels() []*compiler.Result {
@@ -174,7 +141,9 @@ func (bw *Backward) BlockMask(sh Shape, aux map[string]any) (*blockmask.BlockMas
 // BackwardInputs are the tensors of one backward call, contiguous
 // row-major: Q, K, V, Aux, Scalars, Scale and BlockMask as given to the
 // forward; O ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log) as it
-// returned them; DO = dL/dO, shaped like O.
+// returned them; DO = dL/dO, shaped like O. Sinks are the forward's sink
+// logits ([Heads]) for a backward compiled with Options.Sinks, and must be
+// nil otherwise.
 type BackwardInputs struct {
 	Q, K, V   []float32
 	O, LSE    []float32
@@ -183,6 +152,7 @@ type BackwardInputs struct {
 	Scalars   map[string]any
 	Scale     float32
 	BlockMask *blockmask.BlockMask
+	Sinks     []float32
 }
 
 // forwardInputs are the inputs the forward took, for the block mask and
@@ -193,10 +163,13 @@ func (in BackwardInputs) forwardInputs() Inputs {
 
 // Grads are the gradients of one backward call: DQ like Q, DK and DV like
 // K and V (summed over the query heads of a group), and DAux, by name, the
-// gradients of the score mod's float aux tensors (as long as each tensor).
+// gradients of the score mod's float aux tensors (as long as each tensor),
+// and DSinks ([Heads]) the gradients of the sink logits (nil without
+// Options.Sinks).
 type Grads struct {
 	DQ, DK, DV []float32
 	DAux       map[string][]float32
+	DSinks     []float32
 }
 
 // RunCPU runs the backward pass on the CPU reference device and returns
@@ -256,6 +229,9 @@ func (bw *Backward) RunCPUGrads(ctx context.Context, in BackwardInputs, sh Shape
 	g.DQ = host["dq"].(*cpu.Buffer).F32()
 	g.DK = host["dk"].(*cpu.Buffer).F32()
 	g.DV = host["dv"].(*cpu.Buffer).F32()
+	if bw.opts.Sinks {
+		g.DSinks = host["dsinks"].(*cpu.Buffer).F32()
+	}
 	for key, b := range daux {
 		g.DAux[auxGradName(key)] = b.F32()
 	}
@@ -346,6 +322,9 @@ func hasTensor(c *launch.Contract, name string) bool {
 // lists, flash_bwd_dq the forward's). Aux tensors are added per call.
 func (bw *Backward) hostData(in BackwardInputs, bm *blockmask.BlockMask) map[string]any {
 	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V, "o": in.O, "dout": in.DO, "lse": in.LSE}
+	if bw.opts.Sinks {
+		host["sinks"] = in.Sinks
+	}
 	for _, st := range bw.stages {
 		if st.contract.BlockMask != nil {
 			for name, xs := range st.contract.BlockMask.Tensors(bm) {
@@ -359,6 +338,9 @@ func (bw *Backward) hostData(in BackwardInputs, bm *blockmask.BlockMask) map[str
 // checkInputs checks the host tensors' sizes against the shape, and the
 // mods' aux tensors and run-time parameters against their declarations.
 func (bw *Backward) checkInputs(in BackwardInputs, sh Shape) error {
+	if err := bw.checkSinks(in.Sinks, sh); err != nil {
+		return err
+	}
 	if err := bw.masker.checkAux(in.Aux, sh); err != nil {
 		return err
 	}
@@ -380,4 +362,74 @@ func (bw *Backward) checkInputs(in BackwardInputs, sh Shape) error {
 		}
 	}
 	return nil
+}
+
+// checkSinks checks a call's sinks against Options.Sinks and the heads.
+func (bw *Backward) checkSinks(sinks []float32, sh Shape) error {
+	switch {
+	case bw.opts.Sinks && len(sinks) != sh.Heads:
+		return fmt.Errorf("sinks has %d values, want one per head (%d)", len(sinks), sh.Heads)
+	case !bw.opts.Sinks && sinks != nil:
+		return fmt.Errorf("inputs have sinks, but the backward was compiled without them (Options.Sinks)")
+	}
+	return nil
+}
+
+// compileStages compiles kernels in order for the backward's opts, dtype
+// dt and head dim: each gets the mods and those of opts.Consts it
+// declares; a const that none declares is an error.
+func compileStages(opts Options, dt string, dim int, kernels []*launch.Contract) ([]stage, error) {
+	var stages []stage
+	prog, err := compiler.Load(opts.Sources)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, c := range kernels {
+		cps, ok := prog.KernelParams(c.Kernel)
+		if !ok {
+			return nil, fmt.Errorf("internal compiler error: no kernel %s", c.Kernel)
+		}
+		consts := map[string]string{}
+		req := compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Consts: consts, Passes: opts.Passes}
+		for _, cp := range cps {
+			switch {
+			case cp.Name == "HEAD_DIM":
+				consts[cp.Name] = strconv.Itoa(dim)
+			case cp.Name == "DTYPE":
+				consts[cp.Name] = dt
+			case cp.Kind == "mask":
+				req.Mask = opts.Mask
+			case cp.Kind == "score":
+				req.Score = opts.Score
+			}
+			if v, ok := opts.Consts[cp.Name]; ok {
+				consts[cp.Name] = v
+				used[cp.Name] = true
+			}
+		}
+		res, err := compiler.Compile(req)
+		if err != nil {
+			return nil, err
+		}
+		if res.Func() == nil {
+			return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
+		}
+		if err := c.CheckParams(res.Params()); err != nil {
+			return nil, fmt.Errorf("internal compiler error: %w", err)
+		}
+		p := launch.Problem{Shape: Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim}, Attrs: res.Attrs()}
+		if c.Check != nil {
+			if err := c.Check(p); err != nil {
+				return nil, err
+			}
+		}
+		stages = append(stages, stage{res: res, contract: c})
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.Consts)) {
+		if !used[k] {
+			return nil, fmt.Errorf("no backward kernel has a compile-time parameter %s", k)
+		}
+	}
+	return stages, nil
 }

@@ -107,6 +107,13 @@ func (bw *Backward) RunCUDAGrads(ctx context.Context, d *CUDA, in BackwardInputs
 		}
 		*o.dst = v.([]float32)
 	}
+	if bw.opts.Sinks {
+		v, err := seq.Output("dsinks")
+		if err != nil {
+			return nil, err
+		}
+		g.DSinks = v.([]float32)
+	}
 	for _, name := range grads {
 		v, err := seq.Output(name)
 		if err != nil {
@@ -139,9 +146,13 @@ func (bw *Backward) BenchCUDA(d *CUDA, in BackwardInputs, sh Shape, warmup, reps
 // DAux holds the gradients of the score's float aux tensors
 // (Backward.AuxGrads), f32, as long as each aux tensor: the kernels add
 // into them, so zero them first (or pass a running sum).
+//
+// Sinks ([H] f32, the forward's sink logits) and DSinks ([H] f32, written,
+// not added into) are for a backward compiled with Options.Sinks.
 type BackwardDeviceTensors struct {
 	Q, K, V, O, LSE, DO uintptr
 	DQ, DK, DV          uintptr
+	Sinks, DSinks       uintptr
 
 	QStride, KStride, VStride, OStride, DOStride, DQStride, DKStride, DVStride [3]int
 
@@ -229,6 +240,9 @@ func (bw *Backward) LaunchCUDA(d *CUDA, t BackwardDeviceTensors, sh Shape, s cud
 	if err := bw.masker.checkScalars(t.Scalars); err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
+	if bw.opts.Sinks != (t.Sinks != 0) || bw.opts.Sinks != (t.DSinks != 0) {
+		return fmt.Errorf("LaunchCUDA: a backward compiled with Options.Sinks = %v needs Sinks and DSinks set (only then)", bw.opts.Sinks)
+	}
 	// Free what this call allocates once the stream is done with it.
 	var cleanup []func()
 	defer func() {
@@ -295,7 +309,8 @@ func (bw *Backward) LaunchCUDA(d *CUDA, t BackwardDeviceTensors, sh Shape, s cud
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
 	ptrs := map[string]uintptr{"q": t.Q, "k": t.K, "v": t.V, "o": t.O, "lse": t.LSE, "dout": t.DO,
-		"dq": t.DQ, "dk": t.DK, "dv": t.DV, "delta": uintptr(ws.delta), "dq_accum": uintptr(ws.dqAccum)}
+		"dq": t.DQ, "dk": t.DK, "dv": t.DV, "delta": uintptr(ws.delta), "dq_accum": uintptr(ws.dqAccum),
+		"sinks": t.Sinks, "dsinks": t.DSinks}
 	for name, p := range dm.ptrs {
 		ptrs[name] = p
 	}

@@ -19,7 +19,8 @@ import (
 // AuxGrads) from the score mod's tile IR differentiated and evaluated
 // there too. Q, K, V and DO are read at the kernels' storage precision; O
 // and LSE are recomputed, so in.O and in.LSE may be nil. DAux holds the
-// aux gradients by name.
+// aux gradients by name; with Options.Sinks, the softmax includes in.Sinks
+// and DSinks holds their gradients (reference.AttentionGradSinks).
 //
 // The aux derivatives cost one pass over each aux tensor per kept pair
 // (the derivative adds into a scratch copy, which is then read back), so
@@ -32,6 +33,9 @@ func (bw *Backward) Reference(in BackwardInputs, sh Shape) (reference.Grads, err
 		return reference.Grads{}, err
 	}
 	if err := bw.masker.checkScalars(in.Scalars); err != nil {
+		return reference.Grads{}, err
+	}
+	if err := bw.checkSinks(in.Sinks, sh); err != nil {
 		return reference.Grads{}, err
 	}
 	fin := in.forwardInputs()
@@ -78,8 +82,15 @@ func (bw *Backward) Reference(in BackwardInputs, sh Shape) (reference.Grads, err
 	mask, score := refMods(maskFn, scoreFn, -1, &evalErr)
 	scale := float64(launch.Problem{Shape: sh, Scale: in.Scale}.SoftmaxScale())
 	q, k, v, do := roundTo(in.Q, bw.dtype), roundTo(in.K, bw.dtype), roundTo(in.V, bw.dtype), roundTo(in.DO, bw.dtype)
-	g := reference.AttentionGrad(q, k, v, do, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim},
-		scale, mask, score, deriv, gradLens)
+	var sinks []float64
+	if in.Sinks != nil {
+		sinks = make([]float64, len(in.Sinks))
+		for i, x := range in.Sinks {
+			sinks[i] = float64(x)
+		}
+	}
+	g := reference.AttentionGradSinks(q, k, v, do, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim},
+		scale, mask, score, deriv, gradLens, sinks)
 	return g, evalErr.get()
 }
 

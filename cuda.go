@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/fac-compiler/fac/artifact"
@@ -33,13 +34,25 @@ func OpenCUDA(ordinal int) (*CUDA, error) {
 	return &CUDA{d}, nil
 }
 
-// prepare builds the block mask, binds and uploads a host call.
-func (f *Forward) prepare(ctx context.Context, d *CUDA, in Inputs, sh Shape) (*gpu.Prepared, error) {
+// prepare builds the block mask, binds and uploads a host call: one
+// kernel, or the split-KV pair (Plan).
+func (f *Forward) prepare(ctx context.Context, d *CUDA, in Inputs, sh Shape) (preparedCall, error) {
 	if err := sh.Validate(); err != nil {
+		return nil, err
+	}
+	f, err := f.tuned(d.Arch)
+	if err != nil {
 		return nil, err
 	}
 	if err := f.checkInputs(in, sh); err != nil {
 		return nil, err
+	}
+	plan, err := f.Plan(sh, d.SMs())
+	if err != nil {
+		return nil, err
+	}
+	if plan.SplitKV {
+		return f.prepareDecode(ctx, d, plan, in, sh)
 	}
 	k, err := d.Kernel(ctx, f.res, nil)
 	if err != nil {
@@ -69,6 +82,12 @@ func (f *Forward) RunCUDAContext(ctx context.Context, d *CUDA, in Inputs, sh Sha
 	if err != nil {
 		return nil, nil, err
 	}
+	return runForOutputs(d, p)
+}
+
+// runForOutputs runs an uploaded forward call once, frees it, and returns
+// its O and LSE.
+func runForOutputs(d *CUDA, p preparedCall) (o, lse []float32, err error) {
 	defer p.Free()
 	if err := p.Run(cuda.Stream{}); err != nil {
 		return nil, nil, err
@@ -116,6 +135,9 @@ type DeviceTensors struct {
 	// BlockMask is the block mask on the device (see UploadBlockMask); nil
 	// builds one on the host and uploads it for this call only.
 	BlockMask *DeviceBlockMask
+	// Workspace holds split-KV's partial outputs (NewWorkspace); nil
+	// allocates them for this call only, when its Plan splits.
+	Workspace *ForwardWorkspace
 }
 
 // DeviceAux is an aux tensor on the device.
@@ -160,7 +182,9 @@ func (dm *DeviceBlockMask) Free() {
 }
 
 // LaunchCUDA runs the forward kernel on device buffers, asynchronously on
-// stream s (the zero Stream is the default stream). Nothing is copied.
+// stream s (the zero Stream is the default stream). Nothing is copied. A
+// split-KV plan (Plan) runs its two kernels with t.Workspace, or with one
+// allocated for the call (freed once s is done with it).
 func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) error {
 	if err := sh.Validate(); err != nil {
 		return err
@@ -169,9 +193,19 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 		// DeviceTensors has no sinks buffer yet; RunCUDA takes host sinks.
 		return fmt.Errorf("LaunchCUDA: kernels compiled with sinks are not supported yet (use RunCUDA)")
 	}
-	k, err := d.Kernel(context.Background(), f.res, nil)
+	f, err := f.tuned(d.Arch)
 	if err != nil {
 		return err
+	}
+	plan, err := f.Plan(sh, d.SMs())
+	if err != nil {
+		return fmt.Errorf("LaunchCUDA: %w", err)
+	}
+	var k *gpu.Kernel
+	if !plan.SplitKV {
+		if k, err = d.Kernel(context.Background(), f.res, nil); err != nil {
+			return err
+		}
 	}
 	strides := map[string][]int{}
 	for name, st := range map[string][3]int{"q": t.QStride, "k": t.KStride, "v": t.VStride, "o": t.OStride} {
@@ -209,6 +243,9 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 	}
 	for name, p := range dm.ptrs {
 		ptrs[name] = p
+	}
+	if plan.SplitKV {
+		return f.launchDecode(d, plan, t, sh, s, dm, strides, ptrs, aux)
 	}
 	call, err := f.contract.Bind(k.Art.Params, launch.Request{Problem: f.problem(sh, t.Scale), Strides: strides, BlockMask: dm.Mask, Aux: aux, Scalars: t.Scalars})
 	if err != nil {
@@ -382,6 +419,35 @@ func (f *Forward) BuildBlockMaskCUDA(d *CUDA, sh Shape, aux map[string]any) (*bl
 	return bm, nil
 }
 
+// tuned is the forward the GPU of arch runs: f compiled again with
+// Options.Arch = arch when f names no arch and the kernel's contract tunes
+// tile arguments for arch (128×128 on 8 warps for sm_90a's wgmma), else f.
+// Made once per arch.
+func (f *Forward) tuned(arch string) (*Forward, error) {
+	if f.opts.Arch != "" || arch == "" {
+		return f, nil
+	}
+	f.tmu.Lock()
+	defer f.tmu.Unlock()
+	if g, ok := f.tunedFor[arch]; ok {
+		return g, nil
+	}
+	opts := f.opts
+	opts.Arch = arch
+	g, err := CompileForward(opts, f.dim)
+	if err != nil {
+		return nil, err
+	}
+	if maps.Equal(g.res.Ident.Consts, f.res.Ident.Consts) {
+		g = f // nothing tuned: keep f's kernels, block-mask analyzers and split-KV kernels
+	}
+	if f.tunedFor == nil {
+		f.tunedFor = map[string]*Forward{}
+	}
+	f.tunedFor[arch] = g
+	return g, nil
+}
+
 // classifier is the block_classify kernel for f's mask and block sizes.
 func (f *Forward) classifier() (*compiler.Result, error) {
 	f.clsOnce.Do(func() {
@@ -392,9 +458,11 @@ func (f *Forward) classifier() (*compiler.Result, error) {
 	return f.cls, f.clsErr
 }
 
-// BundleKernels compiles f and its block classifier (used for masks the
-// analytic builder cannot bound) for arch, through the cache c (which may
-// be nil), as bundle entries.
+// BundleKernels compiles f, its block classifier (used for masks the
+// analytic builder cannot bound) and, unless Options turn split-KV and
+// PackGQA off, the split-KV kernels (flash_fwd_splitkv for both tile
+// heights, flash_fwd_combine) for arch, through the cache c (which may be
+// nil), as bundle entries.
 func (f *Forward) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
 	k, err := compiler.Cached(ctx, c, f.res, arch, tool, nil)
 	if err != nil {
@@ -408,5 +476,17 @@ func (f *Forward) BundleKernels(ctx context.Context, c *cache.Cache, arch string
 	if err != nil {
 		return nil, err
 	}
-	return []*artifact.Artifact{k, kc}, nil
+	out := []*artifact.Artifact{k, kc}
+	ds, err := f.decodeResults()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range ds {
+		a, err := compiler.Cached(ctx, c, r, arch, tool, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }

@@ -38,9 +38,32 @@ type Options struct {
 	Consts  map[string]string // other compile-time arguments, e.g. BLOCK_M: "32"
 	DType   string            // element type of Q, K, V, O: f32 (default), bf16, f16
 	Passes  passes.Options
+	// Arch, when set, is the GPU the kernel is built for (e.g. "sm_90a"):
+	// compile-time arguments not set in Consts then take the values the
+	// kernel's contract tunes for it (128×128 tiles on 8 warps on sm_90a's
+	// wgmma path). "" keeps the kernel's defaults. RunCUDA uses the
+	// device's arch when this is "".
+	Arch string
 	// Sinks compiles flash_fwd_sinks: learnable per-head sink logits
 	// (gpt-oss) join the softmax denominator; calls then need Inputs.Sinks.
 	Sinks bool
+
+	// Decoding (docs/decoding.md). NumSplits splits each q tile's kv
+	// blocks over that many programs (flash_fwd_splitkv, then
+	// flash_fwd_combine merges them): 0 = auto (from the shape and the
+	// multiprocessor count), 1 = off, at most MaxSplits. PackGQA packs
+	// the query heads of a kv head into one tile (auto: for SeqQ ≤ 64 with
+	// more than one query head per kv head). SMs is the multiprocessor
+	// count for the auto choice (0: the GPU's, DefaultSMs on the CPU).
+	// DecodeConsts are compile-time arguments of flash_fwd_splitkv
+	// (BLOCK_N, num_warps; BLOCK_M fixes the tile rows, else 16 or 64 by
+	// the call); its HEAD_DIM, DTYPE, SPARSE_Q, SPARSE_K and mods are the
+	// forward's. Plan says what a call runs. Sinks kernels have no
+	// split-KV form.
+	NumSplits    int
+	PackGQA      PackGQA
+	SMs          int
+	DecodeConsts map[string]string
 }
 
 // Forward is a compiled forward kernel for one head dimension.
@@ -57,7 +80,17 @@ type Forward struct {
 
 	amu       sync.Mutex
 	analyzers map[string]*blockmask.Analyzer // by B, H, SeqQ, SeqK and the mask's run-time parameters
+
+	tmu      sync.Mutex // f compiled with the tile arguments tuned for a GPU arch, by arch (tuned)
+	tunedFor map[string]*Forward
+
+	dmu        sync.Mutex               // the split-KV kernels, made on first use
+	splitRes   map[int]*compiler.Result // flash_fwd_splitkv by BLOCK_M
+	combineRes *compiler.Result         // flash_fwd_combine
 }
+
+// Options are the options f was compiled with.
+func (f *Forward) Options() Options { return f.opts }
 
 // CompileForward compiles flash_fwd for head dimension dim.
 func CompileForward(opts Options, dim int) (*Forward, error) {
@@ -80,7 +113,7 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 		return nil, fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
 	}
 	consts["DTYPE"] = dt
-	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask,
+	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Arch: opts.Arch,
 		Score: opts.Score, Consts: consts, Passes: opts.Passes})
 	if err != nil {
 		return nil, err
@@ -356,9 +389,16 @@ func (f *Forward) RunCPUContext(ctx context.Context, in Inputs, sh Shape) (o, ls
 	if err := f.checkInputs(in, sh); err != nil {
 		return nil, nil, err
 	}
+	plan, err := f.Plan(sh, 0)
+	if err != nil {
+		return nil, nil, err
+	}
 	bm, err := f.blockMask(in, sh)
 	if err != nil {
 		return nil, nil, err
+	}
+	if plan.SplitKV {
+		return f.runDecodeCPU(ctx, plan, in, sh, bm)
 	}
 	call, err := f.bind(in, sh, bm, nil)
 	if err != nil {
@@ -451,11 +491,7 @@ func (f *Forward) analyticWith(sh Shape, vals map[string]any) (*blockmask.BlockM
 		f.analyzers[key] = a
 	}
 	sq, sk := f.sparse()
-	g, err := a.Grid(blockmask.Options{BlockQ: sq, BlockK: sk})
-	if err != nil {
-		return nil, err
-	}
-	return blockmask.FromClasses(g)
+	return a.BlockMask(blockmask.Options{BlockQ: sq, BlockK: sk})
 }
 
 // blockMask is the call's block mask: the given one, checked against the
@@ -573,5 +609,7 @@ func (f *Forward) FullVariant() (*Forward, error) {
 	res.Kernel = name
 	c := *f.contract
 	c.Kernel = name
-	return &Forward{opts: f.opts, res: &res, contract: &c, dim: f.dim, dtype: f.dtype}, nil
+	opts := f.opts
+	opts.NumSplits, opts.PackGQA = 1, PackGQAOff // the variant has no split-KV form
+	return &Forward{opts: opts, res: &res, contract: &c, dim: f.dim, dtype: f.dtype}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/reference"
@@ -56,20 +57,10 @@ func roundTo(xs []float32, e tir.Elem) []float64 {
 // trivial mods (none, identity), which need no evaluation. vals holds the
 // mod's aux tensors (checked against their declared shapes for sh) and
 // run-time parameters by name ("doc" or "mask.doc").
-func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, vals map[string]any) (func(s float32, b, h, i, j int) (float64, error), error) {
-	if m == nil || m.Name() == "none" || m.Name() == "identity" {
-		return nil, nil
-	}
-	mod, err := prog.LowerMod(m)
-	if err != nil {
-		return nil, err
-	}
-	fn, err := cpu.Prepare(mod, m.Kind())
-	if err != nil {
-		return nil, err
-	}
-	// After the positions: seqlen_q, seqlen_k, batch, num_heads, then the
-	// inputs (lang.ModInputs).
+// modFixedArgs are a mod's arguments after the positions: seqlen_q,
+// seqlen_k, batch, num_heads, then its inputs (lang.ModInputs): each aux
+// tensor and its length, each run-time parameter.
+func modFixedArgs(m *lang.ModInst, sh Shape, vals map[string]any) ([]any, error) {
 	fixed := []any{int32(sh.SeqQ), int32(sh.SeqK), int32(sh.Batch), int32(sh.Heads)}
 	for _, a := range m.AuxParams() {
 		buf, err := auxBuffer(m, a, sh, vals)
@@ -88,6 +79,25 @@ func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, vals map[string]any)
 			return nil, fmt.Errorf("%s %s: %w", m.Kind(), m, err)
 		}
 		fixed = append(fixed, x)
+	}
+	return fixed, nil
+}
+
+func modFunc(prog *lang.Program, m *lang.ModInst, sh Shape, vals map[string]any) (func(s float32, b, h, i, j int) (float64, error), error) {
+	if m == nil || m.Name() == "none" || m.Name() == "identity" {
+		return nil, nil
+	}
+	mod, err := prog.LowerMod(m)
+	if err != nil {
+		return nil, err
+	}
+	fn, err := cpu.Prepare(mod, m.Kind())
+	if err != nil {
+		return nil, err
+	}
+	fixed, err := modFixedArgs(m, sh, vals)
+	if err != nil {
+		return nil, err
 	}
 	isScore := m.Kind() == "score"
 	return func(s float32, b, h, i, j int) (float64, error) {
@@ -135,30 +145,23 @@ func auxBuffer(m *lang.ModInst, a lang.AuxParam, sh Shape, vals map[string]any) 
 	return cpu.FromHost(full, a.Elem, data), nil
 }
 
-// CountPairs counts the (q, kv) pairs the mask keeps for batch 0, head 0,
-// evaluating the mod on the reference device. aux holds the mask's aux
-// tensors and run-time parameters by name.
+// CountPairs counts the (q, kv) pairs the mask keeps for batch 0, head 0.
+// aux holds the mask's aux tensors and run-time parameters by name. It
+// counts through the block mask (blockmask.KeptPairs): full blocks by
+// their area, partial blocks row by row with the analytic bounds, or, for
+// masks they cannot bound (aux tensors, floats), by evaluating the partial
+// blocks on the CPU device: O(blocks), not O(SeqQ·SeqK).
 func (f *Forward) CountPairs(sh Shape, aux map[string]any) (int64, error) {
-	maskFn, err := modFunc(f.res.Program, f.res.Mask, sh, aux)
+	if f.res.Mask == nil || f.res.Mask.Name() == "none" {
+		return int64(sh.SeqQ) * int64(sh.SeqK), nil
+	}
+	sq, sk := f.sparse()
+	n, _, _, err := blockmask.KeptPairs(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK},
+		blockmask.Options{BlockQ: sq, BlockK: sk}, aux)
 	if err != nil {
 		return 0, err
 	}
-	if maskFn == nil {
-		return int64(sh.SeqQ) * int64(sh.SeqK), nil
-	}
-	var n int64
-	for i := 0; i < sh.SeqQ; i++ {
-		for j := 0; j < sh.SeqK; j++ {
-			r, err := maskFn(0, 0, 0, i, j)
-			if err != nil {
-				return 0, err
-			}
-			if r != 0 {
-				n++
-			}
-		}
-	}
-	return n, nil
+	return n[0], nil
 }
 
 // modEval is a mod evaluated on scalars through the interpreter (modFunc).

@@ -16,8 +16,9 @@ import (
 // ForwardVarlen is a compiled flash_fwd_varlen: attention over packed
 // sequences of different lengths (FlashAttention's varlen API). Mods see
 // positions within their sequence, b = the sequence index, and that
-// sequence's seqlen_q and seqlen_k. It evaluates the mask on every tile
-// (no block mask yet).
+// sequence's seqlen_q and seqlen_k. It is block-sparse per sequence: each
+// sequence has its own block mask (VarlenBlockMask), so empty blocks are
+// skipped and the mask is evaluated on partial blocks only.
 type ForwardVarlen struct {
 	f *Forward // the kernel, with the varlen contract
 }
@@ -28,17 +29,21 @@ type ForwardVarlen struct {
 // both [num_seqs + 1], from 0, non-decreasing. Aux, Scalars and Scale are
 // Inputs'; mods index aux tensors with positions within the sequence (aux
 // tensors declared with seqlen_q or seqlen_k dimensions are refused at
-// compile time).
+// compile time). BlockMask, when set, is the call's block mask
+// (ForwardVarlen.BlockMask for the same cu_seqlens, heads, mask and
+// run-time parameters, reused across calls); nil builds one per call.
 type VarlenInputs struct {
 	Q, K, V                []float32
 	CuSeqlensQ, CuSeqlensK []int32
 	Aux                    map[string]any
 	Scalars                map[string]any
 	Scale                  float32
+	BlockMask              *VarlenBlockMask
 }
 
 // CompileForwardVarlen compiles flash_fwd_varlen for head dimension dim.
-// opts.Sinks is not supported yet.
+// opts.Sinks is not supported yet. SPARSE_Q and SPARSE_K (opts.Consts,
+// default 128) are the blocks of each sequence's block mask.
 func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
 	c := attention.FlashFwdVarlen
 	if opts.Sinks {
@@ -141,6 +146,20 @@ func (v *ForwardVarlen) RunCPU(in VarlenInputs, heads, kvHeads int) (o, lse []fl
 
 // RunCPUContext is RunCPU that gives up once ctx is done.
 func (v *ForwardVarlen) RunCPUContext(ctx context.Context, in VarlenInputs, heads, kvHeads int) (o, lse []float32, err error) {
+	call, host, err := v.bind(in, heads, kvHeads)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := cpu.Run(ctx, v.f.res.Module, call, host)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out["o"].F32(), out["lse"].F32(), nil
+}
+
+// bind checks a call's inputs, gets its block mask (given or built) and
+// binds the kernel; host are its input tensors by parameter name.
+func (v *ForwardVarlen) bind(in VarlenInputs, heads, kvHeads int) (*launch.Call, map[string]any, error) {
 	f := v.f
 	if kvHeads == 0 {
 		kvHeads = heads
@@ -167,22 +186,24 @@ func (v *ForwardVarlen) RunCPUContext(ctx context.Context, in VarlenInputs, head
 	if err != nil {
 		return nil, nil, err
 	}
-	p := launch.Problem{Shape: sh, Attrs: f.res.Attrs(), Scale: in.Scale, TotalQ: totalQ, TotalK: totalK}
-	call, err := f.contract.Bind(f.res.Params(), launch.Request{Problem: p, Aux: aux, Scalars: in.Scalars})
+	bm, err := v.varlenBlockMask(in, heads)
 	if err != nil {
 		return nil, nil, err
 	}
 	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V, "cu_seqlens_q": in.CuSeqlensQ, "cu_seqlens_k": in.CuSeqlensK}
+	lens := map[string]int{}
+	bm.kv.hostData(attention.VarlenKVLists, host, lens)
+	p := launch.Problem{Shape: sh, Attrs: f.res.Attrs(), Scale: in.Scale, TotalQ: totalQ, TotalK: totalK, Lens: lens}
+	call, err := f.contract.Bind(f.res.Params(), launch.Request{Problem: p, Aux: aux, Scalars: in.Scalars})
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, b := range call.Buffers {
 		if b.Role == launch.Aux {
 			host[b.Name] = in.Aux[b.Key]
 		}
 	}
-	out, err := cpu.Run(ctx, f.res.Module, call, host)
-	if err != nil {
-		return nil, nil, err
-	}
-	return out["o"].F32(), out["lse"].F32(), nil
+	return call, host, nil
 }
 
 // Reference computes naive float64 attention sequence by sequence with the

@@ -40,11 +40,7 @@ func AnalyticWith(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options
 	if err != nil {
 		return nil, err
 	}
-	g, err := a.Grid(opts)
-	if err != nil {
-		return nil, err
-	}
-	return FromClasses(g)
+	return a.BlockMask(opts)
 }
 
 // Analyzer is a mask compiled for analytic classification: one small
@@ -74,6 +70,13 @@ func NewAnalyzer(prog *lang.Program, inst *lang.ModInst, sh Shape) (*Analyzer, e
 // the constants they are for the calls the block mask serves, as it does
 // the sequence lengths, batch and num_heads; it is exact or declines.
 func NewAnalyzerWith(prog *lang.Program, inst *lang.ModInst, sh Shape, vals map[string]any) (*Analyzer, error) {
+	return newAnalyzer(prog, inst, sh, vals, false)
+}
+
+// newAnalyzer is NewAnalyzerWith; with data, the aux tensors the mask reads
+// are taken from vals and bounded by their data (auxTable), so the
+// analyzer holds for that data only (EvaluateCPU uses it so).
+func newAnalyzer(prog *lang.Program, inst *lang.ModInst, sh Shape, vals map[string]any, data bool) (*Analyzer, error) {
 	sh = sh.withDefaults()
 	// The number of blocks depends on the block size, which Grid and Fill
 	// get: they check it.
@@ -92,12 +95,22 @@ func NewAnalyzerWith(prog *lang.Program, inst *lang.ModInst, sh Shape, vals map[
 	if err := scalarConsts(inst, vals, consts); err != nil {
 		return nil, err
 	}
+	var tables []*auxTable
+	if data {
+		var err error
+		if tables, err = auxData(inst, sh, vals); err != nil {
+			return nil, err
+		}
+		for i, t := range tables {
+			consts[auxParam(i)+1] = int64(len(t.vals))
+		}
+	}
 	_, f, err := modFunc(prog, inst, 0, 0, consts)
 	if err != nil {
 		return nil, err
 	}
 	for i, a := range inst.AuxParams() {
-		if hasUses(f, f.Params[auxParam(i)]) || hasUses(f, f.Params[auxParam(i)+1]) {
+		if !data && (hasUses(f, f.Params[auxParam(i)]) || hasUses(f, f.Params[auxParam(i)+1])) {
 			return nil, notAnalyzable("mask %s reads aux tensor %s: its blocks depend on the data", inst, a.Name)
 		}
 	}
@@ -115,7 +128,7 @@ func NewAnalyzerWith(prog *lang.Program, inst *lang.ModInst, sh Shape, vals map[
 		return nil, fmt.Errorf("blockmask: mask %s reads b or h: its block mask has B×H = %d×%d masks, more than %d blocks", inst, a.B, a.H, MaxBlocks)
 	}
 	if !usesB && !usesH {
-		e, err := compile(f, sh.SeqQ, sh.SeqK)
+		e, err := compile(f, sh.SeqQ, sh.SeqK, tables)
 		if err != nil {
 			return nil, fmt.Errorf("%w (mask %s)", err, inst)
 		}
@@ -140,7 +153,7 @@ func NewAnalyzerWith(prog *lang.Program, inst *lang.ModInst, sh Shape, vals map[
 			if err != nil {
 				return nil, err
 			}
-			e, err := compile(f, sh.SeqQ, sh.SeqK)
+			e, err := compile(f, sh.SeqQ, sh.SeqK, tables)
 			if err != nil {
 				return nil, fmt.Errorf("%w (mask %s)", err, inst)
 			}
@@ -187,6 +200,30 @@ func (a *Analyzer) Fill(g *Grid) error {
 		}
 	}
 	return nil
+}
+
+// BlockMask classifies every block for the given block sizes and lists
+// them, without a dense grid of classes: each (b, h) mask is bisected over
+// rectangles of blocks, and only rectangles whose bounds are undecided are
+// split, so the cost follows the class boundaries (a few evaluations per
+// boundary block) and the lists (the kept blocks and the index rows), not
+// the B·H·NumQ·NumK blocks. It gives exactly what Grid and FromClasses give.
+func (a *Analyzer) BlockMask(opts Options) (*BlockMask, error) {
+	opts = opts.withDefaults()
+	if err := checkGeometry(a.B, a.H, a.SeqQ, a.SeqK, opts.BlockQ, opts.BlockK); err != nil {
+		return nil, err
+	}
+	runs := make([][]blockRun, len(a.progs))
+	for m, e := range a.progs {
+		e.budget = a.Budget
+		e.total = max(1<<12, int64(a.SeqQ)*int64(a.SeqK)/8) // as in Fill
+		r, err := e.blocks(a.SeqQ, a.SeqK, opts.BlockQ, opts.BlockK, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w (mask %s)", err, a.mask)
+		}
+		runs[m] = r
+	}
+	return listsFromRuns(a.B, a.H, a.SeqQ, a.SeqK, opts.BlockQ, opts.BlockK, runs, 0, 0)
 }
 
 // ClassifyRect classifies the rectangle q∈[q0,q1], kv∈[k0,k1] (inclusive)

@@ -4,7 +4,10 @@ package blockmask
 // at a time over a tree of column spans, and single rectangles, refined by
 // bisection when their bounds are undecided.
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // fill classifies the blocks of one (b, h) mask into out ([NumQ, NumK]).
 //
@@ -281,4 +284,90 @@ func (e *evaluator) refine(r rect, failed bool) (Class, error) {
 type pending struct {
 	r      rect
 	failed bool
+}
+
+// quad classifies the blocks of one (b, h) mask without a grid: it bounds
+// rectangles of blocks, from the whole grid down, and splits one in two
+// (across its longer side, in positions) only where the bounds leave it
+// undecided; an undecided single block is refined as fill refines it. A
+// decided rectangle becomes one run, so a mask costs evaluations in
+// proportion to the length of its class boundaries, in blocks, not to the
+// number of blocks. The first half is visited before the second, which
+// keeps the runs of each block row (column) in order (see listsFromRuns).
+type quad struct {
+	e              *evaluator
+	blockQ, blockK int64
+	seqQ, seqK     int64
+	runs           []blockRun
+	leaf           func(qb, kb int32) (Class, error)
+}
+
+// blocks appends the runs of the partial and full blocks of e's mask. leaf,
+// when not nil, classifies a block that refining cannot decide (by
+// evaluating it); else such a block declines.
+func (e *evaluator) blocks(seqQ, seqK, blockQ, blockK int, runs []blockRun, leaf func(qb, kb int32) (Class, error)) ([]blockRun, error) {
+	e.fail = nil
+	e.setBH()
+	e.run(e.constCode, rect{})
+	if e.fail != nil { // values of no position are single values: a real division by zero
+		return nil, notAnalyzable("it divides by zero (in a value that depends on neither q_idx nor kv_idx)")
+	}
+	qd := &quad{e: e, blockQ: int64(blockQ), blockK: int64(blockK), seqQ: int64(seqQ), seqK: int64(seqK), runs: runs, leaf: leaf}
+	nq, nk := cdiv(seqQ, blockQ), cdiv(seqK, blockK)
+	if err := qd.split(0, int32(nq-1), 0, int32(nk-1)); err != nil {
+		return nil, err
+	}
+	return qd.runs, nil
+}
+
+// split classifies q blocks [r0, r1] × kv blocks [c0, c1].
+func (qd *quad) split(r0, r1, c0, c1 int32) error {
+	e := qd.e
+	r := rect{int64(r0) * qd.blockQ, min(int64(r1+1)*qd.blockQ, qd.seqQ) - 1, int64(c0) * qd.blockK, min(int64(c1+1)*qd.blockK, qd.seqK) - 1}
+	e.fail = nil
+	// The constant values are in place (blocks ran them; refine's whole
+	// runs rewrite them with the same values).
+	e.run(e.qCode, r)
+	e.run(e.kCode, r)
+	e.run(e.qkCode, r)
+	failed := e.fail != nil
+	v := e.slots[e.result]
+	if failed { // the bounds may divide by zero: not decided here
+		e.fail, v = nil, bMaybe
+	}
+	switch {
+	case v.lo == 1:
+		qd.runs = append(qd.runs, blockRun{r0, r1, c0, c1, Full})
+		return nil
+	case v.hi == 0:
+		return nil
+	}
+	if r0 == r1 && c0 == c1 {
+		c, err := e.refine(r, failed)
+		if err != nil && qd.leaf != nil && errors.Is(err, ErrNotAnalyzable) {
+			c, err = qd.leaf(r0, c0)
+			if err != nil {
+				return err
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%w (block q=%d kv=%d of b=%d h=%d)", err, r0, c0, e.b, e.h)
+		}
+		if c != Empty {
+			qd.runs = append(qd.runs, blockRun{r0, r1, c0, c1, c})
+		}
+		return nil
+	}
+	if c0 == c1 || (r0 < r1 && r.q1-r.q0 >= r.k1-r.k0) {
+		m := r0 + (r1-r0)/2
+		if err := qd.split(r0, m, c0, c1); err != nil {
+			return err
+		}
+		return qd.split(m+1, r1, c0, c1)
+	}
+	m := c0 + (c1-c0)/2
+	if err := qd.split(r0, r1, c0, m); err != nil {
+		return err
+	}
+	return qd.split(r0, r1, m+1, c1)
 }

@@ -30,6 +30,7 @@ const (
 	opBNot
 	opCmp
 	opSelect
+	opLoad // dst = aux tensor aux at index x, where mask y holds (-1: always), else z (-1: none)
 )
 
 var predByName = map[string]uint8{"eq": predEQ, "ne": predNE, "lt": predLT, "le": predLE, "gt": predGT, "ge": predGE}
@@ -40,6 +41,7 @@ type instr struct {
 	safe      bool // affine forms cannot leave i32 anywhere in [0,SeqQ)×[0,SeqK)
 	dst, x, y int32
 	z         int32
+	aux       int32 // opLoad: which aux tensor
 	a, b      affine
 	d         affine // a - b, for opCmpAff
 }
@@ -49,21 +51,32 @@ type vinfo struct {
 	isAff bool   // an i32 affine form (constants included)
 	aff   affine //
 	slot  int32  // its slot, or -1 until materialized
+	ptr   bool   // a pointer into aux tensor aux, at element slot off (-1: the start)
+	aux   int32
+	off   int32
 }
 
 type compiler struct {
 	e          *evaluator
 	vals       map[*tir.Value]*vinfo
 	seqQ, seqK int64
+	aux        []*auxTable // the aux tensors' data, when bound (else loads are refused)
 }
 
 // compile turns the mask function (scalar positions, after the pipeline)
-// into an evaluator, or explains why it cannot.
-func compile(f *tir.Func, seqQ, seqK int) (*evaluator, error) {
-	c := &compiler{e: &evaluator{bSlot: -1, hSlot: -1}, vals: map[*tir.Value]*vinfo{}, seqQ: int64(seqQ), seqK: int64(seqK)}
+// into an evaluator, or explains why it cannot. aux, when not nil, holds
+// the data of each aux tensor (by position): loads from them are bounded by
+// the data's range over the index interval (see auxTable).
+func compile(f *tir.Func, seqQ, seqK int, aux []*auxTable) (*evaluator, error) {
+	c := &compiler{e: &evaluator{bSlot: -1, hSlot: -1, aux: aux}, vals: map[*tir.Value]*vinfo{}, seqQ: int64(seqQ), seqK: int64(seqK), aux: aux}
 	for i, p := range f.Params {
 		if i >= numStdParams {
-			break // aux tensors: a load of them is refused below
+			// An aux tensor's pointer, when its data is bound (its length
+			// is a constant by then); else a load of it is refused below.
+			if j := i - numStdParams; j%2 == 0 && j/2 < len(aux) && aux[j/2] != nil {
+				c.vals[p] = &vinfo{ptr: true, aux: int32(j / 2), off: -1, slot: -1}
+			}
+			continue
 		}
 		switch i {
 		case paramQ:
@@ -156,8 +169,61 @@ func (in *instr) operands() []int32 {
 		return []int32{in.x}
 	case opSelect:
 		return []int32{in.x, in.y, in.z}
+	case opLoad:
+		ops := []int32{in.x}
+		if in.y >= 0 {
+			ops = append(ops, in.y, in.z)
+		}
+		return ops
 	}
 	return []int32{in.x, in.y}
+}
+
+// memOp compiles addptr and load of a bound aux tensor: a pointer is the
+// tensor and an element index; a load is bounded by the data.
+func (c *compiler) memOp(op *tir.Op) error {
+	refuse := func() error {
+		return notAnalyzable("it reads memory (%s): its blocks depend on data", describeOp(op))
+	}
+	if c.aux == nil || len(op.Results) != 1 || len(op.Args) == 0 {
+		return refuse()
+	}
+	base := c.vals[op.Args[0]]
+	if base == nil || !base.ptr {
+		return refuse()
+	}
+	rt := op.Result().Type
+	if op.Kind == tir.OpAddPtr {
+		if base.off >= 0 || len(op.Args) != 2 || !rt.IsScalar() {
+			return notAnalyzable("unsupported pointer arithmetic (%s)", describeOp(op))
+		}
+		idx := c.vals[op.Args[1]]
+		if idx == nil || idx.ptr || op.Args[1].Type.Elem != tir.I32 {
+			return notAnalyzable("unsupported pointer offset (%s)", describeOp(op))
+		}
+		c.def(op, &vinfo{ptr: true, aux: base.aux, off: c.slot(op.Args[1]), slot: -1})
+		return nil
+	}
+	if !rt.IsScalar() || rt.Ptr || (rt.Elem != tir.I32 && rt.Elem != tir.I1) {
+		return notAnalyzable("it loads %s values (%s); only i32 and bool are bounded", rt, describeOp(op))
+	}
+	if len(op.Args) != 1 && len(op.Args) != 3 {
+		return notAnalyzable("unsupported load (%s)", describeOp(op))
+	}
+	in := instr{op: opLoad, aux: base.aux, x: base.off, y: -1, z: -1}
+	if in.x < 0 { // the first element
+		in.x = c.newSlot(ival{})
+	}
+	if len(op.Args) == 3 {
+		for _, a := range op.Args[1:] {
+			if v := c.vals[a]; v == nil || v.ptr {
+				return notAnalyzable("operand of %s is not bounded", describeOp(op))
+			}
+		}
+		in.y, in.z = c.slot(op.Args[1]), c.slot(op.Args[2])
+	}
+	c.emit(op, in)
+	return nil
 }
 
 func (c *compiler) newSlot(v ival) int32 {
@@ -205,7 +271,7 @@ func (c *compiler) op(op *tir.Op) error {
 	}
 	switch op.Kind {
 	case tir.OpLoad, tir.OpAddPtr:
-		return notAnalyzable("it reads memory (%s): its blocks depend on data", describeOp(op))
+		return c.memOp(op)
 	case tir.OpFor, tir.OpIf:
 		return notAnalyzable("it has run-time control flow (%s) left after folding", describeOp(op))
 	}
@@ -217,7 +283,7 @@ func (c *compiler) op(op *tir.Op) error {
 		return notAnalyzable("it computes %s values (%s); only i32 and bool are bounded", rt, describeOp(op))
 	}
 	for _, a := range op.Args {
-		if c.vals[a] == nil {
+		if c.vals[a] == nil || c.vals[a].ptr {
 			return notAnalyzable("operand of %s is not bounded", describeOp(op))
 		}
 	}

@@ -22,13 +22,18 @@ type evaluator struct {
 	total  int64 // abstract evaluations left for all blocks
 	stack  [160]pending
 
+	aux []*auxTable // the data of the aux tensors it reads, by position
+
 	constCode, qCode, kCode, qkCode []instr
-	kOut                            []int32 // slots of kCode that qkCode or the result read
-	kTab                            []ival  // per tree node (level by level): len(kOut) hulls; grown on demand
-	kBad                            []bool  // per tree node: a column's kv values may divide by zero
-	levelOff                        []int   // the first node of each tree level
-	grid                            *Grid   // during fill
-	rowFailed                       bool    // the row's q-only values may divide by zero
+	kOut                            []int32    // slots of kCode that qkCode or the result read
+	kTab                            []ival     // per tree node (level by level): len(kOut) hulls; grown on demand
+	kBad                            []bool     // per tree node: a column's kv values may divide by zero
+	levelOff                        []int      // the first node of each tree level
+	grid                            *Grid      // during fill
+	rowFailed                       bool       // the row's q-only values may divide by zero
+	segs                            [][2]int64 // countRow's pending pieces of a row
+	changes                         [2][]int64 // countRow's value changes: this row's and the last one's
+	flip                            int        // which of changes is this row's
 }
 
 var errDivZero = notAnalyzable("it may divide by zero")
@@ -145,6 +150,8 @@ func (e *evaluator) run(code []instr, r rect) {
 			v = ival{1 - x.hi, 1 - x.lo}
 		case opCmp:
 			v = cmp(in.pred, x, y)
+		case opLoad:
+			v = e.load(in, x)
 		case opSelect:
 			switch {
 			case x.lo == 1:
@@ -158,4 +165,31 @@ func (e *evaluator) run(code []instr, r rect) {
 		}
 		s[in.dst] = v
 	}
+}
+
+// load bounds a load of aux tensor in.aux at the indices x: the data's
+// range over them where the mask may hold, the other value where it may
+// not. A load that may read outside the tensor where the mask holds sets
+// e.fail, like a division by zero: undecided until a position shows it.
+func (e *evaluator) load(in *instr, x ival) ival {
+	t := e.aux[in.aux]
+	mask, other := bTrue, ival{}
+	if in.y >= 0 {
+		mask, other = e.slots[in.y], e.slots[in.z]
+	}
+	if mask.hi == 0 {
+		return other
+	}
+	lo, hi := max(x.lo, 0), min(x.hi, int64(len(t.vals))-1)
+	if lo != x.lo || hi != x.hi {
+		e.fail = t.errOOB
+		if lo > hi {
+			return other
+		}
+	}
+	v := t.hull(lo, hi)
+	if mask.lo == 0 {
+		v = ival{min(v.lo, other.lo), max(v.hi, other.hi)}
+	}
+	return v
 }

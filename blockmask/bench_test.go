@@ -80,3 +80,66 @@ func BenchmarkAnalytic(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAnalyticSlidingWindow1M is the whole analytic build (lowering,
+// compiling, classifying, listing) of sliding_window(1024, 0) over 2^20
+// positions in blocks of 128 for B=1, H=16 (the mask ignores h: one list
+// set): the long-context target is under 50 ms. BenchmarkAnalyticCausal1M
+// is the same for causal, whose lists hold half of the 8192×8192 blocks
+// (index rows of 8192: the time is writing them).
+func BenchmarkAnalyticSlidingWindow1M(b *testing.B) {
+	benchAnalytic1M(b, "sliding_window(1024, 0)")
+}
+
+func BenchmarkAnalyticCausal1M(b *testing.B) { benchAnalytic1M(b, "causal") }
+
+func benchAnalytic1M(b *testing.B, mask string) {
+	p := loadProg(b, nil)
+	mi := resolve(b, p, mask)
+	sh := Shape{B: 1, H: 16, SeqQ: 1 << 20, SeqK: 1 << 20}
+	b.ReportAllocs()
+	for b.Loop() {
+		bm, err := Analytic(p, mi, sh, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bm.H != 1 || bm.NumQ != 8192 {
+			b.Fatalf("H=%d NumQ=%d", bm.H, bm.NumQ)
+		}
+	}
+}
+
+// BenchmarkKeptPairs1M counts the pairs sliding_window(1024, 0) and
+// chunked(1000) keep over 2^20 positions: the block mask, then the rows of
+// the ~16k partial blocks (split at the sign changes of the window's
+// affine comparisons; bisected for chunked's divisions).
+func BenchmarkKeptPairs1M(b *testing.B) {
+	p := loadProg(b, nil)
+	for _, m := range []string{"sliding_window(1024, 0)", "chunked(1000)"} {
+		b.Run(m, func(b *testing.B) {
+			mi := resolve(b, p, m)
+			for b.Loop() {
+				if _, _, _, err := KeptPairs(p, mi, Shape{SeqQ: 1 << 20, SeqK: 1 << 20}, Options{}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDocument1M builds the block mask of document over 2^20
+// positions in documents of 1000 tokens (EvaluateCPU: bounded with the
+// ids' ranges, blocks evaluated only where the bounds leave them open).
+func BenchmarkDocument1M(b *testing.B) {
+	p := loadProg(b, nil)
+	mi := resolve(b, p, "document")
+	doc := make([]int32, 1<<20)
+	for i := range doc {
+		doc[i] = int32(i / 1000)
+	}
+	for b.Loop() {
+		if _, err := EvaluateCPU(p, mi, Shape{SeqQ: 1 << 20, SeqK: 1 << 20}, Options{}, map[string]any{"doc": doc}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

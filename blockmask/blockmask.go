@@ -63,18 +63,28 @@ func (c Class) String() string {
 // Empty when it is false for all of them, Partial otherwise.
 //
 // Each index row holds the valid indices first, ascending, then the other
-// block indices, ascending (FlexAttention's stable-argsort layout); only the
-// first count entries mean anything.
+// block indices, ascending, as far as the row goes (FlexAttention's
+// stable-argsort layout, cut to the row's width); only the first count
+// entries mean anything.
+//
+// An index row is KVWidth (QWidth) long: FlexAttention's tensors have rows
+// of NumK (NumQ), but a row only needs to hold its longest list, and
+// kernels use the width only as the row stride. The builders make rows as
+// long as the longest list of the direction (at least 1), so a sliding
+// window over a million positions takes megabytes, not a gigabyte; Load
+// keeps the width of the files it reads.
 type BlockMask struct {
 	B, H           int
 	SeqQ, SeqK     int
 	BlockQ, BlockK int
 	NumQ, NumK     int // ceil(SeqQ/BlockQ), ceil(SeqK/BlockK)
+	KVWidth        int // length of a kv index row, in [1, NumK]
+	QWidth         int // length of a q index row, in [1, NumQ]
 
 	KVNumBlocks, FullKVNumBlocks []int32 // [B, H, NumQ]
-	KVIndices, FullKVIndices     []int32 // [B, H, NumQ, NumK]
+	KVIndices, FullKVIndices     []int32 // [B, H, NumQ, KVWidth]
 	QNumBlocks, FullQNumBlocks   []int32 // [B, H, NumK]
-	QIndices, FullQIndices       []int32 // [B, H, NumK, NumQ]
+	QIndices, FullQIndices       []int32 // [B, H, NumK, QWidth]
 
 	// Provenance, when known, so that a block mask is never used with a
 	// mask it was not made from (a kernel trusts its full and empty blocks
@@ -179,7 +189,7 @@ func (g *Grid) Cols(kb int) int { return min(g.BlockK, g.SeqK-kb*g.BlockK) }
 
 // FromClasses lists a dense class grid as a BlockMask: the kv lists from the
 // rows, the q lists from the columns, each row valid-first in FlexAttention's
-// layout.
+// layout, as long as the longest list of its direction.
 func FromClasses(g *Grid) (*BlockMask, error) {
 	if err := checkGeometry(g.B, g.H, g.SeqQ, g.SeqK, g.BlockQ, g.BlockK); err != nil {
 		return nil, err
@@ -197,76 +207,14 @@ func FromClasses(g *Grid) (*BlockMask, error) {
 			return nil, fmt.Errorf("blockmask: grid class %d at index %d is not empty, partial or full", c, i)
 		}
 	}
-	bm := &BlockMask{B: g.B, H: g.H, SeqQ: g.SeqQ, SeqK: g.SeqK, BlockQ: g.BlockQ, BlockK: g.BlockK, NumQ: nq, NumK: nk}
-	bh := g.B * g.H
-	// One allocation for all eight tensors.
-	all := make([]int32, 2*(bh*nq+bh*nq*nk+bh*nk+bh*nk*nq))
-	take := func(n int) []int32 {
-		s := all[:n:n]
-		all = all[n:]
-		return s
-	}
-	bm.KVNumBlocks, bm.FullKVNumBlocks = take(bh*nq), take(bh*nq)
-	bm.KVIndices, bm.FullKVIndices = take(bh*nq*nk), take(bh*nq*nk)
-	bm.QNumBlocks, bm.FullQNumBlocks = take(bh*nk), take(bh*nk)
-	bm.QIndices, bm.FullQIndices = take(bh*nk*nq), take(bh*nk*nq)
-	// The q lists read the grid by columns. Gathering a column at a time
-	// touches a cache line per element (seconds for the 67M blocks of a
-	// million positions); a tile of columns at a time uses the whole line.
-	const tile = 64
-	cols := make([]Class, min(tile, nk)*nq)
-	for m := range bh {
+	runs := make([][]blockRun, g.B*g.H)
+	for m := range runs {
 		classes := g.Classes[m*nq*nk:][:nq*nk]
 		for qb := range nq {
-			r := m*nq + qb
-			row := classes[qb*nk:][:nk]
-			bm.KVNumBlocks[r] = orderRow(bm.KVIndices[r*nk:][:nk], row, Partial)
-			bm.FullKVNumBlocks[r] = orderRow(bm.FullKVIndices[r*nk:][:nk], row, Full)
-		}
-		for k0 := 0; k0 < nk; k0 += tile {
-			w := min(tile, nk-k0)
-			for qb := range nq {
-				for j, c := range classes[qb*nk+k0:][:w] {
-					cols[j*nq+qb] = c
-				}
-			}
-			for j := range w {
-				col := cols[j*nq:][:nq]
-				r := m*nk + k0 + j
-				bm.QNumBlocks[r] = orderRow(bm.QIndices[r*nq:][:nq], col, Partial)
-				bm.FullQNumBlocks[r] = orderRow(bm.FullQIndices[r*nq:][:nq], col, Full)
-			}
+			runs[m] = rowRuns(runs[m], qb, classes[qb*nk:][:nk])
 		}
 	}
-	return bm, nil
-}
-
-// orderRow writes the indices i where row[i] == c, ascending, then the
-// others, ascending (FlexAttention's stable argsort), and returns how many
-// matched. The others are written as the runs between the matches, in
-// tight loops: rows of a large mask are long and mostly of one class.
-func orderRow(dst []int32, row []Class, c Class) int32 {
-	dst = dst[:len(row)]
-	k := 0
-	for i, x := range row {
-		if x == c {
-			dst[k] = int32(i)
-			k++
-		}
-	}
-	j, next := k, int32(0)
-	for _, m := range dst[:k] {
-		for i := next; i < m; i++ {
-			dst[j] = i
-			j++
-		}
-		next = m + 1
-	}
-	for i := next; i < int32(len(row)); i++ {
-		dst[j] = i
-		j++
-	}
-	return int32(k)
+	return listsFromRuns(g.B, g.H, g.SeqQ, g.SeqK, g.BlockQ, g.BlockK, runs, 0, 0)
 }
 
 // Grid returns the dense class grid of a valid BlockMask (from its kv lists).
@@ -275,10 +223,10 @@ func (bm *BlockMask) Grid() *Grid {
 		NumQ: bm.NumQ, NumK: bm.NumK, Classes: make([]Class, bm.B*bm.H*bm.NumQ*bm.NumK)}
 	for r := range bm.B * bm.H * bm.NumQ {
 		row := g.Classes[r*bm.NumK:][:bm.NumK]
-		for _, kb := range bm.KVIndices[r*bm.NumK:][:bm.KVNumBlocks[r]] {
+		for _, kb := range bm.KVIndices[r*bm.KVWidth:][:bm.KVNumBlocks[r]] {
 			row[kb] = Partial
 		}
-		for _, kb := range bm.FullKVIndices[r*bm.NumK:][:bm.FullKVNumBlocks[r]] {
+		for _, kb := range bm.FullKVIndices[r*bm.KVWidth:][:bm.FullKVNumBlocks[r]] {
 			row[kb] = Full
 		}
 	}
@@ -299,10 +247,10 @@ func (bm *BlockMask) Class(b, h, qb, kb int) Class {
 		panic(fmt.Sprintf("blockmask: block (b=%d, h=%d, q=%d, kv=%d) out of range [%d, %d, %d, %d]", b, h, qb, kb, bm.B, bm.H, bm.NumQ, bm.NumK))
 	}
 	r := (b*bm.H+h)*bm.NumQ + qb
-	if slices.Contains(bm.KVIndices[r*bm.NumK:][:bm.KVNumBlocks[r]], int32(kb)) {
+	if slices.Contains(bm.KVIndices[r*bm.KVWidth:][:bm.KVNumBlocks[r]], int32(kb)) {
 		return Partial
 	}
-	if slices.Contains(bm.FullKVIndices[r*bm.NumK:][:bm.FullKVNumBlocks[r]], int32(kb)) {
+	if slices.Contains(bm.FullKVIndices[r*bm.KVWidth:][:bm.FullKVNumBlocks[r]], int32(kb)) {
 		return Full
 	}
 	return Empty
@@ -310,20 +258,32 @@ func (bm *BlockMask) Class(b, h, qb, kb int) Class {
 
 // Density is the fraction of (q, kv) pairs of [0,SeqQ)×[0,SeqK), over every
 // (b, h) mask, that lie in partial or full blocks: the share of the work a
-// kernel does. Blocks at the sequence ends count their clipped area.
+// kernel does. Blocks at the sequence ends count their clipped area. It
+// reads the lists: O(rows + kept blocks).
 func (bm *BlockMask) Density() float64 {
-	g := bm.Grid()
-	var kept float64
-	for m := range bm.B * bm.H {
-		for qb := range bm.NumQ {
-			for kb := range bm.NumK {
-				if g.Classes[(m*bm.NumQ+qb)*bm.NumK+kb] != Empty {
-					kept += float64(g.Rows(qb)) * float64(g.Cols(kb))
-				}
+	kept := bm.KeptArea()
+	return float64(kept) / (float64(bm.B*bm.H) * float64(bm.SeqQ) * float64(bm.SeqK))
+}
+
+// KeptArea is the number of (q, kv) pairs of [0,SeqQ)×[0,SeqK), summed over
+// the (b, h) masks, that lie in partial or full blocks (blocks at the
+// sequence ends count their clipped area).
+func (bm *BlockMask) KeptArea() int64 {
+	var kept int64
+	lastK := bm.SeqK - (bm.NumK-1)*bm.BlockK // columns of the last kv block
+	for r := range bm.B * bm.H * bm.NumQ {
+		qb := r % bm.NumQ
+		rows := int64(min(bm.BlockQ, bm.SeqQ-qb*bm.BlockQ))
+		var cols int64
+		for _, list := range [2][]int32{bm.KVIndices[r*bm.KVWidth:][:bm.KVNumBlocks[r]], bm.FullKVIndices[r*bm.KVWidth:][:bm.FullKVNumBlocks[r]]} {
+			cols += int64(len(list)) * int64(bm.BlockK)
+			if slices.Contains(list, int32(bm.NumK-1)) {
+				cols -= int64(bm.BlockK - lastK)
 			}
 		}
+		kept += rows * cols
 	}
-	return kept / (float64(bm.B*bm.H) * float64(bm.SeqQ) * float64(bm.SeqK))
+	return kept
 }
 
 // Counts returns how many blocks are empty, partial and full, over all
@@ -339,15 +299,17 @@ func (bm *BlockMask) Counts() (empty, partial, full int) {
 }
 
 // Equal reports whether two block masks are identical: same geometry, same
-// B and H (a broadcast mask is not equal to its copies) and same tensors,
-// filler slots included. Provenance (Mask, BuiltB, BuiltH) is not compared:
-// it says where the blocks came from, not what a kernel reads.
+// B and H (a broadcast mask is not equal to its copies), same index row
+// widths and same tensors, filler slots included. Provenance (Mask, BuiltB,
+// BuiltH) is not compared: it says where the blocks came from, not what a
+// kernel reads.
 func (bm *BlockMask) Equal(o *BlockMask) bool {
 	if bm == nil || o == nil {
 		return bm == o
 	}
 	return bm.B == o.B && bm.H == o.H && bm.SeqQ == o.SeqQ && bm.SeqK == o.SeqK &&
 		bm.BlockQ == o.BlockQ && bm.BlockK == o.BlockK && bm.NumQ == o.NumQ && bm.NumK == o.NumK &&
+		bm.KVWidth == o.KVWidth && bm.QWidth == o.QWidth &&
 		slices.Equal(bm.KVNumBlocks, o.KVNumBlocks) && slices.Equal(bm.FullKVNumBlocks, o.FullKVNumBlocks) &&
 		slices.Equal(bm.KVIndices, o.KVIndices) && slices.Equal(bm.FullKVIndices, o.FullKVIndices) &&
 		slices.Equal(bm.QNumBlocks, o.QNumBlocks) && slices.Equal(bm.FullQNumBlocks, o.FullQNumBlocks) &&

@@ -3,6 +3,7 @@ package blockmask
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -58,8 +59,9 @@ func Build(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux m
 	return bm, MethodEvaluatedCPU, nil
 }
 
-// newGridFor makes the grid of a mask's block mask: B (H) is 1 unless the
-// mask reads b (h). The block count is checked on that grid, not on sh.
+// newGridFor gives the geometry of a mask's block mask, as a Grid without
+// classes (builders list their blocks as runs): B (H) is 1 unless the mask
+// reads b (h). The block count is checked on that geometry, not on sh.
 func newGridFor(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options) (*Grid, error) {
 	sh, opts = sh.withDefaults(), opts.withDefaults()
 	if err := checkShape(sh.B, sh.H, sh.SeqQ, sh.SeqK); err != nil {
@@ -72,7 +74,32 @@ func newGridFor(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options) 
 	if err != nil {
 		return nil, err
 	}
-	return NewGrid(b, h, sh.SeqQ, sh.SeqK, opts.BlockQ, opts.BlockK)
+	return newGeometry(b, h, sh.SeqQ, sh.SeqK, opts.BlockQ, opts.BlockK)
+}
+
+// newGeometry is NewGrid without the classes.
+func newGeometry(b, h, seqQ, seqK, blockQ, blockK int) (*Grid, error) {
+	if err := checkGeometry(b, h, seqQ, seqK, blockQ, blockK); err != nil {
+		return nil, err
+	}
+	return &Grid{B: b, H: h, SeqQ: seqQ, SeqK: seqK, BlockQ: blockQ, BlockK: blockK, NumQ: cdiv(seqQ, blockQ), NumK: cdiv(seqK, blockK)}, nil
+}
+
+// rowsToRuns gathers the runs of every block row (indexed (b·H+h)·NumQ+qb)
+// by mask, row after row, and lists them.
+func rowsToRuns(g *Grid, rows [][]blockRun) (*BlockMask, error) {
+	runs := make([][]blockRun, g.B*g.H)
+	for m := range runs {
+		n := 0
+		for _, r := range rows[m*g.NumQ:][:g.NumQ] {
+			n += len(r)
+		}
+		runs[m] = make([]blockRun, 0, n)
+		for _, r := range rows[m*g.NumQ:][:g.NumQ] {
+			runs[m] = append(runs[m], r...)
+		}
+	}
+	return listsFromRuns(g.B, g.H, g.SeqQ, g.SeqK, g.BlockQ, g.BlockK, runs, 0, 0)
 }
 
 // EvaluateCPU evaluates the mask tile by tile, one block at a time, on the
@@ -87,6 +114,109 @@ func newGridFor(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options) 
 // checked dimension by dimension against the declared shape) or
 // *cpu.Buffer; parameters as int, int32, int64, float32, float64 or bool.
 func EvaluateCPU(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux map[string]any) (*BlockMask, error) {
+	te, err := newTileEval(prog, inst, sh, opts, aux)
+	if err != nil {
+		return nil, err
+	}
+	if len(inst.AuxParams()) > 0 {
+		bm, err := evaluateBounded(prog, inst, sh, aux, te)
+		if err == nil || !errors.Is(err, ErrNotAnalyzable) {
+			return bm, err
+		}
+	}
+	return evaluateTiles(te)
+}
+
+// evaluateBounded is EvaluateCPU for a mask reading aux tensors whose data
+// the analytic bounds can take (auxTable: i32 or bool data, no floats or
+// loops): rectangles of blocks are classified by bounding the mask with
+// the data's ranges, a block the bounds and refining leave undecided is
+// evaluated (a tile on the interpreter), so a document mask over a
+// million positions costs about as many evaluations as it has blocks
+// along document boundaries, not 67M tiles. The result is what evaluating
+// every block gives. ErrNotAnalyzable when the mask cannot be bounded.
+func evaluateBounded(prog *lang.Program, inst *lang.ModInst, sh Shape, vals map[string]any, te *tileEval) (*BlockMask, error) {
+	a, err := newAnalyzer(prog, inst, sh, vals, true)
+	if err != nil {
+		return nil, err
+	}
+	g := te.g
+	if a.B != g.B || a.H != g.H {
+		return nil, notAnalyzable("the bounds see B=%d H=%d masks, evaluation %d×%d", a.B, a.H, g.B, g.H)
+	}
+	runs := make([][]blockRun, len(a.progs))
+	errs := make([]error, len(a.progs))
+	var next int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(a.progs)) {
+		wg.Go(func() {
+			var scratch []float64
+			for {
+				mu.Lock()
+				m := next
+				next++
+				mu.Unlock()
+				if m >= len(a.progs) {
+					return
+				}
+				e := a.progs[m]
+				// A block refining does not decide soon is evaluated instead
+				// (a tile costs about as much as 64 bounds of large spans).
+				e.budget, e.total = 64, math.MaxInt64
+				b, h := m/g.H, m%g.H
+				runs[m], errs[m] = e.blocks(g.SeqQ, g.SeqK, g.BlockQ, g.BlockK, nil, func(qb, kb int32) (Class, error) {
+					v, err := te.eval(b, h, int(qb), int(kb), &scratch)
+					if err != nil {
+						return 0, err
+					}
+					return classOf(v), nil
+				})
+			}
+		})
+	}
+	wg.Wait()
+	if err := firstErr(errs); err != nil {
+		return nil, err
+	}
+	return listsFromRuns(g.B, g.H, g.SeqQ, g.SeqK, g.BlockQ, g.BlockK, runs, 0, 0)
+}
+
+// evaluateTiles evaluates every block of te's mask.
+func evaluateTiles(te *tileEval) (*BlockMask, error) {
+	g := te.g
+	rows := make([][]blockRun, g.B*g.H*g.NumQ)
+	err := forRows(g, func(b, h, qb int, scratch *[]float64) error {
+		i := (b*g.H+h)*g.NumQ + qb
+		for kb := range g.NumK {
+			vals, err := te.eval(b, h, qb, kb, scratch)
+			if err != nil {
+				return err
+			}
+			rows[i] = appendBlock(rows[i], qb, kb, classOf(vals))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rowsToRuns(g, rows)
+}
+
+// tileEval evaluates a mask on whole blocks with the interpreter: the mod
+// lowered with LowerModTile (q_idx a column of BlockQ positions, kv_idx a
+// row of BlockK), positions past the sequence ends repeating the last one.
+type tileEval struct {
+	g    *Grid // the geometry (no classes)
+	sh   Shape
+	inst *lang.ModInst
+	p    *cpu.Prepared
+	auxs []any
+	qt   tir.Type
+	kt   tir.Type
+}
+
+func newTileEval(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux map[string]any) (*tileEval, error) {
 	g, err := newGridFor(prog, inst, sh, opts)
 	if err != nil {
 		return nil, err
@@ -109,31 +239,30 @@ func EvaluateCPU(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options,
 	if err != nil {
 		return nil, err
 	}
-	qt, kt := tir.Tensor(tir.I32, bq, 1), tir.Tensor(tir.I32, 1, bk)
-	err = forRows(g, func(b, h, qb int, scratch *[]float64) error {
-		qv := grow(scratch, bq+bk)
-		kv := qv[bq:]
-		qv = qv[:bq]
-		for i := range qv {
-			qv[i] = float64(min(qb*bq+i, g.SeqQ-1))
-		}
-		for kb := range g.NumK {
-			for j := range kv {
-				kv[j] = float64(min(kb*bk+j, g.SeqK-1))
-			}
-			args := append([]any{b, h, cpu.Tensor{Type: qt, Vals: qv}, cpu.Tensor{Type: kt, Vals: kv}, g.SeqQ, g.SeqK, sh.B, sh.H}, auxs...)
-			res, err := p.Call(args...)
-			if err != nil {
-				return fmt.Errorf("blockmask: evaluating mask %s on block q=%d kv=%d (b=%d, h=%d): %w", inst, qb, kb, b, h, err)
-			}
-			g.Set(b, h, qb, kb, classOf(res[0].Vals))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	return &tileEval{g: g, sh: sh, inst: inst, p: p, auxs: auxs, qt: tir.Tensor(tir.I32, bq, 1), kt: tir.Tensor(tir.I32, 1, bk)}, nil
+}
+
+// eval gives the mask on block (qb, kb) of mask (b, h), BlockQ×BlockK
+// values row-major (positions past the sequence ends repeat the last
+// one). It is safe for concurrent use, with a scratch slice per goroutine.
+func (te *tileEval) eval(b, h, qb, kb int, scratch *[]float64) ([]float64, error) {
+	g := te.g
+	bq, bk := g.BlockQ, g.BlockK
+	qv := grow(scratch, bq+bk)
+	kv := qv[bq:]
+	qv = qv[:bq]
+	for i := range qv {
+		qv[i] = float64(min(qb*bq+i, g.SeqQ-1))
 	}
-	return FromClasses(g)
+	for j := range kv {
+		kv[j] = float64(min(kb*bk+j, g.SeqK-1))
+	}
+	args := append([]any{b, h, cpu.Tensor{Type: te.qt, Vals: qv}, cpu.Tensor{Type: te.kt, Vals: kv}, g.SeqQ, g.SeqK, te.sh.B, te.sh.H}, te.auxs...)
+	res, err := te.p.Call(args...)
+	if err != nil {
+		return nil, fmt.Errorf("blockmask: evaluating mask %s on block q=%d kv=%d (b=%d, h=%d): %w", te.inst, qb, kb, b, h, err)
+	}
+	return res[0].Vals, nil
 }
 
 func grow(s *[]float64, n int) []float64 {
@@ -222,17 +351,13 @@ func BruteForce(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, 
 	if err != nil {
 		return nil, err
 	}
-	err = bruteRows(g, func(b, h, q, kv int) (bool, error) {
+	return bruteRows(g, func(b, h, q, kv int) (bool, error) {
 		res, err := p.Call(append([]any{b, h, q, kv, g.SeqQ, g.SeqK, sh.B, sh.H}, auxs...)...)
 		if err != nil {
 			return false, fmt.Errorf("blockmask: evaluating mask %s at q=%d kv=%d (b=%d, h=%d): %w", inst, q, kv, b, h, err)
 		}
 		return res[0].Vals[0] != 0, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return FromClasses(g)
 }
 
 // BruteForceFunc is BruteForce for a mask written in Go: f(b, h, q, kv)
@@ -240,18 +365,18 @@ func BruteForce(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, 
 // ignores b).
 func BruteForceFunc(sh Shape, opts Options, f func(b, h, q, kv int) bool) (*BlockMask, error) {
 	sh, opts = sh.withDefaults(), opts.withDefaults()
-	g, err := NewGrid(sh.B, sh.H, sh.SeqQ, sh.SeqK, opts.BlockQ, opts.BlockK)
+	g, err := newGeometry(sh.B, sh.H, sh.SeqQ, sh.SeqK, opts.BlockQ, opts.BlockK)
 	if err != nil {
 		return nil, err
 	}
-	if err := bruteRows(g, func(b, h, q, kv int) (bool, error) { return f(b, h, q, kv), nil }); err != nil {
-		return nil, err
-	}
-	return FromClasses(g)
+	return bruteRows(g, func(b, h, q, kv int) (bool, error) { return f(b, h, q, kv), nil })
 }
 
-func bruteRows(g *Grid, f func(b, h, q, kv int) (bool, error)) error {
-	return forRows(g, func(b, h, qb int, _ *[]float64) error {
+// bruteRows classifies every block of g by evaluating f on each of its
+// pairs, and lists them.
+func bruteRows(g *Grid, f func(b, h, q, kv int) (bool, error)) (*BlockMask, error) {
+	rows := make([][]blockRun, g.B*g.H*g.NumQ)
+	err := forRows(g, func(b, h, qb int, _ *[]float64) error {
 		for kb := range g.NumK {
 			var t, fl bool
 			for q := qb * g.BlockQ; q < qb*g.BlockQ+g.Rows(qb); q++ {
@@ -270,8 +395,13 @@ func bruteRows(g *Grid, f func(b, h, q, kv int) (bool, error)) error {
 			case t:
 				c = Full
 			}
-			g.Set(b, h, qb, kb, c)
+			i := (b*g.H+h)*g.NumQ + qb
+			rows[i] = appendBlock(rows[i], qb, kb, c)
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return rowsToRuns(g, rows)
 }

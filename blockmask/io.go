@@ -54,7 +54,7 @@ type meta struct {
 
 // Save writes the block mask into dir (made if missing) as eight int32 .npy
 // files with FlexAttention's names and shapes ([B, H, NumQ], [B, H, NumQ,
-// NumK], ...) and block_mask.json with the sequence lengths and block sizes
+// KVWidth], ...: index rows as long as bm's) and block_mask.json with the sequence lengths and block sizes
 // and, when known, the mask and the batch and heads it was built for.
 // Existing files are written in place (see internal/outfile).
 func (bm *BlockMask) Save(dir string) error {
@@ -64,20 +64,20 @@ func (bm *BlockMask) Save(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	b, h, nq, nk := bm.B, bm.H, bm.NumQ, bm.NumK
+	b, h, nq, nk, wk, wq := bm.B, bm.H, bm.NumQ, bm.NumK, bm.KVWidth, bm.QWidth
 	files := []struct {
 		name  string
 		shape []int
 		vals  []int32
 	}{
 		{fileKVNum, []int{b, h, nq}, bm.KVNumBlocks},
-		{fileKVIdx, []int{b, h, nq, nk}, bm.KVIndices},
+		{fileKVIdx, []int{b, h, nq, wk}, bm.KVIndices},
 		{fileFullKVNum, []int{b, h, nq}, bm.FullKVNumBlocks},
-		{fileFullKVIdx, []int{b, h, nq, nk}, bm.FullKVIndices},
+		{fileFullKVIdx, []int{b, h, nq, wk}, bm.FullKVIndices},
 		{fileQNum, []int{b, h, nk}, bm.QNumBlocks},
-		{fileQIdx, []int{b, h, nk, nq}, bm.QIndices},
+		{fileQIdx, []int{b, h, nk, wq}, bm.QIndices},
 		{fileFullQNum, []int{b, h, nk}, bm.FullQNumBlocks},
-		{fileFullQIdx, []int{b, h, nk, nq}, bm.FullQIndices},
+		{fileFullQIdx, []int{b, h, nk, wq}, bm.FullQIndices},
 	}
 	for _, f := range files {
 		data, err := npy.EncodeI32(f.shape, f.vals)
@@ -119,6 +119,11 @@ func (bm *BlockMask) Save(dir string) error {
 // checked; errors name the file and the offending element. Only the first
 // count entries of an index row are read: the rest is rewritten in
 // FlexAttention's layout, so Load(Save(x)) equals x.
+//
+// Index rows may be shorter than the number of blocks (the last dimension
+// of kv_indices may be any width from the longest list to NumK; the full
+// lists' must be the same): the block mask keeps the files' widths.
+// Computed q lists get rows as long as their longest list.
 //
 // The provenance (Mask, BuiltB, BuiltH) comes from the json's "mask" and
 // "batch_heads" (format fac-blockmask/2); it is unknown ("" and 0) for
@@ -203,23 +208,56 @@ func load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
 		return nil, fmt.Errorf("%s: shape %v (B=%d, H=%d), but %s says it was built for batch %d and %d heads (B and H are those, or 1)",
 			fileKVNum, kvNum.Shape, b, h, fileMeta, bh[0], bh[1])
 	}
-	want := map[string][]int{
-		fileKVIdx: {b, h, nq, nk}, fileFullKVNum: {b, h, nq}, fileFullKVIdx: {b, h, nq, nk},
-		fileQNum: {b, h, nk}, fileQIdx: {b, h, nk, nq}, fileFullQNum: {b, h, nk}, fileFullQIdx: {b, h, nk, nq},
-	}
 	arrays := map[string]*i32Array{fileKVNum: kvNum}
 	for _, name := range []string{fileKVIdx, fileFullKVNum, fileFullKVIdx, fileQNum, fileQIdx, fileFullQNum, fileFullQIdx} {
 		a, err := readI32(dir, name, name == fileKVIdx)
 		if err != nil {
 			return nil, err
 		}
-		if a == nil {
-			continue
+		if a != nil {
+			arrays[name] = a
 		}
-		if !slices.Equal(a.Shape, want[name]) {
+	}
+	// Index rows: each direction's width is its index tensor's last
+	// dimension, from 1 to the number of blocks (FlexAttention's).
+	width := func(idx, fullIdx string, rows, n int) (int, error) {
+		a := arrays[idx]
+		if a == nil {
+			return 0, nil
+		}
+		if len(a.Shape) != 4 || a.Shape[0] != b || a.Shape[1] != h || a.Shape[2] != rows || a.Shape[3] < 1 || a.Shape[3] > n {
+			return 0, fmt.Errorf("%s: shape %v, want [%d %d %d W] with W from 1 to %d (B=%d, H=%d from %s; %s)", idx, a.Shape, b, h, rows, n, b, h, fileKVNum, geom)
+		}
+		w := a.Shape[3]
+		if f := arrays[fullIdx]; f != nil && !slices.Equal(f.Shape, a.Shape) {
+			return 0, fmt.Errorf("%s: shape %v, want %v (as %s)", fullIdx, f.Shape, a.Shape, idx)
+		}
+		return w, nil
+	}
+	wk, err := width(fileKVIdx, fileFullKVIdx, nq, nk)
+	if err != nil {
+		return nil, err
+	}
+	wq, err := width(fileQIdx, fileFullQIdx, nk, nq)
+	if err != nil {
+		return nil, err
+	}
+	if wq == 0 {
+		// No q lists: full_q_indices (if any) is refused below; give it a
+		// width to check its shape against.
+		wq = nq
+		if a := arrays[fileFullQIdx]; a != nil && len(a.Shape) == 4 {
+			wq = a.Shape[3]
+		}
+	}
+	want := map[string][]int{
+		fileFullKVNum: {b, h, nq}, fileFullKVIdx: {b, h, nq, wk},
+		fileQNum: {b, h, nk}, fileQIdx: {b, h, nk, wq}, fileFullQNum: {b, h, nk}, fileFullQIdx: {b, h, nk, wq},
+	}
+	for _, name := range []string{fileFullKVNum, fileFullKVIdx, fileQNum, fileQIdx, fileFullQNum, fileFullQIdx} {
+		if a := arrays[name]; a != nil && !slices.Equal(a.Shape, want[name]) {
 			return nil, fmt.Errorf("%s: shape %v, want %v (B=%d, H=%d from %s; %s)", name, a.Shape, want[name], b, h, fileKVNum, geom)
 		}
-		arrays[name] = a
 	}
 	pair := func(num, idx string) (bool, error) {
 		_, hasNum := arrays[num]
@@ -254,37 +292,29 @@ func load(dir string, seqQ, seqK, blockQ, blockK int) (*BlockMask, error) {
 	if !hasFull {
 		// No full blocks: every listed block is partial.
 		arrays[fileFullKVNum] = &i32Array{Vals: make([]int32, b*h*nq)}
-		arrays[fileFullKVIdx] = &i32Array{Vals: make([]int32, b*h*nq*nk)}
+		arrays[fileFullKVIdx] = &i32Array{Vals: make([]int32, b*h*nq*wk)}
 	}
-	mk := func(num, idx string, rows, cols int, q, full bool) *set {
+	mk := func(num, idx string, rows, width, n int, q, full bool) *set {
 		if arrays[num] == nil {
 			return nil
 		}
-		return &set{numName: num, idxName: idx, num: arrays[num].Vals, idx: arrays[idx].Vals, rows: rows, cols: cols, q: q, full: full}
+		return &set{numName: num, idxName: idx, num: arrays[num].Vals, idx: arrays[idx].Vals, rows: rows, width: width, n: n, q: q, full: full}
 	}
 	sets := []*set{
-		mk(fileKVNum, fileKVIdx, nq, nk, false, false),
-		mk(fileFullKVNum, fileFullKVIdx, nq, nk, false, true),
-		mk(fileQNum, fileQIdx, nk, nq, true, false),
-		mk(fileFullQNum, fileFullQIdx, nk, nq, true, true),
+		mk(fileKVNum, fileKVIdx, nq, wk, nk, false, false),
+		mk(fileFullKVNum, fileFullKVIdx, nq, wk, nk, false, true),
+		mk(fileQNum, fileQIdx, nk, wq, nq, true, false),
+		mk(fileFullQNum, fileFullQIdx, nk, wq, nq, true, true),
 	}
-	dense, err := checkSets(sets, b, h, nq, nk, false)
-	if err != nil {
+	if err := checkSets(sets, b, h, false); err != nil {
 		return nil, err
 	}
-	g, err := NewGrid(b, h, seqQ, seqK, blockQ, blockK)
-	if err != nil {
-		return nil, err
+	qWidth := 0 // computed q lists: as long as the longest
+	if hasQ {
+		qWidth = wq
 	}
-	for i := range g.Classes {
-		switch {
-		case dense[0][i]:
-			g.Classes[i] = Partial
-		case dense[1][i]:
-			g.Classes[i] = Full
-		}
-	}
-	bm, err := FromClasses(g)
+	runs := listRuns(b*h, nq, wk, sets[0].num, sets[0].idx, sets[1].num, sets[1].idx)
+	bm, err := listsFromRuns(b, h, seqQ, seqK, blockQ, blockK, runs, wk, qWidth)
 	if err != nil {
 		return nil, err
 	}

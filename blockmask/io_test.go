@@ -24,6 +24,16 @@ func sample(t *testing.T) *BlockMask {
 	return bm
 }
 
+// sampleFull is sample with FlexAttention's full-width index rows.
+func sampleFull(t *testing.T) *BlockMask {
+	t.Helper()
+	bm, err := sample(t).WithWidths(6, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bm
+}
+
 func TestSaveLoadRoundTrip(t *testing.T) {
 	bm := sample(t)
 	if err := bm.Validate(); err != nil {
@@ -116,15 +126,29 @@ func writeI32(t *testing.T, dir, name string, shape []int, vals []int32) {
 // TestLoadRejects corrupts one file of a saved set per case and checks the
 // error names the file and the offending value.
 func TestLoadRejects(t *testing.T) {
-	bm := sample(t) // B=1 H=3, NumQ=5, NumK=6
+	bm := sampleFull(t) // B=1 H=3, NumQ=5, NumK=6, full-width rows
 	cases := []struct {
 		name    string
 		corrupt func(dir string)
 		want    string
 	}{
 		{"wrong shape", func(dir string) {
-			writeI32(t, dir, fileKVIdx, []int{1, 3, 5, 5}, make([]int32, 75))
-		}, "kv_indices.npy: shape [1 3 5 5], want [1 3 5 6]"},
+			writeI32(t, dir, fileKVIdx, []int{1, 3, 5, 7}, make([]int32, 105))
+		}, "kv_indices.npy: shape [1 3 5 7], want [1 3 5 W] with W from 1 to 6"},
+		{"full lists of another width", func(dir string) {
+			writeI32(t, dir, fileFullKVIdx, []int{1, 3, 5, 5}, make([]int32, 75))
+		}, "full_kv_indices.npy: shape [1 3 5 5], want [1 3 5 6] (as kv_indices.npy)"},
+		{"row too short for its count", func(dir string) {
+			// Rows of 1 cannot hold the lists of 2 partial blocks.
+			idx := make([]int32, 15)
+			for r := range 15 {
+				idx[r] = bm.KVIndices[r*6]
+			}
+			writeI32(t, dir, fileKVIdx, []int{1, 3, 5, 1}, idx)
+			for _, f := range []string{fileFullKVNum, fileFullKVIdx, fileQNum, fileQIdx, fileFullQNum, fileFullQIdx} {
+				os.Remove(filepath.Join(dir, f))
+			}
+		}, "is out of range [0, 1] (its index rows hold 1 of the 6 blocks)"},
 		{"wrong count dims", func(dir string) {
 			writeI32(t, dir, fileKVNum, []int{1, 3, 4}, make([]int32, 12))
 		}, "kv_num_blocks.npy: shape [1 3 4], want [B, H, 5]"},
@@ -198,7 +222,7 @@ func TestLoadRejects(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	bm := sample(t)
+	bm := sampleFull(t)
 	cases := []struct {
 		name   string
 		break_ func(b *BlockMask)
@@ -207,6 +231,16 @@ func TestValidate(t *testing.T) {
 		{"filler out of range", func(b *BlockMask) { b.KVIndices[len(b.KVIndices)-1] = 6 }, "kv_indices[0,2,4,5] = 6 is out of range [0, 6) (a filler slot"},
 		{"short tensor", func(b *BlockMask) { b.QIndices = b.QIndices[1:] }, "q_indices has 89 elements, want B*H*6*5 = 90"},
 		{"bad NumQ", func(b *BlockMask) { b.NumQ = 4 }, "NumQ=4 NumK=6, but SeqQ=70 SeqK=45"},
+		{"no width", func(b *BlockMask) { b.KVWidth = 0 }, "KVWidth=0 QWidth=5, want 1 to NumK=6"},
+		{"width past NumQ", func(b *BlockMask) { b.QWidth = 6 }, "KVWidth=6 QWidth=6, want 1 to NumK=6 and 1 to NumQ=5"},
+		{"count past the width", func(b *BlockMask) {
+			c, err := b.WithWidths(0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*b = *c
+			b.KVNumBlocks[0] = int32(b.KVWidth + 1)
+		}, "kv_num_blocks[0,0,0] = 6 is out of range [0, 5] (its index rows hold 5 of the 6 blocks)"},
 		{"transpose", func(b *BlockMask) {
 			for i, n := range b.FullQNumBlocks {
 				if n > 0 {
@@ -258,6 +292,29 @@ func TestLayout(t *testing.T) {
 			t.Errorf("got %v, want %v", got, want)
 		}
 	}
+	// Rows as long as the longest list: 2 kv blocks, 1 q block.
+	if bm.KVWidth != 2 || bm.QWidth != 1 {
+		t.Errorf("widths %d, %d, want 2, 1", bm.KVWidth, bm.QWidth)
+	}
+	eq(bm.KVIndices[:4], 1, 3, 0, 1) // q block 0's partial blocks; q block 1 lists none: the first blocks
+	eq(bm.FullKVIndices[:4], 0, 4, 0, 1)
+	eq(bm.QIndices[:3], 0, 0, 0)
+	for k, c := range row {
+		if bm.Class(0, 0, 0, k) != c {
+			t.Errorf("compact: Class(0,0,0,%d) = %s, want %s", k, bm.Class(0, 0, 0, k), c)
+		}
+	}
+	if d := bm.Density(); d != 4.0/25 {
+		t.Errorf("compact: density %v", d)
+	}
+	// FlexAttention's full rows: the same lists, every index in each row.
+	compact := bm
+	if bm, err = bm.WithWidths(5, 5); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := bm.WithWidths(0, 0); err != nil || !back.Equal(compact) {
+		t.Errorf("full width and back: %v %s", err, Diff(back, compact))
+	}
 	eq(bm.KVNumBlocks[:1], 2)
 	eq(bm.KVIndices[:5], 1, 3, 0, 2, 4)
 	eq(bm.FullKVNumBlocks[:1], 2)
@@ -280,6 +337,9 @@ func TestLayout(t *testing.T) {
 	g2 := NewGridMust(t, 1, 1, 3, 3, 2, 2)
 	g2.Set(0, 0, 1, 1, Full)
 	bm2, _ := FromClasses(g2)
+	if a := bm2.KeptArea(); a != 1 {
+		t.Errorf("clipped area %d, want 1", a)
+	}
 	if d := bm2.Density(); d != 1.0/9 {
 		t.Errorf("clipped density %v, want 1/9", d)
 	}

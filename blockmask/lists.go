@@ -13,3 +13,7 @@ func (bm *BlockMask) Lists(transposed bool) (counts, indices, fullCounts, fullIn
 // Dims are the batch and head extents (1 where the mask is shared) and the
 // number of q and kv blocks.
 func (bm *BlockMask) Dims() (b, h, numQ, numK int) { return bm.B, bm.H, bm.NumQ, bm.NumK }
+
+// RowLens are the lengths of an index row of the kv lists and of the q
+// lists (KVWidth, QWidth): the row strides kernels index the lists with.
+func (bm *BlockMask) RowLens() (kv, q int) { return bm.KVWidth, bm.QWidth }

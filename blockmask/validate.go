@@ -1,12 +1,16 @@
 package blockmask
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
-// Validate checks that bm is a well-formed block mask: geometry, tensor
-// lengths, counts in [0, NumK] (resp. NumQ), every index slot in range, no
-// repeated index among the valid ones, partial and full disjoint, and the
-// q lists the transpose of the kv lists. Errors name the tensor and the
-// offending element.
+// Validate checks that bm is a well-formed block mask: geometry, index row
+// widths in [1, NumK] (resp. NumQ), tensor lengths, counts in [0, width],
+// every index slot in range, no repeated index among the valid ones,
+// partial and full disjoint, and the q lists the transpose of the kv lists.
+// Errors name the tensor and the offending element. It takes time and
+// memory in proportion to the tensors, never to a dense grid of blocks.
 func (bm *BlockMask) Validate() error {
 	if err := checkGeometry(bm.B, bm.H, bm.SeqQ, bm.SeqK, bm.BlockQ, bm.BlockK); err != nil {
 		return err
@@ -15,32 +19,67 @@ func (bm *BlockMask) Validate() error {
 		return fmt.Errorf("blockmask: NumQ=%d NumK=%d, but SeqQ=%d SeqK=%d in %d×%d blocks give %d×%d",
 			bm.NumQ, bm.NumK, bm.SeqQ, bm.SeqK, bm.BlockQ, bm.BlockK, nq, nk)
 	}
+	if bm.KVWidth < 1 || bm.KVWidth > bm.NumK || bm.QWidth < 1 || bm.QWidth > bm.NumQ {
+		return fmt.Errorf("blockmask: index rows KVWidth=%d QWidth=%d, want 1 to NumK=%d and 1 to NumQ=%d (FlexAttention's full rows: NumK and NumQ)",
+			bm.KVWidth, bm.QWidth, bm.NumK, bm.NumQ)
+	}
 	sets := bm.sets()
 	for _, s := range sets {
 		if err := s.checkLen(bm.B, bm.H); err != nil {
 			return err
 		}
 	}
-	_, err := checkSets(sets, bm.B, bm.H, bm.NumQ, bm.NumK, true)
-	return err
+	return checkSets(sets, bm.B, bm.H, true)
+}
+
+// checkLists is the part of Validate that reading the lists needs:
+// geometry, widths, tensor lengths, counts within the rows and valid
+// indices in range; not the filler, repeats or the transpose, which cost as
+// much as the tensors.
+func (bm *BlockMask) checkLists() error {
+	if err := checkGeometry(bm.B, bm.H, bm.SeqQ, bm.SeqK, bm.BlockQ, bm.BlockK); err != nil {
+		return err
+	}
+	if bm.NumQ != cdiv(bm.SeqQ, bm.BlockQ) || bm.NumK != cdiv(bm.SeqK, bm.BlockK) ||
+		bm.KVWidth < 1 || bm.KVWidth > bm.NumK || bm.QWidth < 1 || bm.QWidth > bm.NumQ {
+		return bm.Validate() // for its message
+	}
+	for _, s := range bm.sets() {
+		if err := s.checkLen(bm.B, bm.H); err != nil {
+			return err
+		}
+		for i, n := range s.num {
+			if n < 0 || int(n) > s.width {
+				return bm.Validate()
+			}
+			for _, v := range s.idx[i*s.width:][:n] {
+				if v < 0 || int(v) >= s.n {
+					return bm.Validate()
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // set is one (counts, indices) pair of tensors.
 type set struct {
 	numName, idxName string
 	num, idx         []int32
-	rows, cols       int  // rows of counts per (b, h); length of an index row
-	q                bool // a q list: rows are kv blocks, columns q blocks
+	rows             int  // rows of counts per (b, h)
+	width            int  // length of an index row
+	n                int  // blocks an index may name: NumK for kv lists, NumQ for q lists
+	q                bool // a q list: rows are kv blocks, indices q blocks
 	full             bool
 }
 
 func (bm *BlockMask) sets() []*set {
-	nq, nk := bm.NumQ, bm.NumK
+	nq, nk, wk, wq := bm.NumQ, bm.NumK, bm.KVWidth, bm.QWidth
 	return []*set{
-		{numName: "kv_num_blocks", idxName: "kv_indices", num: bm.KVNumBlocks, idx: bm.KVIndices, rows: nq, cols: nk},
-		{numName: "full_kv_num_blocks", idxName: "full_kv_indices", num: bm.FullKVNumBlocks, idx: bm.FullKVIndices, rows: nq, cols: nk, full: true},
-		{numName: "q_num_blocks", idxName: "q_indices", num: bm.QNumBlocks, idx: bm.QIndices, rows: nk, cols: nq, q: true},
-		{numName: "full_q_num_blocks", idxName: "full_q_indices", num: bm.FullQNumBlocks, idx: bm.FullQIndices, rows: nk, cols: nq, q: true, full: true},
+		{numName: "kv_num_blocks", idxName: "kv_indices", num: bm.KVNumBlocks, idx: bm.KVIndices, rows: nq, width: wk, n: nk},
+		{numName: "full_kv_num_blocks", idxName: "full_kv_indices", num: bm.FullKVNumBlocks, idx: bm.FullKVIndices, rows: nq, width: wk, n: nk, full: true},
+		{numName: "q_num_blocks", idxName: "q_indices", num: bm.QNumBlocks, idx: bm.QIndices, rows: nk, width: wq, n: nq, q: true},
+		{numName: "full_q_num_blocks", idxName: "full_q_indices", num: bm.FullQNumBlocks, idx: bm.FullQIndices, rows: nk, width: wq, n: nq, q: true, full: true},
 	}
 }
 
@@ -48,106 +87,170 @@ func (s *set) checkLen(b, h int) error {
 	if want := b * h * s.rows; len(s.num) != want {
 		return fmt.Errorf("%s has %d elements, want B*H*%d = %d", s.numName, len(s.num), s.rows, want)
 	}
-	if want := b * h * s.rows * s.cols; len(s.idx) != want {
-		return fmt.Errorf("%s has %d elements, want B*H*%d*%d = %d", s.idxName, len(s.idx), s.rows, s.cols, want)
+	if want := b * h * s.rows * s.width; len(s.idx) != want {
+		return fmt.Errorf("%s has %d elements, want B*H*%d*%d = %d", s.idxName, len(s.idx), s.rows, s.width, want)
 	}
 	return nil
 }
 
 // checkSets checks the sets (kv, full kv, then optionally q, full q; nil
-// entries are absent) against each other and returns the first problem, or
-// each set's blocks on a dense [B, H, NumQ, NumK] grid. With filler, slots
-// past the count must hold in-range indices too.
-func checkSets(sets []*set, b, h, nq, nk int, filler bool) ([4][]bool, error) {
-	var dense [4][]bool // by position in sets
+// entries are absent) against each other and returns the first problem.
+// With filler, slots past the count must hold in-range indices too.
+func checkSets(sets []*set, b, h int, filler bool) error {
 	for i, s := range sets {
 		if s == nil {
 			continue
 		}
-		var other []bool // the partial set a full set must not meet
-		var otherSet *set
-		if s.full && sets[i-1] != nil {
-			other, otherSet = dense[i-1], sets[i-1]
+		var partner *set // the partial set a full set must not meet
+		if s.full {
+			partner = sets[i-1]
 		}
-		d, err := s.dense(b, h, nq, nk, filler, other, otherSet)
-		if err != nil {
-			return dense, err
+		if err := s.checkRows(b, h, filler, partner); err != nil {
+			return err
 		}
-		dense[i] = d
 	}
 	for i := 2; i < len(sets); i++ {
 		s, kv := sets[i], sets[i-2]
 		if s == nil {
 			continue
 		}
-		if dense[i-2] == nil {
-			return dense, fmt.Errorf("%s is given without %s", s.idxName, kv.idxName)
+		if kv == nil {
+			return fmt.Errorf("%s is given without %s", s.idxName, strings.Replace(s.idxName, "q_", "kv_", 1))
 		}
-		for j := range dense[i] {
-			if dense[i][j] == dense[i-2][j] {
-				continue
-			}
-			kb := j % nk
-			qb := j / nk % nq
-			hh := j / (nk * nq) % h
-			bb := j / (nk * nq * h)
-			if dense[i-2][j] {
-				return dense, fmt.Errorf("%s is not the transpose of %s: %s lists kv block %d for q block %d of (b=%d, h=%d), but %s%s does not list q block %d",
-					s.idxName, kv.idxName, kv.idxName, kb, qb, bb, hh, s.idxName, fmtIdx(bb, hh, kb), qb)
-			}
-			return dense, fmt.Errorf("%s is not the transpose of %s: %s%s lists q block %d, but %s does not list kv block %d for q block %d of (b=%d, h=%d)",
-				s.idxName, kv.idxName, s.idxName, fmtIdx(bb, hh, kb), qb, kv.idxName, kb, qb, bb, hh)
+		if err := checkTranspose(kv, s, b, h); err != nil {
+			return err
 		}
 	}
-	return dense, nil
+	return nil
 }
 
-// dense marks the set's valid entries on a [B, H, NumQ, NumK] grid,
-// checking counts, ranges, repeats and (against other) disjointness.
-func (s *set) dense(b, h, nq, nk int, filler bool, other []bool, otherSet *set) ([]bool, error) {
-	d := make([]bool, b*h*nq*nk)
-	seen := make([]int, s.cols) // 1 + the slot where an index was seen in this row
+// row is the valid part of index row r of mask m.
+func (s *set) row(m, r int) []int32 {
+	i := m*s.rows + r
+	return s.idx[i*s.width:][:s.num[i]]
+}
+
+// checkRows checks counts, ranges, repeats and (against partner, already
+// checked) disjointness, with a stamp per index instead of a dense grid.
+func (s *set) checkRows(b, h int, filler bool, partner *set) error {
+	stamp := make([]int64, s.n) // 1 + the row an index was last seen in
+	slot := make([]int32, s.n)  // the slot it was seen at
+	var other []int64           // 1 + the row the partner lists an index in
+	if partner != nil {
+		other = make([]int64, s.n)
+	}
 	for m := range b * h {
 		bb, hh := m/h, m%h
 		for r := range s.rows {
+			serial := int64(m*s.rows+r) + 1
 			n := s.num[m*s.rows+r]
-			if n < 0 || int(n) > s.cols {
-				return nil, fmt.Errorf("%s%s = %d is out of range [0, %d]", s.numName, fmtIdx(bb, hh, r), n, s.cols)
+			if n < 0 || int(n) > s.width {
+				what := ""
+				if s.width < s.n {
+					what = fmt.Sprintf(" (its index rows hold %d of the %d blocks)", s.width, s.n)
+				}
+				return fmt.Errorf("%s%s = %d is out of range [0, %d]%s", s.numName, fmtIdx(bb, hh, r), n, s.width, what)
 			}
-			clear(seen)
-			row := s.idx[(m*s.rows+r)*s.cols:][:s.cols]
+			if partner != nil {
+				for _, v := range partner.row(m, r) {
+					other[v] = serial
+				}
+			}
+			row := s.idx[(m*s.rows+r)*s.width:][:s.width]
 			for j, v := range row {
 				if j >= int(n) && !filler {
 					break
 				}
-				if v < 0 || int(v) >= s.cols {
+				if v < 0 || int(v) >= s.n {
 					what := ""
 					if j >= int(n) {
 						what = fmt.Sprintf(" (a filler slot past the count %d; FlexAttention fills them with the other block indices)", n)
 					}
-					return nil, fmt.Errorf("%s%s = %d is out of range [0, %d)%s", s.idxName, fmtIdx(bb, hh, r, j), v, s.cols, what)
+					return fmt.Errorf("%s%s = %d is out of range [0, %d)%s", s.idxName, fmtIdx(bb, hh, r, j), v, s.n, what)
 				}
 				if j >= int(n) {
 					continue
 				}
-				if seen[v] != 0 {
-					return nil, fmt.Errorf("%s%s = %d repeats %s%s", s.idxName, fmtIdx(bb, hh, r, j), v, s.idxName, fmtIdx(bb, hh, r, seen[v]-1))
+				if stamp[v] == serial {
+					return fmt.Errorf("%s%s = %d repeats %s%s", s.idxName, fmtIdx(bb, hh, r, j), v, s.idxName, fmtIdx(bb, hh, r, int(slot[v])))
 				}
-				seen[v] = j + 1
-				qb, kb := r, int(v)
-				if s.q {
-					qb, kb = kb, qb
+				stamp[v], slot[v] = serial, int32(j)
+				if partner != nil && other[v] == serial {
+					return fmt.Errorf("%s%s = %d is also listed in %s (a block cannot be both partial and full)",
+						s.idxName, fmtIdx(bb, hh, r, j), v, partner.idxName)
 				}
-				at := (m*nq+qb)*nk + kb
-				if other != nil && other[at] {
-					return nil, fmt.Errorf("%s%s = %d is also listed in %s (a block cannot be both partial and full)",
-						s.idxName, fmtIdx(bb, hh, r, j), v, otherSet.idxName)
-				}
-				d[at] = true
 			}
 		}
 	}
-	return d, nil
+	return nil
+}
+
+// checkTranspose checks that the q lists q (rows: kv blocks) hold exactly
+// the transpose of the kv lists kv, both checked already: the kv lists are
+// bucketed by kv block (a counting sort, O(rows + kept blocks)) and each q
+// row compared with its bucket as a set.
+func checkTranspose(kv, q *set, b, h int) error {
+	nq, nk := kv.rows, q.rows
+	start := make([]int, nk+1)
+	var bucket []int32
+	pos := make([]int, nk)
+	inQ := make([]int64, nq)  // 1 + the kv block whose q row lists a q block
+	inKV := make([]int64, nq) // 1 + the kv block whose bucket holds a q block
+	for m := range b * h {
+		bb, hh := m/h, m%h
+		clear(start)
+		for r := range nq {
+			for _, v := range kv.row(m, r) {
+				start[v+1]++
+			}
+		}
+		for c := range nk {
+			start[c+1] += start[c]
+		}
+		if cap(bucket) < start[nk] {
+			bucket = make([]int32, start[nk])
+		}
+		bucket = bucket[:start[nk]]
+		copy(pos, start[:nk])
+		for r := range nq {
+			for _, v := range kv.row(m, r) {
+				bucket[pos[v]] = int32(r)
+				pos[v]++
+			}
+		}
+		for c := range nk {
+			serial := int64(m*nk+c) + 1
+			want, got := bucket[start[c]:start[c+1]], q.row(m, c)
+			for _, r := range got {
+				inQ[r] = serial
+			}
+			for _, r := range want {
+				inKV[r] = serial
+			}
+			// The first q block (ascending) listed on one side only.
+			missing, extra := int32(-1), int32(-1)
+			for _, r := range want { // ascending
+				if inQ[r] != serial {
+					missing = r
+					break
+				}
+			}
+			for _, r := range got {
+				if inKV[r] != serial && (extra < 0 || r < extra) {
+					extra = r
+				}
+			}
+			switch {
+			case missing >= 0 && (extra < 0 || missing < extra):
+				return fmt.Errorf("%s is not the transpose of %s: %s lists kv block %d for q block %d of (b=%d, h=%d), but %s%s does not list q block %d",
+					q.idxName, kv.idxName, kv.idxName, c, missing, bb, hh, q.idxName, fmtIdx(bb, hh, c), missing)
+			case extra >= 0:
+				return fmt.Errorf("%s is not the transpose of %s: %s%s lists q block %d, but %s does not list kv block %d for q block %d of (b=%d, h=%d)",
+					q.idxName, kv.idxName, q.idxName, fmtIdx(bb, hh, c), extra, kv.idxName, c, extra, bb, hh)
+			}
+		}
+	}
+	return nil
 }
 
 func fmtIdx(ix ...int) string {

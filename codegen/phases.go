@@ -48,10 +48,16 @@ var phaseOrder = []struct{ before, after string }{
 	{"check-kernel", "assign-layouts"},
 	// Staged loads get their copy layout during assignment.
 	{"select-async", "assign-layouts"},
+	{"stage-resident", "assign-layouts"},
+	// A load select-async stages for its own block's dot is not resident.
+	{"select-async", "stage-resident"},
 	// Tiles are kept and sized from the assigned layouts.
 	{"assign-layouts", "plan-async"},
 	// The scratch area starts after the planned tiles.
 	{"plan-async", "lower-llvm"},
+	// Only the tiles plan-async kept are double-buffered, then re-placed.
+	{"plan-async", "pipeline-loads"},
+	{"pipeline-loads", "lower-llvm"},
 	{"assign-layouts", "lower-llvm"},
 }
 

@@ -56,7 +56,7 @@ func Target(arch string) (string, error) {
 }
 
 // Variant names the code-shaping choices for arch that come from outside a
-// compile's inputs (today FAC_WGMMA on sm_90a), so that kernels built with
+// compile's inputs (today wgmma on sm_90a, which FAC_WGMMA=0 turns off), so that kernels built with
 // and without them never share a cache entry or a bundle slot; "" when none.
 func Variant(arch string) string {
 	if t, err := targetFor(arch); err == nil {

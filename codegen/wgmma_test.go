@@ -50,11 +50,13 @@ func TestWGMMAPTX(t *testing.T) {
 							}
 						}
 						if strings.Contains(k, "flash") {
-							if res.Conversions != 1 {
-								t.Errorf("%d shared-memory conversions, want 1 (Q)", res.Conversions)
+							// Q is resident in shared memory (stage-resident): no conversion.
+							if res.Conversions != 0 {
+								t.Errorf("%d shared-memory conversions, want 0 (Q resident)", res.Conversions)
 							}
-							if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != 2 {
-								t.Errorf("%d cp.async groups, want 2 (K, V)", c)
+							// Q once; K and V each issued by the prologue and by the prefetch (pipeline-loads).
+							if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != 5 {
+								t.Errorf("%d cp.async groups, want 5 (Q; K, V in the prologue and the prefetch)", c)
 							}
 							if res.SharedBytes%1024 != 0 {
 								t.Errorf("shared memory %d is not whole 1024-byte tiles", res.SharedBytes)

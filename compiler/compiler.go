@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/internal/version"
 	"github.com/fac-compiler/fac/lang"
+	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/parser"
 	"github.com/fac-compiler/fac/passes"
 	"github.com/fac-compiler/fac/stdlib/attention"
@@ -30,8 +32,14 @@ type Request struct {
 	Mask    string            // mask mod; default: the kernel's default
 	Score   string            // score mod; default: the kernel's default
 	Consts  map[string]string // other compile-time arguments by name
-	Passes  passes.Options
-	GPU     GPUOptions // for GPU builds
+	// Arch, when set, is the GPU the instance is for: a stdlib kernel then
+	// takes the compile-time arguments its contract tunes for the arch's
+	// code generation variant (e.g. 128×128 tiles on 8 warps for sm_90a's
+	// wgmma), unless Consts sets any of them. "" keeps the kernel's
+	// defaults (the CPU device, and builds for one arch).
+	Arch   string
+	Passes passes.Options
+	GPU    GPUOptions // for GPU builds
 }
 
 // Result is a compiled kernel instance.
@@ -141,6 +149,12 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 	given := map[string]string{}
 	for k, v := range req.Consts {
 		given[k] = v
+	}
+	if c, ok := attention.Contract(req.Kernel); ok && req.Arch != "" {
+		key := launch.TuneKey(codegen.Variant(req.Arch), req.Consts["DTYPE"], req.Consts["HEAD_DIM"])
+		for k, v := range c.TunedFor(key, req.Consts) {
+			given[k] = v
+		}
 	}
 	for _, role := range []string{"mask", "score"} {
 		src := req.Mask

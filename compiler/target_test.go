@@ -42,7 +42,8 @@ func TestStdlibPTX(t *testing.T) {
 				t.Errorf("%v: %v", c, err)
 				return
 			}
-			for _, want := range []string{".entry " + a.Entry, "mma.sync.aligned.m16n8k16.row.col.f32"} {
+			// sm_90a's 16-bit dots run on wgmma by default (FAC_WGMMA=0: mma.sync).
+			for _, want := range []string{".entry " + a.Entry, "wgmma.mma_async.sync.aligned"} {
 				if !strings.Contains(a.PTX, want) {
 					t.Errorf("%v: PTX lacks %q", c, want)
 				}

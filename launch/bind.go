@@ -15,6 +15,9 @@ import (
 type BlockMask interface {
 	Lists(transposed bool) (counts, indices, fullCounts, fullIndices []int32)
 	Dims() (b, h, numQ, numK int)
+	// RowLens are the lengths of an index row of the kv and of the q
+	// lists (at most numK and numQ: a row needs only hold its longest list).
+	RowLens() (kv, q int)
 }
 
 // Request is a call's named values, device-independent: the problem, the
@@ -421,12 +424,14 @@ func (bm *BlockMaskParams) Tensors(m BlockMask) map[string][]int32 {
 }
 
 // scalars are the strides of the count tensor (0 over a dimension the mask
-// is shared across) and the length of an index row.
+// is shared across) and the length of an index row (the row stride of the
+// index tensors: a row may be shorter than the number of blocks).
 func (bm *BlockMaskParams) scalars(m BlockMask) map[string]any {
 	b, h, nq, nk := m.Dims()
-	rows, rowLen := nq, nk
+	kvLen, qLen := m.RowLens()
+	rows, rowLen := nq, kvLen
 	if bm.Transposed {
-		rows, rowLen = nk, nq
+		rows, rowLen = nk, qLen
 	}
 	sb, sh := h*rows, rows
 	if b == 1 {

@@ -18,7 +18,23 @@ type Problem struct {
 	// TotalQ and TotalK are the packed token counts of a varlen problem
 	// (Shape.Batch sequences, SeqQ and SeqK the longest); 0 otherwise.
 	TotalQ, TotalK int
+	// Lens are the lengths of 1-D tensors sized by their data, not by the
+	// shape (a varlen kernel's per-sequence block-mask lists), by tensor
+	// name; contracts read them in Dims.
+	Lens map[string]int
+	// NumSplits is the number of split-KV programs per q tile of a
+	// split-KV kernel (flash_fwd_splitkv) and its combine; 0 means 1.
+	NumSplits int
+	// Pack is the number of query heads packed into one tile's rows
+	// (PackGQA: the heads sharing a kv head); 0 means 1.
+	Pack int
 }
+
+// Splits is NumSplits, at least 1.
+func (p Problem) Splits() int { return max(p.NumSplits, 1) }
+
+// PackHeads is Pack, at least 1.
+func (p Problem) PackHeads() int { return max(p.Pack, 1) }
 
 // Attr is an integer attribute of the kernel; a contract only asks for
 // attributes its .fa declares, which the contract test checks.
@@ -61,6 +77,31 @@ type Contract struct {
 	Grid func(p Problem) [3]int
 	// Check, when set, rejects problems the kernel cannot run.
 	Check func(p Problem) error
+	// Tuned are compile-time arguments the kernel runs faster with, by
+	// TuneKey (code generation variant, DTYPE, HEAD_DIM: "wgmma/bf16/128"),
+	// applied by the compiler when the request names the arch and sets
+	// none of them (all or none: a tile shape and its warp count go
+	// together).
+	Tuned map[string]map[string]string
+}
+
+// TuneKey is the key of Contract.Tuned: the codegen variant of the arch
+// ("wgmma" for sm_90a's wgmma path), the DTYPE and HEAD_DIM arguments.
+func TuneKey(variant, dtype, headDim string) string {
+	return variant + "/" + dtype + "/" + headDim
+}
+
+// TunedFor is the set of Tuned arguments for key that a request with the
+// given arguments gets: nil when there is none or when the request sets
+// any of them itself.
+func (c *Contract) TunedFor(key string, given map[string]string) map[string]string {
+	set := c.Tuned[key]
+	for k := range set {
+		if _, ok := given[k]; ok {
+			return nil
+		}
+	}
+	return set
 }
 
 // Tensor is a pointer parameter with the shape it points to. Strides names
@@ -82,7 +123,9 @@ type Scalar struct {
 
 // BlockMaskParams names a kernel's block-mask parameters: FlexAttention's
 // four tensors of one direction, the strides of its count tensor over batch
-// and head (0 where the mask is shared), and the length of an index row.
+// and head (0 where the mask is shared), and the length of an index row
+// (RowLen: the row stride of the index tensors, BlockMask.RowLens, which
+// may be less than the number of blocks).
 type BlockMaskParams struct {
 	Transposed                               bool // the q_* lists (for kernels walking kv blocks), else kv_*
 	Counts, Indices, FullCounts, FullIndices string

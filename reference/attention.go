@@ -59,51 +59,68 @@ func head(q, k, v, o, lse []float64, sh Shape, scale float64, mask MaskFunc, sco
 	}
 	s := make([]float64, sh.Sk)
 	keep := make([]bool, sh.Sk)
-	{
-		{
-			for i := 0; i < sh.Sq; i++ {
-				qrow := q[((b*sh.H+h)*sh.Sq+i)*sh.D:][:sh.D]
-				m := math.Inf(-1)
-				for j := 0; j < sh.Sk; j++ {
-					keep[j] = mask == nil || mask(b, h, i, j)
-					if !keep[j] {
-						continue
-					}
-					krow := k[((b*sh.HKV+hk)*sh.Sk+j)*sh.D:][:sh.D]
-					dot := 0.0
-					for d := range qrow {
-						dot += qrow[d] * krow[d]
-					}
-					s[j] = dot * scale
-					if score != nil {
-						s[j] = score(s[j], b, h, i, j)
-					}
-					m = math.Max(m, s[j])
-				}
-				m = math.Max(m, sink)
-				orow := o[((b*sh.H+h)*sh.Sq+i)*sh.D:][:sh.D]
-				li := (b*sh.H+h)*sh.Sq + i
-				if math.IsInf(m, -1) {
-					lse[li] = math.Inf(-1)
-					continue
-				}
-				sum := math.Exp(sink - m)
-				for j := 0; j < sh.Sk; j++ {
-					if !keep[j] {
-						continue
-					}
-					p := math.Exp(s[j] - m)
-					sum += p
-					vrow := v[((b*sh.HKV+hk)*sh.Sk+j)*sh.D:][:sh.D]
-					for d := range orow {
-						orow[d] += p * vrow[d]
-					}
-				}
-				for d := range orow {
-					orow[d] /= sum
-				}
-				lse[li] = m + math.Log(sum)
+	vrow := func(j int) []float64 { return v[((b*sh.HKV+hk)*sh.Sk+j)*sh.D:][:sh.D] }
+	for i := 0; i < sh.Sq; i++ {
+		qrow := q[((b*sh.H+h)*sh.Sq+i)*sh.D:][:sh.D]
+		for j := 0; j < sh.Sk; j++ {
+			keep[j] = mask == nil || mask(b, h, i, j)
+			if !keep[j] {
+				continue
+			}
+			s[j] = Dot(qrow, k[((b*sh.HKV+hk)*sh.Sk+j)*sh.D:][:sh.D]) * scale
+			if score != nil {
+				s[j] = score(s[j], b, h, i, j)
 			}
 		}
+		orow := o[((b*sh.H+h)*sh.Sq+i)*sh.D:][:sh.D]
+		lse[(b*sh.H+h)*sh.Sq+i] = SoftmaxRow(s, keep, sink, vrow, orow)
 	}
 }
+
+// Dot is the dot product of a query and a key row, summed in order: what
+// the reference scales (and passes to the score mod) as a row's score.
+func Dot(qrow, krow []float64) float64 {
+	dot := 0.0
+	for d := range qrow {
+		dot += qrow[d] * krow[d]
+	}
+	return dot
+}
+
+// SoftmaxRow finishes one row of AttentionSinks from its scores: s[j] is
+// the (scaled, score-modded) score of key j where keep[j], vrow(j) its
+// value row. It adds softmax(s)·V into orow (zeroed by the caller) and
+// returns the LSE; a row that keeps nothing (and has no sink) gets O = 0
+// and LSE = -inf. Callers that compute some rows only (a sampled check)
+// get exactly AttentionSinks' values for them.
+func SoftmaxRow(s []float64, keep []bool, sink float64, vrow func(j int) []float64, orow []float64) float64 {
+	m := math.Inf(-1)
+	for j, k := range keep {
+		if k {
+			m = math.Max(m, s[j])
+		}
+	}
+	m = math.Max(m, sink)
+	if math.IsInf(m, -1) {
+		return math.Inf(-1)
+	}
+	sum := math.Exp(sink - m)
+	for j, k := range keep {
+		if !k {
+			continue
+		}
+		p := math.Exp(s[j] - m)
+		sum += p
+		v := vrow(j)
+		for d := range orow {
+			orow[d] += p * v[d]
+		}
+	}
+	for d := range orow {
+		orow[d] /= sum
+	}
+	return m + math.Log(sum)
+}
+
+// Row names one query row: batch B, head H, position I.
+type Row struct{ B, H, I int }

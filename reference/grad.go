@@ -16,10 +16,13 @@ type ScoreDerivFunc func(s float64, b, h, i, j int, aux func(tensor string, idx 
 
 // Grads are the gradients of a loss L with respect to attention's inputs,
 // given dO = dL/dO: DQ like q, DK and DV like k and v (summed over the
-// query heads sharing a kv head), DAux by aux tensor name.
+// query heads sharing a kv head), DAux by aux tensor name, and DSinks
+// ([H]) the gradients of the sink logits (AttentionGradSinks; nil without
+// sinks).
 type Grads struct {
 	DQ, DK, DV []float64
 	DAux       map[string][]float64
+	DSinks     []float64
 }
 
 // AttentionGrad computes the gradients of Attention(q, k, v, sh, scale,
@@ -33,6 +36,20 @@ type Grads struct {
 // deriv is needed when score is set; auxLens sizes DAux. A row that keeps
 // nothing contributes nothing (its O is 0 and its gradients are 0).
 func AttentionGrad(q, k, v, do []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc, deriv ScoreDerivFunc, auxLens map[string]int) Grads {
+	return AttentionGradSinks(q, k, v, do, sh, scale, mask, score, deriv, auxLens, nil)
+}
+
+// AttentionGradSinks is AttentionGrad for AttentionSinks: sinks[h] joins
+// the softmax denominator of head h's rows as a score with no value, so
+// P_ij = e^(s_ij − LSE) and P_sink = e^(sink − LSE) sum to 1. With
+// dP_sink = 0 (no value), Δ = Σ_j P_j dP_j = rowsum(dO∘O) as without
+// sinks, dQ, dK, dV keep their formulas, and
+//
+//	dsink[h] = Σ_{b,i} P_sink·(0 − Δ) = −Σ_{b,i} e^(sink[h] − LSE_bhi)·Δ_bhi.
+//
+// A row that keeps nothing has P_sink = 1 and O = 0, so Δ = 0: it adds
+// nothing. nil sinks is AttentionGrad (DSinks nil).
+func AttentionGradSinks(q, k, v, do []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc, deriv ScoreDerivFunc, auxLens map[string]int, sinks []float64) Grads {
 	g := Grads{
 		DQ:   make([]float64, len(q)),
 		DK:   make([]float64, len(k)),
@@ -55,6 +72,9 @@ func AttentionGrad(q, k, v, do []float64, sh Shape, scale float64, mask MaskFunc
 		}
 	}
 	local := make([]map[string][]float64, len(jobs))
+	// Each job's sink gradients ([H], only its group's heads), summed in
+	// job order below.
+	localSinks := make([][]float64, len(jobs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for ji, jb := range jobs {
@@ -66,13 +86,33 @@ func AttentionGrad(q, k, v, do []float64, sh Shape, scale float64, mask MaskFunc
 			for name, n := range auxLens {
 				daux[name] = make([]float64, n)
 			}
+			var dsinks []float64
+			if sinks != nil {
+				dsinks = make([]float64, sh.H)
+			}
 			for h := jb.hk * group; h < (jb.hk+1)*group; h++ {
-				headGrad(q, k, v, do, g, daux, sh, scale, mask, score, deriv, jb.b, h, jb.hk)
+				sink := math.Inf(-1)
+				if sinks != nil {
+					sink = sinks[h]
+				}
+				ds := headGrad(q, k, v, do, g, daux, sh, scale, mask, score, deriv, jb.b, h, jb.hk, sink)
+				if dsinks != nil {
+					dsinks[h] = ds
+				}
 			}
 			local[ji] = daux
+			localSinks[ji] = dsinks
 		}()
 	}
 	wg.Wait()
+	if sinks != nil {
+		g.DSinks = make([]float64, sh.H)
+		for _, ds := range localSinks {
+			for h, x := range ds {
+				g.DSinks[h] += x
+			}
+		}
+	}
 	for _, daux := range local {
 		for _, name := range slices.Sorted(maps.Keys(daux)) {
 			for i, x := range daux[name] {
@@ -84,9 +124,10 @@ func AttentionGrad(q, k, v, do []float64, sh Shape, scale float64, mask MaskFunc
 }
 
 // headGrad adds the gradients of one (batch, query head) into g (dQ of the
-// head; dK, dV of its kv head) and daux.
+// head; dK, dV of its kv head) and daux, and returns the gradient of its
+// sink logit (−Σ_i P_sink·Δ; 0 when sink is −inf, no sink).
 func headGrad(q, k, v, do []float64, g Grads, daux map[string][]float64, sh Shape, scale float64,
-	mask MaskFunc, score ScoreFunc, deriv ScoreDerivFunc, b, h, hk int) {
+	mask MaskFunc, score ScoreFunc, deriv ScoreDerivFunc, b, h, hk int, sink float64) (dsink float64) {
 	s := make([]float64, sh.Sk)   // modded scores
 	raw := make([]float64, sh.Sk) // scale·q·k, the score mod's input
 	p := make([]float64, sh.Sk)
@@ -115,10 +156,12 @@ func headGrad(q, k, v, do []float64, g Grads, daux map[string][]float64, sh Shap
 			}
 			m = math.Max(m, s[j])
 		}
+		m = math.Max(m, sink)
 		if math.IsInf(m, -1) {
-			continue // nothing kept (or every score -inf): no gradient
+			continue // nothing kept (or every score -inf) and no sink: no gradient
 		}
-		sum := 0.0
+		// The sink is one more score of the row's softmax, with no value.
+		sum := math.Exp(sink - m)
 		for j := 0; j < sh.Sk; j++ {
 			p[j] = 0
 			if keep[j] {
@@ -140,6 +183,8 @@ func headGrad(q, k, v, do []float64, g Grads, daux map[string][]float64, sh Shap
 			}
 			delta += p[j] * dp[j]
 		}
+		// dP_sink = 0: dsink += P_sink·(0 − Δ).
+		dsink -= math.Exp(sink-m) / sum * delta
 		dqrow := row(g.DQ, sh.H, sh.Sq, h, i)
 		for j := 0; j < sh.Sk; j++ {
 			if p[j] == 0 {
@@ -165,4 +210,5 @@ func headGrad(q, k, v, do []float64, g Grads, daux map[string][]float64, sh Shap
 			}
 		}
 	}
+	return dsink
 }

@@ -113,3 +113,101 @@ func abs(x int) int {
 	}
 	return x
 }
+
+// TestAttentionGradSinksFiniteDifferences checks AttentionGradSinks against
+// central differences of L = Σ O∘dO with AttentionSinks, for every element
+// of q, k, v and of the sinks (dsink[h] = −Σ_{b,i} P_sink·Δ), with grouped
+// heads, Sq ≠ Sk, a softcap score, and rows that keep nothing (P_sink = 1
+// there, and O = 0, so they add nothing): one sink far above the scores,
+// one far below.
+func TestAttentionGradSinksFiniteDifferences(t *testing.T) {
+	sh := Shape{B: 2, H: 4, HKV: 2, Sq: 5, Sk: 7, D: 3}
+	rng := rand.New(rand.NewPCG(3, 4))
+	randn := func(n int) []float64 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = rng.NormFloat64()
+		}
+		return x
+	}
+	q, k, v := randn(sh.B*sh.H*sh.Sq*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.D)
+	do := randn(sh.B * sh.H * sh.Sq * sh.D)
+	sinks := []float64{0.3, 6, -1.5, -20}
+	const scale = 0.7
+	// Row 0 keeps nothing; the others a window of up to three keys.
+	mask := func(b, h, i, j int) bool { return i > 0 && j <= i && i-j < 3 }
+	score := func(s float64, b, h, i, j int) float64 { return 3 * math.Tanh(s/3) }
+	deriv := func(s float64, b, h, i, j int, aux func(string, int, float64)) float64 {
+		th := math.Tanh(s / 3)
+		return 1 - th*th
+	}
+	loss := func() float64 {
+		o, _ := AttentionSinks(q, k, v, sh, scale, mask, score, sinks)
+		l := 0.0
+		for i := range o {
+			l += o[i] * do[i]
+		}
+		return l
+	}
+	g := AttentionGradSinks(q, k, v, do, sh, scale, mask, score, deriv, nil, sinks)
+	if len(g.DSinks) != sh.H {
+		t.Fatalf("DSinks has %d values, want %d", len(g.DSinks), sh.H)
+	}
+	for name, c := range map[string]struct{ x, grad []float64 }{
+		"q": {q, g.DQ}, "k": {k, g.DK}, "v": {v, g.DV}, "sinks": {sinks, g.DSinks}} {
+		const eps = 1e-6
+		worst := 0.0
+		for i := range c.x {
+			x0 := c.x[i]
+			c.x[i] = x0 + eps
+			lp := loss()
+			c.x[i] = x0 - eps
+			lm := loss()
+			c.x[i] = x0
+			fd := (lp - lm) / (2 * eps)
+			worst = math.Max(worst, math.Abs(fd-c.grad[i])/math.Max(1, math.Abs(fd)))
+		}
+		if worst > 1e-7 {
+			t.Errorf("d%s: worst error against finite differences %.3g", name, worst)
+		}
+	}
+	// The sink far above the scores takes the mass and a real gradient;
+	// the formula by hand from the forward's LSE and Δ = rowsum(dO∘O).
+	o, lse := AttentionSinks(q, k, v, sh, scale, mask, score, sinks)
+	for h := range sh.H {
+		want := 0.0
+		for b := range sh.B {
+			for i := range sh.Sq {
+				r := (b*sh.H+h)*sh.Sq + i
+				delta := 0.0
+				for d := range sh.D {
+					delta += o[r*sh.D+d] * do[r*sh.D+d]
+				}
+				want -= math.Exp(sinks[h]-lse[r]) * delta
+			}
+		}
+		if math.Abs(want-g.DSinks[h]) > 1e-12*math.Max(1, math.Abs(want)) {
+			t.Errorf("dsink[%d] = %v, −Σ P_sink·Δ = %v", h, g.DSinks[h], want)
+		}
+	}
+	if g.DSinks[1] == 0 {
+		t.Error("dsink of the dominant sink is 0")
+	}
+	// Without sinks, no DSinks; with sinks of -inf, the plain gradients.
+	if g0 := AttentionGrad(q, k, v, do, sh, scale, mask, score, deriv, nil); g0.DSinks != nil {
+		t.Error("AttentionGrad returned DSinks")
+	} else {
+		inf := math.Inf(-1)
+		g1 := AttentionGradSinks(q, k, v, do, sh, scale, mask, score, deriv, nil, []float64{inf, inf, inf, inf})
+		for i := range g0.DQ {
+			if g0.DQ[i] != g1.DQ[i] {
+				t.Fatalf("-inf sinks: dQ[%d] = %v, without sinks %v", i, g1.DQ[i], g0.DQ[i])
+			}
+		}
+		for h, x := range g1.DSinks {
+			if x != 0 {
+				t.Errorf("-inf sink %d has gradient %v", h, x)
+			}
+		}
+	}
+}

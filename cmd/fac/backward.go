@@ -23,11 +23,12 @@ import (
 // gradient outputs. The forward's flags keep their meaning: the forward
 // runs first (on the same device) for O and LSE, then the backward
 // kernels, and the check compares dQ, dK, dV (and the score's aux
-// gradients) with float64 gradients.
+// gradients, and with --sinks the sinks' gradient) with float64 gradients.
 type backwardFlags struct {
 	on                  bool
 	doF                 string
 	dqOut, dkOut, dvOut string
+	dsinksOut           string
 
 	do *npy.Array // --do, read with the other tensor files
 }
@@ -38,13 +39,14 @@ func (b *backwardFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&b.dqOut, "dq-out", "", "with --backward: write dQ [B, H, Sq, D] to this .npy file (- = stdout)")
 	fs.StringVar(&b.dkOut, "dk-out", "", "with --backward: write dK [B, Hkv, Sk, D] to this .npy file (- = stdout)")
 	fs.StringVar(&b.dvOut, "dv-out", "", "with --backward: write dV [B, Hkv, Sk, D] to this .npy file (- = stdout)")
+	fs.StringVar(&b.dsinksOut, "dsinks-out", "", "with --backward --sinks: write the sinks' gradient [H] to this .npy file (- = stdout)")
 }
 
 // check refuses the backward's flags without --backward, and the
 // forward's outputs with it (the run checks the gradients, not O).
 func (b *backwardFlags) check(outF, lseF string) error {
 	if !b.on {
-		for _, f := range []struct{ flag, v string }{{"--do", b.doF}, {"--dq-out", b.dqOut}, {"--dk-out", b.dkOut}, {"--dv-out", b.dvOut}} {
+		for _, f := range []struct{ flag, v string }{{"--do", b.doF}, {"--dq-out", b.dqOut}, {"--dk-out", b.dkOut}, {"--dv-out", b.dvOut}, {"--dsinks-out", b.dsinksOut}} {
 			if f.v != "" {
 				return fmt.Errorf("%s needs --backward", f.flag)
 			}
@@ -54,13 +56,13 @@ func (b *backwardFlags) check(outF, lseF string) error {
 	if outF != "" || lseF != "" {
 		return fmt.Errorf("--out and --lse-out write the forward's O and LSE, which --backward does not check; write the gradients with --dq-out, --dk-out, --dv-out")
 	}
-	return oneStdout(map[string]string{"--dq-out": b.dqOut, "--dk-out": b.dkOut, "--dv-out": b.dvOut})
+	return oneStdout(map[string]string{"--dq-out": b.dqOut, "--dk-out": b.dkOut, "--dv-out": b.dvOut, "--dsinks-out": b.dsinksOut})
 }
 
 // toStdout reports whether a gradient goes to stdout (the report then goes
 // to stderr).
 func (b *backwardFlags) toStdout() bool {
-	return b.dqOut == "-" || b.dkOut == "-" || b.dvOut == "-"
+	return b.dqOut == "-" || b.dkOut == "-" || b.dvOut == "-" || b.dsinksOut == "-"
 }
 
 // noteTensors reads --do, whose shape is q's, and notes its sizes.
@@ -100,7 +102,7 @@ func splitConsts(sources map[string]string, consts map[string]string) (fwd, bwd 
 		}
 		return false
 	}
-	backward := []string{"flash_bwd_preprocess", "flash_bwd", "flash_bwd_postprocess", "flash_bwd_dq"}
+	backward := []string{"flash_bwd_preprocess", "flash_bwd", "flash_bwd_postprocess", "flash_bwd_dq", "flash_bwd_sinks"}
 	fwd, bwd = map[string]string{}, map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(consts)) {
 		inFwd := declares("flash_fwd", name)
@@ -142,6 +144,10 @@ type backwardRun struct {
 // then writes them.
 func (b *backwardFlags) run(r backwardRun) error {
 	sh, w := r.sh, r.w
+	if r.in.Sinks == nil && b.dsinksOut != "" {
+		return fmt.Errorf("--dsinks-out needs --sinks")
+	}
+	r.opts.Sinks = r.in.Sinks != nil // the backward of flash_fwd_sinks
 	t0 := time.Now()
 	bwd, err := fac.CompileBackward(r.opts, sh.Dim)
 	if err != nil {
@@ -151,7 +157,7 @@ func (b *backwardFlags) run(r backwardRun) error {
 	nq := sh.Batch * sh.Heads * sh.SeqQ * sh.Dim
 	do := tensorArg(b.do, nq, r.rng)
 	bin := fac.BackwardInputs{Q: r.in.Q, K: r.in.K, V: r.in.V, O: r.o, LSE: r.lse, DO: do,
-		Aux: r.in.Aux, Scalars: r.in.Scalars, Scale: r.in.Scale, BlockMask: r.in.BlockMask}
+		Aux: r.in.Aux, Scalars: r.in.Scalars, Scale: r.in.Scale, BlockMask: r.in.BlockMask, Sinks: r.in.Sinks}
 	var names []string
 	for _, k := range bwd.Kernels() {
 		names = append(names, k.Kernel)
@@ -204,7 +210,8 @@ func (b *backwardFlags) run(r backwardRun) error {
 		xs    []float32
 	}{{b.dqOut, []int{sh.Batch, sh.Heads, sh.SeqQ, sh.Dim}, g.DQ},
 		{b.dkOut, []int{sh.Batch, sh.KV(), sh.SeqK, sh.Dim}, g.DK},
-		{b.dvOut, []int{sh.Batch, sh.KV(), sh.SeqK, sh.Dim}, g.DV}} {
+		{b.dvOut, []int{sh.Batch, sh.KV(), sh.SeqK, sh.Dim}, g.DV},
+		{b.dsinksOut, []int{sh.Heads}, g.DSinks}} {
 		if o.path == "" {
 			continue
 		}
@@ -223,7 +230,7 @@ type gradReport struct {
 	aux                 bool
 }
 
-// compareGrads measures dQ, dK, dV and the aux gradients against the
+// compareGrads measures dQ, dK, dV, dsinks and the aux gradients against the
 // reference, each relative to its own largest |ref|. A gradient whose
 // reference is exactly zero (every row keeps one key: P = 1 makes dS = 0)
 // is measured against dV's scale instead, which never cancels.
@@ -244,6 +251,9 @@ func compareGrads(g *fac.Grads, ref reference.Grads) []gradReport {
 		return r
 	}
 	reps := []gradReport{one("dQ", g.DQ, ref.DQ), one("dK", g.DK, ref.DK), one("dV", g.DV, ref.DV)}
+	if g.DSinks != nil {
+		reps = append(reps, one("dsinks", g.DSinks, ref.DSinks))
+	}
 	for _, a := range slices.Sorted(maps.Keys(g.DAux)) {
 		r := one("d"+a, g.DAux[a], ref.DAux[a])
 		r.aux = true

@@ -23,17 +23,27 @@ import (
 
 // benchResult is one row of `fac bench`, also written as JSON.
 type benchResult struct {
-	Pass     string    `json:"pass"` // forward or backward
-	Mask     string    `json:"mask"`
-	SeqLen   int       `json:"seqlen"`
-	Batch    int       `json:"batch"`
-	Heads    int       `json:"heads"`
-	Dim      int       `json:"dim"`
-	DType    string    `json:"dtype"`
-	Pairs    int64     `json:"pairs"` // kept (q, kv) pairs per head
-	MedianMs float64   `json:"median_ms"`
-	TFLOPS   float64   `json:"tflops"` // forward 4, backward 10 × pairs * D * B * H / t
-	TimesMs  []float64 `json:"times_ms"`
+	Pass     string  `json:"pass"` // forward or backward
+	Mask     string  `json:"mask"`
+	SeqLen   int     `json:"seqlen"` // the key length (= the query length unless --seqlen-q)
+	SeqLenQ  int     `json:"seqlen_q"`
+	SeqLenK  int     `json:"seqlen_k"`
+	Batch    int     `json:"batch"`
+	Heads    int     `json:"heads"`
+	KVHeads  int     `json:"kv_heads"`
+	Dim      int     `json:"dim"`
+	DType    string  `json:"dtype"`
+	Pairs    int64   `json:"pairs"` // kept (q, kv) pairs per head
+	MedianMs float64 `json:"median_ms"`
+	TFLOPS   float64 `json:"tflops"` // forward 4, backward 10 × pairs * D * B * H / t
+	// KVTBps is the K and V bytes read per second, 2·B·Hkv·Sk·D·(element
+	// size) / t in TB/s: decode_bench.py's kv_tbps, the bound for decoding.
+	KVTBps float64 `json:"kv_tbps"`
+	// NumSplits and PackGQA are the forward's plan (docs/decoding.md): 1
+	// and 1 when flash_fwd ran alone.
+	NumSplits int       `json:"num_splits"`
+	PackGQA   int       `json:"pack_gqa"`
+	TimesMs   []float64 `json:"times_ms"`
 }
 
 // anchorMasks are the masks of ../shared/bench/ANCHORS.md in our stdlib.
@@ -41,23 +51,33 @@ var anchorMasks = []string{"none", "causal", "sliding_window(1023, 0)", "documen
 
 func benchCmd() *cobra.Command {
 	var masks, bundles, files, constFlags []string
-	var seqlens []int
-	var tokens, heads, dim, warmup, reps, docLen, block int
+	var seqlens, seqQs, seqKs []int
+	var tokens, batch, heads, kvHeads, dim, warmup, reps, docLen, block int
 	var dtype, jsonOut, device string
-	var backward bool
+	var backward, decode bool
+	var df decodeFlags
 	cmd := &cobra.Command{
 		Use:   "bench [FILE...]",
 		Short: "time attention (forward, or --backward) on the GPU (CUDA events, warm-up, medians) and print TFLOPS",
 		Long: `Times the forward kernel (flash_fwd) for each mask and sequence length with batch = tokens / seqlen, as in
 ../shared/bench/ANCHORS.md (bf16, D=128, 16 heads, 16384 tokens). TFLOPS count only the (q, kv)
-pairs the mask keeps: 4 * pairs * D / t (counted in O(S) for the stdlib's masks, pair by pair on
-the CPU for others). Also prints the cold compile time and the cache-hit load time.
+pairs the mask keeps: 4 * pairs * D / t (counted in O(S) for the stdlib's masks, through the block
+mask for others: full blocks by area, partial ones row by row). Also prints the cold compile time and the cache-hit load time.
 --backward times the backward pass instead (its kernels one after another, as one figure) with
-TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).`,
+TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).
+
+Every row also gives KV TB/s, the bytes of K and V read per second (2 * B * Hkv * Sk * D * element
+size / t), the measure of decoding. --decode times the decoding anchors of
+../shared/bench/decode_bench.py: B=8, 32 query heads, 8 kv heads, D=128, bf16, no mask, Sq in {1, 16},
+Sk in {8192, 32768} (each overridable by its flag); --seqlen-q/--seqlen-k give any other lengths
+(every Sk with every Sq), --batch and --kv-heads the rest of the shape. --num-splits and --pack-gqa
+choose split-KV and PackGQA (docs/decoding.md); the plan each row ran shows in its last columns.`,
 		Example: `  fac bench --bundle attn.bundle --json bench.json
   fac bench --seqlen 32768 --mask causal --json - > causal.json   # the table goes to stderr
   fac bench mymask.fa --mask my_mask --seqlen 4096
-  fac bench --backward --seqlen 8192 --json bwd.json`,
+  fac bench --backward --seqlen 8192 --json bwd.json
+  fac bench --decode --bundle decode.bundle --json decode.json
+  fac bench --decode --num-splits 8 --pack-gqa on --seqlen-q 1 --seqlen-k 8192`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDevice(device, "cuda"); err != nil {
 				return fmt.Errorf("%w (fac bench times GPU kernels)", err)
@@ -76,33 +96,66 @@ TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).`,
 			if docLen < 1 {
 				return fmt.Errorf("--doc-len %d: want a positive document length", docLen)
 			}
+			fl := cmd.Flags()
+			if decode {
+				// decode_bench.py's configurations, unless a flag says otherwise.
+				for name, set := range map[string]func(){
+					"mask":     func() { masks = []string{"none"} },
+					"seqlen-q": func() { seqQs = []int{1, 16} },
+					"seqlen-k": func() { seqKs = []int{8192, 32768} },
+					"batch":    func() { batch = 8 },
+					"heads":    func() { heads = 32 },
+					"kv-heads": func() { kvHeads = 8 },
+				} {
+					if !fl.Changed(name) {
+						set()
+					}
+				}
+			}
+			shapes, err := benchShapes(seqlens, seqQs, seqKs, tokens, batch, heads, kvHeads, dim)
+			if err != nil {
+				return err
+			}
+			if backward && (len(seqQs) > 0 || len(seqKs) > 0 || kvHeads > 0 || df.changed()) {
+				return fmt.Errorf("--backward times Sq = Sk = --seqlen with Hkv = H (no --seqlen-q, --seqlen-k, --kv-heads, --decode or split-KV flags)")
+			}
+			fwdOpts := fac.Options{}
+			if err := df.apply(&fwdOpts); err != nil {
+				return err
+			}
 			w := reportTo(cmd, jsonOut == "-")
 			gpu, err := openGPU(bundles)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(w, "device: %s (%s)\n", gpu.Name, gpu.Arch)
+			fwdOpts.Arch = gpu.Arch // tile arguments tuned for this GPU unless --const sets them
 			if backward {
 				fmt.Fprintln(w, "backward pass: flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess timed as one; TFLOPS = 10 * pairs * D / t")
-			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts}, dim, bundles); err != nil {
+			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts, Arch: gpu.Arch}, dim, bundles); err != nil {
 				fmt.Fprintf(w, "compile times: %v\n", err)
 			}
 			var rows []benchResult
-			fmt.Fprintf(w, "%-26s %6s %3s %4s %10s %9s\n", "mask", "S", "B", "H", "median ms", "TFLOPS")
-			for _, s := range seqlens {
-				b := max(1, tokens/s)
+			fmt.Fprintf(w, "%-26s %6s %6s %3s %4s %4s %10s %9s %8s %6s %4s\n", "mask", "Sq", "Sk", "B", "H", "Hkv", "median ms", "TFLOPS", "KV TB/s", "splits", "pack")
+			for _, sh := range shapes {
 				for _, m := range masks {
-					opts := fac.Options{Mask: m, DType: dtype, Sources: srcs, Consts: consts}
-					run := benchOne
+					opts := fwdOpts
+					opts.Mask, opts.DType, opts.Sources, opts.Consts = m, dtype, srcs, consts
+					var r benchResult
+					var err error
 					if backward {
-						run = benchBackwardOne
+						r, err = benchBackwardOne(gpu, opts, sh.SeqQ, sh.Batch, sh.Heads, dim, docLen, warmup, reps)
+						r.SeqLenQ, r.SeqLenK, r.KVHeads, r.NumSplits, r.PackGQA = sh.SeqQ, sh.SeqK, sh.KV(), 1, 1
+						r.KVTBps = kvTBps(sh, dtype, r.MedianMs)
+					} else {
+						r, err = benchShape(gpu, opts, sh, docLen, warmup, reps)
 					}
-					r, err := run(gpu, opts, s, b, heads, dim, docLen, warmup, reps)
 					if err != nil {
-						return fmt.Errorf("%s S=%d: %w", m, s, err)
+						return fmt.Errorf("%s Sq=%d Sk=%d: %w", m, sh.SeqQ, sh.SeqK, err)
 					}
 					rows = append(rows, r)
-					fmt.Fprintf(w, "%-26s %6d %3d %4d %10.3f %9.1f\n", r.Mask, r.SeqLen, r.Batch, r.Heads, r.MedianMs, r.TFLOPS)
+					fmt.Fprintf(w, "%-26s %6d %6d %3d %4d %4d %10.3f %9.1f %8.3f %6d %4d\n", r.Mask, r.SeqLenQ, r.SeqLenK, r.Batch, r.Heads, r.KVHeads,
+						r.MedianMs, r.TFLOPS, r.KVTBps, r.NumSplits, r.PackGQA)
 				}
 			}
 			if jsonOut != "" {
@@ -116,8 +169,14 @@ TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).`,
 	addFileFlag(fs, &files)
 	fs.StringArrayVar(&masks, "mask", anchorMasks, "masks to time (repeatable)")
 	fs.IntSliceVar(&seqlens, "seqlen", []int{2048, 8192}, "sequence lengths (Sq = Sk; comma-separated)")
-	fs.IntVar(&tokens, "tokens", 16384, "batch × seqlen")
+	fs.IntSliceVar(&seqQs, "seqlen-q", nil, "query lengths (comma-separated; with --seqlen-k, every pair; default --seqlen)")
+	fs.IntSliceVar(&seqKs, "seqlen-k", nil, "key lengths (comma-separated; default --seqlen)")
+	fs.IntVar(&tokens, "tokens", 16384, "batch × seqlen (batch = tokens / Sk unless --batch)")
+	fs.IntVar(&batch, "batch", 0, "batch (0: tokens / Sk)")
 	fs.IntVar(&heads, "heads", 16, "heads")
+	fs.IntVar(&kvHeads, "kv-heads", 0, "kv heads (0: --heads; fewer is grouped-query attention)")
+	fs.BoolVar(&decode, "decode", false, "time decode_bench.py's decoding anchors (B=8, H=32, Hkv=8, D=128, no mask, Sq 1 and 16, Sk 8192 and 32768; flags override)")
+	df.add(fs)
 	fs.IntVar(&dim, "dim", 128, "head dim")
 	fs.StringVar(&dtype, "dtype", "bf16", "bf16 or f16")
 	addBlockFlag(fs, &block)
@@ -145,9 +204,9 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 		}
 		return out
 	}
-	n := sh.Batch * sh.Heads * sh.SeqQ * sh.Dim
-	in := fac.Inputs{Q: randn(n), K: randn(n), V: randn(n), Aux: map[string]any{}}
-	doc := make([]int32, sh.SeqQ)
+	nq, nk := sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, sh.Batch*sh.KV()*sh.SeqK*sh.Dim
+	in := fac.Inputs{Q: randn(nq), K: randn(nk), V: randn(nk), Aux: map[string]any{}}
+	doc := make([]int32, max(sh.SeqQ, sh.SeqK))
 	for i := range doc {
 		doc[i] = int32(i / docLen)
 	}
@@ -160,12 +219,74 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 	return in, doc, randn, nil
 }
 
-func benchOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, reps int) (benchResult, error) {
-	fwd, err := fac.CompileForward(opts, d)
+// benchShapes are the shapes fac bench times, in order: each --seqlen as
+// Sq = Sk, or, with --seqlen-q or --seqlen-k, every Sk with every Sq (the
+// other list defaulting to --seqlen); batch is tokens / Sk unless given.
+func benchShapes(seqlens, seqQs, seqKs []int, tokens, batch, heads, kvHeads, dim int) ([]fac.Shape, error) {
+	if kvHeads == 0 {
+		kvHeads = heads
+	}
+	if batch < 0 || kvHeads < 0 {
+		return nil, fmt.Errorf("--batch %d, --kv-heads %d: want positive values (0 = the default)", batch, kvHeads)
+	}
+	var pairs [][2]int
+	if len(seqQs) == 0 && len(seqKs) == 0 {
+		for _, s := range seqlens {
+			pairs = append(pairs, [2]int{s, s})
+		}
+	} else {
+		if len(seqQs) == 0 {
+			seqQs = seqlens
+		}
+		if len(seqKs) == 0 {
+			seqKs = seqlens
+		}
+		for _, sk := range seqKs {
+			for _, sq := range seqQs {
+				pairs = append(pairs, [2]int{sq, sk})
+			}
+		}
+	}
+	var out []fac.Shape
+	for _, p := range pairs {
+		if p[0] < 1 || p[1] < 1 {
+			return nil, fmt.Errorf("sequence lengths %d×%d: want positive lengths", p[0], p[1])
+		}
+		b := batch
+		if b == 0 {
+			b = max(1, tokens/p[1])
+		}
+		sh := fac.Shape{Batch: b, Heads: heads, KVHeads: kvHeads, SeqQ: p[0], SeqK: p[1], Dim: dim}
+		if err := sh.Validate(); err != nil {
+			return nil, err
+		}
+		out = append(out, sh)
+	}
+	return out, nil
+}
+
+// kvTBps is the K and V bytes of shape sh in dtype read per second over a
+// median time of ms milliseconds, in TB/s (decode_bench.py's kv_tbps).
+func kvTBps(sh fac.Shape, dtype string, ms float64) float64 {
+	size := 2.0
+	if dtype == "f32" {
+		size = 4
+	}
+	bytes := 2 * float64(sh.Batch) * float64(sh.KV()) * float64(sh.SeqK) * float64(sh.Dim) * size
+	return bytes / ms / 1e9
+}
+
+// benchShape times the forward pass (flash_fwd, or its split-KV plan) on
+// one shape.
+func benchShape(gpu *fac.CUDA, opts fac.Options, sh fac.Shape, docLen, warmup, reps int) (benchResult, error) {
+	fwd, err := fac.CompileForward(opts, sh.Dim)
 	if err != nil {
 		return benchResult{}, err
 	}
-	sh := fac.Shape{Batch: b, Heads: h, KVHeads: h, SeqQ: s, SeqK: s, Dim: d}
+	plan, err := fwd.Plan(sh, gpu.SMs())
+	if err != nil {
+		return benchResult{}, err
+	}
 	in, doc, _, err := benchInputs(fwd, opts.Mask, sh, docLen)
 	if err != nil {
 		return benchResult{}, err
@@ -174,15 +295,25 @@ func benchOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, r
 	if err != nil {
 		return benchResult{}, err
 	}
-	pairs, err := keptPairs(fwd, s, doc)
+	var pairs int64
+	switch {
+	case sh.SeqQ == sh.SeqK:
+		pairs, err = keptPairs(fwd, sh.SeqQ, doc)
+	case fwd.Mask() == nil:
+		pairs = int64(sh.SeqQ) * int64(sh.SeqK)
+	default:
+		pairs, err = fwd.CountPairs(fac.Shape{Batch: 1, Heads: 1, KVHeads: 1, SeqQ: sh.SeqQ, SeqK: sh.SeqK, Dim: 1}, map[string]any{"doc": doc})
+	}
 	if err != nil {
 		return benchResult{}, err
 	}
 	sorted := append([]float64(nil), times...)
 	sort.Float64s(sorted)
 	med := sorted[len(sorted)/2]
-	tf := 4 * float64(pairs) * float64(d) * float64(b*h) / (med * 1e-3) / 1e12
-	return benchResult{Pass: "forward", Mask: opts.Mask, SeqLen: s, Batch: b, Heads: h, Dim: d, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf, TimesMs: times}, nil
+	tf := 4 * float64(pairs) * float64(sh.Dim) * float64(sh.Batch*sh.Heads) / (med * 1e-3) / 1e12
+	return benchResult{Pass: "forward", Mask: opts.Mask, SeqLen: sh.SeqK, SeqLenQ: sh.SeqQ, SeqLenK: sh.SeqK, Batch: sh.Batch, Heads: sh.Heads,
+		KVHeads: sh.KV(), Dim: sh.Dim, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf, KVTBps: kvTBps(sh, opts.DType, med),
+		NumSplits: plan.NumSplits, PackGQA: plan.Pack, TimesMs: times}, nil
 }
 
 // compileTimes prints the cold compile time (parse → PTX, llc included) and

@@ -19,6 +19,7 @@ func blockmaskCmd() *cobra.Command {
 	var ax auxFlags
 	var mask, outDir, png, device string
 	var block, cell int
+	var fullWidth bool
 	cmd := &cobra.Command{
 		Use:   "blockmask [FILE...]",
 		Short: "build a mask's block mask (FlexAttention layout), save it as .npy files and draw it",
@@ -117,6 +118,14 @@ func blockmaskCmd() *cobra.Command {
 			took := time.Since(t0)
 			fmt.Fprintf(w, "block mask %s: %d×%d blocks of %d×%d, shared over b: %v, over h: %v; built %s in %.3f ms; density %.4f\n",
 				modName(fwd.Mask()), bm.NumQ, bm.NumK, bm.BlockQ, bm.BlockK, bm.B == 1, bm.H == 1, method, ms(took), bm.Density())
+			if fullWidth {
+				if bm, err = bm.WithWidths(bm.NumK, bm.NumQ); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(w, "index rows: %d kv blocks (of %d), %d q blocks (of %d); lists take %s\n",
+				bm.KVWidth, bm.NumK, bm.QWidth, bm.NumQ, byteSize(4*(len(bm.KVIndices)+len(bm.FullKVIndices)+len(bm.QIndices)+len(bm.FullQIndices)+
+					len(bm.KVNumBlocks)+len(bm.FullKVNumBlocks)+len(bm.QNumBlocks)+len(bm.FullQNumBlocks))))
 			if outDir != "" {
 				if err := os.MkdirAll(outDir, 0o755); err != nil {
 					return err
@@ -153,6 +162,7 @@ func blockmaskCmd() *cobra.Command {
 	fs.StringVarP(&outDir, "out", "o", "", "write the block-mask tensors as .npy files and block_mask.json into this folder")
 	fs.StringVar(&png, "png", "", "draw the block mask into this PNG file (- = stdout; the report then goes to stderr)")
 	fs.IntVar(&cell, "cell", 0, "pixels per block in the PNG (0 = fit about 512 px)")
+	fs.BoolVar(&fullWidth, "full-width", false, "write index rows of every block (FlexAttention's [B, H, NumQ, NumK]) instead of rows as long as the longest list, for scripts that take the number of blocks from kv_indices' last dimension (PyTorch's BlockMask.from_kv_blocks)")
 	ax.add(fs)
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle with the block classifier (repeatable; no llc needed)")
 	addDeviceFlag(fs, &device, "cpu", "where to evaluate masks that cannot be bounded: cpu or cuda")
@@ -172,4 +182,17 @@ func bestOf(n int, fn func() error) (time.Duration, error) {
 		}
 	}
 	return best, nil
+}
+
+// byteSize writes a size in B, KiB, MiB or GiB.
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -22,13 +22,19 @@ func buildCmd() *cobra.Command {
 	var block int
 	var out, cacheDir string
 	var verbose, backward bool
+	var df decodeFlags
 	cmd := &cobra.Command{
 		Use:   "build [FILE...]",
 		Short: "compile forward (and --backward) kernels ahead of time into a bundle that loads with no llc",
 		Example: `  fac build --mask causal --mask "sliding_window(1024, 0)" --dtype bf16 --dim 64,128 --arch sm_90a -o attn.bundle
   fac build --backward --mask causal --score "softcap(30.0)" --dtype bf16 -o train.bundle   # forward and backward
   # then, in Go: b, _ := bundle.Read("attn.bundle"); gpu.AddBundle(b)  (or go:embed the file and bundle.Parse it)
-  fac build mymask.fa --mask my_mask -o - | ssh gpu-host 'cat > my.bundle'   # "wrote" goes to stderr`,
+  fac build mymask.fa --mask my_mask -o - | ssh gpu-host 'cat > my.bundle'   # "wrote" goes to stderr
+  fac build --mask none --decode-const BLOCK_N=64 -o decode-n64.bundle   # split-KV kernels with 64-key tiles
+  fac build --num-splits 1 --pack-gqa off -o fwd.bundle   # no split-KV kernels: flash_fwd alone, always`,
+		Long: `Compiles flash_fwd for every mask × score × dtype × head dim × arch, with the block classifier and,
+unless --num-splits 1 --pack-gqa off, the split-KV kernels a decoding call may run (flash_fwd_splitkv
+with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward the backward's.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("-o FILE is required (- = stdout)")
@@ -69,17 +75,23 @@ func buildCmd() *cobra.Command {
 				for _, d := range dims {
 					for _, m := range masks {
 						for _, s := range scores {
-							fwd, err := fac.CompileForward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt}, d)
-							if err != nil {
-								return err
-							}
 							var bwd *fac.Backward
 							if backward {
+								var err error
 								if bwd, err = fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt}, d); err != nil {
 									return err
 								}
 							}
 							for _, arch := range archs {
+								// Per arch: the forward takes the tile arguments tuned for it.
+								fopts := fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt, Arch: arch}
+								if err := df.apply(&fopts); err != nil {
+									return err
+								}
+								fwd, err := fac.CompileForward(fopts, d)
+								if err != nil {
+									return err
+								}
 								ks, err := fwd.BundleKernels(context.Background(), c, arch, tool)
 								if err != nil {
 									return err
@@ -132,6 +144,7 @@ func buildCmd() *cobra.Command {
 	fs.StringVarP(&out, "out", "o", "", "bundle file to write (- = stdout)")
 	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (- for none)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "list each kernel as it is built")
+	df.add(fs)
 	fs.BoolVar(&backward, "backward", false, "also the backward pass's kernels (flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess, or flash_bwd_dq with --const DETERMINISTIC=true)")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd

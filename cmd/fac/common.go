@@ -158,7 +158,7 @@ func (c *compileFlags) request(files []string, arch string) (compiler.Request, e
 	if err != nil {
 		return compiler.Request{}, err
 	}
-	return compiler.Request{Sources: srcs, Kernel: c.kernel, Mask: c.mask, Score: c.score, Consts: consts, Passes: po, GPU: gpu}, nil
+	return compiler.Request{Sources: srcs, Kernel: c.kernel, Mask: c.mask, Score: c.score, Consts: consts, Arch: arch, Passes: po, GPU: gpu}, nil
 }
 
 // openGPU opens GPU 0 and adds the given AOT bundles to it.

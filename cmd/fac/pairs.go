@@ -11,8 +11,10 @@ import (
 // SeqK = s, for TFLOPS. The stdlib's masks are counted a row at a time
 // from the run of keys each row keeps, and document from how often each
 // id occurs: O(s), so `fac bench --seqlen 32768` does not spend seconds
-// (1e9 pairs a mask) on the CPU. Other masks are counted pair by pair on
-// the reference device (O(s²)).
+// (1e9 pairs a mask) on the CPU. Other masks are counted through their
+// block mask (fac.Forward.CountPairs: full blocks by area, partial blocks
+// row by row, or by evaluating them where the mask reads aux tensors):
+// O(blocks), not O(s²).
 func keptPairs(fwd *fac.Forward, s int, doc []int32) (int64, error) {
 	if n, ok := keptPairsFast(fwd.Mask(), s, doc); ok {
 		return n, nil

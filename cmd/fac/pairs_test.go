@@ -10,7 +10,8 @@ import (
 )
 
 // TestKeptPairs cross-checks the O(S) counts of the stdlib's masks against
-// counting every pair on the reference device, at small S, with
+// counting through the block mask (fac.Forward.CountPairs; the blockmask
+// tests check that against every pair), at small S, with
 // arguments at and past the edges (windows reaching outside the sequence,
 // empty windows, prefixes longer than it, document ids that recur apart).
 func TestKeptPairs(t *testing.T) {
@@ -40,7 +41,7 @@ func TestKeptPairs(t *testing.T) {
 			}
 		}
 	}
-	// A user mask is counted pair by pair.
+	// A user mask is counted through its block mask.
 	fwd, err := fac.CompileForward(fac.Options{Mask: "band", Sources: map[string]string{"b.fa": "mask band(b, h, q_idx, kv_idx) {\n    return q_idx - kv_idx < 3 && kv_idx - q_idx < 3\n}\n"}}, 16)
 	if err != nil {
 		t.Fatal(err)

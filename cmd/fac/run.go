@@ -25,6 +25,7 @@ func runCmd() *cobra.Command {
 	var ax auxFlags
 	var bwf backwardFlags
 	var vlf varlenFlags
+	var df decodeFlags
 	var (
 		device, dtype          string
 		qf, kf, vf, outF, lseF string
@@ -33,7 +34,7 @@ func runCmd() *cobra.Command {
 		bundles                []string
 		bmDir, bmMask          string
 		block                  int
-		noCheck                bool
+		noCheck, fullCheck     bool
 		tol                    float64
 		sinksF                 string
 	)
@@ -43,6 +44,9 @@ func runCmd() *cobra.Command {
 		Long: `Runs flash_fwd with the mask and score mods on random inputs (or --q/--k/--v), then checks O and LSE
 against naive float64 attention: above the dtype's tolerance (f32 1e-4, f16 5e-3, bf16 2e-2; --tol), or
 with any NaN, the check fails and fac exits 1. --no-check skips the reference (O(B·H·Sq·Sk) on the CPU).
+Above 2^26 pairs (B·H·Sq·Sk) the check compares 64 rows (the first, the last, every batch and head, the
+rest sampled with a fixed seed) against a float64 reference of those rows, and says so; --full-check
+checks every row.
 Sizes not given by flags come from the --q/--k/--v files and the --blockmask folder.
 
 --backward runs the forward, then the backward kernels for dL/dO = --do (random if absent), and checks dQ,
@@ -51,18 +55,24 @@ with the same tolerances; --dq-out, --dk-out, --dv-out write them (only when the
 
 --sinks FILE.npy ([H] f32, gpt-oss's learnable sinks) runs flash_fwd_sinks: each head's sink logit joins
 the softmax denominator of its rows (a row that keeps no key gets O = 0, LSE = the sink); the check uses
-the reference with sinks. Forward only for now.
+the reference with sinks. With --backward, the sinks' gradient is checked too (--dsinks-out writes it).
 
 --cu-seqlens-q/--cu-seqlens-k FILE.npy ([num_seqs+1] i32) run packed variable-length sequences
 (flash_fwd_varlen, FlashAttention's varlen layout): q, k, v are [total, H, D], O is [total_q, H, D] and
-LSE [H, total_q]; mods see positions within each sequence and b = its index. CPU only, no aux tensors
-or block mask yet (the mask is evaluated on every tile).`,
+LSE [H, total_q]; mods see positions within each sequence and b = its index. Each sequence gets its own
+block mask (empty blocks skipped, the mask evaluated on partial ones only); no aux tensors on the CLI yet.
+
+Decoding (docs/decoding.md): a call whose q tiles are too few to fill the GPU runs split-KV
+(flash_fwd_splitkv over --num-splits programs per tile, then flash_fwd_combine), and with Sq ≤ 64 and
+GQA packs the query heads of a kv head into one tile (--pack-gqa); both are chosen from the shape and
+the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The plan is printed.`,
 		Example: `  fac run --device cpu --mask causal --batch 2 --heads 4 --seqlen-q 100 --seqlen-k 257 --dim 64
   fac run mymask.fa --mask my_mask --seqlen-q 1000 --seqlen-k 1000
   fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy -o o.npy
   fac run --mask document --random-aux --doc-len 32 --out - > o.npy
   fac run --mask "sliding_window(127, 0)" --sinks sinks.npy --heads 8 --kv-heads 1
-  fac run --backward --mask causal --q q.npy --k k.npy --v v.npy --do do.npy --dq-out dq.npy --dk-out dk.npy --dv-out dv.npy`,
+  fac run --backward --mask causal --q q.npy --k k.npy --v v.npy --do do.npy --dq-out dq.npy --dk-out dk.npy --dv-out dv.npy
+  fac run --mask causal_bottom_right --heads 32 --kv-heads 8 --seqlen-q 1 --seqlen-k 8192 --dim 128 --dtype bf16 --num-splits 4`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if err := checkDevice(device, "cpu", "cuda"); err != nil {
 				return err
@@ -83,6 +93,9 @@ or block mask yet (the mask is evaluated on every tile).`,
 				return err
 			}
 			w := reportTo(cmd, outF == "-" || lseF == "-" || bwf.toStdout())
+			if vlf.on() && df.changed() {
+				return fmt.Errorf("--num-splits, --pack-gqa, --sms and --decode-const are for flash_fwd; varlen has no split-KV yet")
+			}
 			if vlf.on() {
 				return vlf.run(cmd, varlenArgs{w: w, cf: &cf, files: files, shp: &shp, qf: qf, kf: kf, vf: vf, outF: outF, lseF: lseF,
 					dtype: dtype, device: device, seed: seed, scale: scale, noCheck: noCheck, tol: t})
@@ -108,9 +121,6 @@ or block mask yet (the mask is evaluated on every tile).`,
 			}
 			var sinks []float32
 			if sinksF != "" {
-				if bwf.on {
-					return fmt.Errorf("--sinks: the backward kernels take no sinks yet (drop --backward)")
-				}
 				a, err := npy.ReadFile(sinksF)
 				if err != nil {
 					return fmt.Errorf("--sinks: %w", err)
@@ -162,9 +172,13 @@ or block mask yet (the mask is evaluated on every tile).`,
 			if err != nil {
 				return err
 			}
+			fwdOpts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: fwdConsts, DType: dtype, Passes: req.Passes,
+				Sinks: sinks != nil}
+			if err := df.apply(&fwdOpts); err != nil {
+				return err
+			}
 			t0 := time.Now()
-			fwd, err := fac.CompileForward(fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: fwdConsts, DType: dtype, Passes: req.Passes,
-				Sinks: sinks != nil}, sh.Dim)
+			fwd, err := fac.CompileForward(fwdOpts, sh.Dim)
 			if err != nil {
 				return err
 			}
@@ -206,10 +220,21 @@ or block mask yet (the mask is evaluated on every tile).`,
 			var o, lse []float32
 			var gpu *fac.CUDA
 			t1 := time.Now()
+			sms := 0
 			if device == "cuda" {
 				if gpu, err = openGPU(bundles); err != nil {
 					return err
 				}
+				sms = gpu.SMs()
+			}
+			plan, err := fwd.Plan(sh, sms)
+			if err != nil {
+				return err
+			}
+			if plan.SplitKV {
+				fmt.Fprintf(w, "decoding: %s\n", plan)
+			}
+			if device == "cuda" {
 				if o, lse, err = fwd.RunCUDA(gpu, in, sh); err != nil {
 					return err
 				}
@@ -228,15 +253,10 @@ or block mask yet (the mask is evaluated on every tile).`,
 			if noCheck {
 				fmt.Fprintln(w, "check skipped (--no-check): no float64 reference computed, the output is unchecked")
 			} else {
-				var ro, rlse []float64
-				what := fmt.Sprintf("float64 reference, %d×%d pairs per head", sh.SeqQ, sh.SeqK)
-				if err := withProgress(stderr, term, what, " (--no-check skips it)", func() (err error) {
-					ro, rlse, err = fwd.Reference(in, sh)
-					return err
-				}); err != nil {
+				rep, err := checkForward(w, stderr, term, fwd, in, sh, o, lse, fullCheck)
+				if err != nil {
 					return err
 				}
-				rep := compare(o, lse, ro, rlse)
 				fmt.Fprintf(w, "max |O - ref| = %.3g, relative to max |ref| = %.3g; max |LSE - ref| = %.3g; NaN: %d (reference: %d)\n",
 					rep.maxAbs, rep.rel, rep.lseErr, rep.nans, rep.refNaNs)
 				if err := rep.verdict(t, dtype); err != nil {
@@ -263,6 +283,7 @@ or block mask yet (the mask is evaluated on every tile).`,
 	bwf.add(cmd.Flags())
 	vlf.add(cmd)
 	fs := cmd.Flags()
+	df.add(fs)
 	addDeviceFlag(fs, &device, "cpu", "device: cpu (reference interpreter) or cuda (GPU 0; time includes compile or cache load)")
 	fs.StringVar(&dtype, "dtype", "f32", "element type of q, k, v, o: f32, bf16, f16")
 	addBlockFlag(fs, &block)
@@ -277,6 +298,7 @@ or block mask yet (the mask is evaluated on every tile).`,
 	fs.StringVar(&bmMask, "blockmask-mask", "", "the mask a --blockmask folder that records none (from PyTorch, or format fac-blockmask/1) was made for")
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable; no llc needed)")
 	fs.BoolVar(&noCheck, "no-check", false, "skip the float64 reference and the check (it is O(B·H·Sq·Sk) on the CPU)")
+	fs.BoolVar(&fullCheck, "full-check", false, "check every row against the float64 reference even above 2^26 pairs (B·H·Sq·Sk), where 64 sampled rows are checked")
 	fs.StringVar(&sinksF, "sinks", "", "per-head sink logits .npy [H] (gpt-oss): runs flash_fwd_sinks, each joins its head's softmax denominator")
 	fs.Float64Var(&tol, "tol", 0, "tolerance of the check, on O relative to max |ref| and on LSE (0 = the dtype's)")
 	aliases(cmd, map[string]string{"blockmask-block": "block"})

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"math"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fac-compiler/fac/internal/npy"
+	"github.com/fac-compiler/fac/reference"
 )
 
 // TestRunSinks: --sinks runs flash_fwd_sinks and checks it against the
@@ -22,6 +28,68 @@ func TestRunSinks(t *testing.T) {
 	}
 	wantFail(t, runFac(t, "", "run", "--sinks", sinks, "--heads", "3", "--seqlen-q", "8", "--seqlen-k", "8", "--dim", "16"),
 		"--heads is 3", "--sinks")
-	wantFail(t, runFac(t, "", "run", "--sinks", sinks, "--backward", "--seqlen-q", "8", "--seqlen-k", "8", "--dim", "16"),
-		"no sinks yet")
+	wantFail(t, runFac(t, "", "run", "--dsinks-out", "ds.npy", "--seqlen-q", "8", "--seqlen-k", "8", "--dim", "16"),
+		"--dsinks-out needs --backward")
+	wantFail(t, runFac(t, dir, "run", "--backward", "--dsinks-out", "ds.npy", "--seqlen-q", "8", "--seqlen-k", "8", "--dim", "16"),
+		"--dsinks-out needs --sinks")
+}
+
+// TestRunBackwardSinks: --backward with --sinks runs the sinks' backward
+// (flash_bwd_sinks), checks dsinks with the other gradients, and
+// --dsinks-out writes [H] values that match float64 gradients computed
+// here (rows past the window's reach keep nothing).
+func TestRunBackwardSinks(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	const b, h, hkv, sq, sk, d = 2, 4, 1, 45, 21, 16
+	q := writeTensor(t, dir, "q.npy", rng, b, h, sq, d)
+	k := writeTensor(t, dir, "k.npy", rng, b, hkv, sk, d)
+	v := writeTensor(t, dir, "v.npy", rng, b, hkv, sk, d)
+	do := writeTensor(t, dir, "do.npy", rng, b, h, sq, d)
+	sinks := []float32{-3, -2, 0.5, 4}
+	enc, err := npy.EncodeF32([]int{h}, sinks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := npy.WriteFile(filepath.Join(dir, "sinks.npy"), enc); err != nil {
+		t.Fatal(err)
+	}
+	r := runFac(t, dir, "run", "--backward", "--mask", "sliding_window(10, 0)", "--sinks", "sinks.npy", "--q", "q.npy", "--k", "k.npy",
+		"--v", "v.npy", "--do", "do.npy", "--dsinks-out", "dsinks.npy", "--dk-out", "dk.npy")
+	wantOK(t, r)
+	for _, want := range []string{"kernel flash_fwd_sinks", "flash_bwd_sinks", "dsinks ", "check passed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	to64 := func(xs []float32) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			out[i] = float64(x)
+		}
+		return out
+	}
+	ref := reference.AttentionGradSinks(to64(q), to64(k), to64(v), to64(do), reference.Shape{B: b, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d},
+		float64(float32(1/math.Sqrt(d))), func(b, h, i, j int) bool { return j <= i && i-j <= 10 }, nil, nil, nil, to64(sinks))
+	for _, c := range []struct {
+		file  string
+		shape []int
+		ref   []float64
+	}{{"dsinks.npy", []int{h}, ref.DSinks}, {"dk.npy", []int{b, hkv, sk, d}, ref.DK}} {
+		a, err := npy.ReadFile(filepath.Join(dir, c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.Shape, c.shape) {
+			t.Fatalf("%s: shape %v, want %v", c.file, a.Shape, c.shape)
+		}
+		worst, top := 0.0, 0.0
+		for i, x := range a.F32() {
+			worst = math.Max(worst, math.Abs(float64(x)-c.ref[i]))
+			top = math.Max(top, math.Abs(c.ref[i]))
+		}
+		if top == 0 || worst > 1e-4*top {
+			t.Errorf("%s: max error %.3g, max |ref| %.3g", c.file, worst, top)
+		}
+	}
 }

@@ -38,7 +38,7 @@ type varlenArgs struct {
 	tol                    tolerance
 }
 
-// run is fac run for packed sequences, on the CPU: compile, run, check
+// run is fac run for packed sequences, on the CPU or the GPU: compile, run, check
 // against the per-sequence float64 reference, write O [total_q, H, D] and
 // LSE [H, total_q].
 func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
@@ -50,9 +50,6 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 		if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
 			return fmt.Errorf("--%s does not work with --cu-seqlens-q/-k yet", f)
 		}
-	}
-	if a.device != "cpu" {
-		return fmt.Errorf("--cu-seqlens-q/-k: only --device cpu runs varlen yet")
 	}
 	cu := func(flag, path string) ([]int32, error) {
 		arr, err := npy.ReadFile(path)
@@ -132,11 +129,26 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 	in := fac.VarlenInputs{CuSeqlensQ: cuQ, CuSeqlensK: cuK, Scale: a.scale,
 		Q: tensorArg(tensors["q"], totalQ*heads*dim, rng), K: tensorArg(tensors["k"], totalK*kvHeads*dim, rng), V: tensorArg(tensors["v"], totalK*kvHeads*dim, rng)}
 	w := a.w
-	fmt.Fprintf(w, "kernel %s mask=%s score=%s dtype=%s on cpu\n", fwd.Result().Kernel, modName(fwd.Result().Mask), modName(fwd.Result().Score), a.dtype)
-	fmt.Fprintf(w, "varlen: %d sequences, %d query and %d key tokens, H=%d Hkv=%d D=%d (mask evaluated on every tile: no block mask yet)\n",
+	fmt.Fprintf(w, "kernel %s mask=%s score=%s dtype=%s on %s\n", fwd.Result().Kernel, modName(fwd.Result().Mask), modName(fwd.Result().Score), a.dtype, a.device)
+	fmt.Fprintf(w, "varlen: %d sequences, %d query and %d key tokens, H=%d Hkv=%d D=%d\n",
 		len(cuQ)-1, totalQ, totalK, heads, kvHeads, dim)
 	t1 := time.Now()
-	o, lse, err := fwd.RunCPU(in, heads, kvHeads)
+	if in.BlockMask, err = fwd.BlockMask(in, heads); err != nil {
+		return err
+	}
+	partial, full := in.BlockMask.Counts()
+	fmt.Fprintf(w, "block mask per sequence: %d partial and %d full blocks of %d (per mask head), built in %.1f ms\n",
+		partial, full, in.BlockMask.Blocks(), ms(time.Since(t1)))
+	var o, lse []float32
+	if a.device == "cuda" {
+		gpu, gerr := openGPU(nil)
+		if gerr != nil {
+			return gerr
+		}
+		o, lse, err = fwd.RunCUDA(gpu, in, heads, kvHeads)
+	} else {
+		o, lse, err = fwd.RunCPU(in, heads, kvHeads)
+	}
 	if err != nil {
 		return err
 	}

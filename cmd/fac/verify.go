@@ -1,13 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fac-compiler/fac"
 )
 
 // tolerance is what fac run's check accepts for a dtype: O's largest error
@@ -144,4 +149,84 @@ func withProgress(w io.Writer, terminal bool, what, hint string, fn func() error
 	close(done)
 	wg.Wait() // no line after fn's result is reported
 	return err
+}
+
+// fullCheckPairs is the largest problem, in (q, kv) pairs over every batch
+// and head (B·H·Sq·Sk), that fac run checks against the whole float64
+// reference (O(B·H·Sq·Sk·D): about 30 s at this size on two cores). Above
+// it, it checks sampleRows rows against a float64 reference of those rows
+// only (O(rows·Sk·D)), unless --full-check.
+const fullCheckPairs = 1 << 26
+
+// sampleRows is how many query rows a sampled check compares.
+const sampleRows = 64
+
+// checkRows picks a sampled check's rows, deterministically: the first and
+// the last row of the problem, a row of every (batch, head) (up to 1024 of
+// them), then rows from a fixed-seed generator, spread over batches and
+// heads in turn, until there are max(sampleRows, B·H + 2); no row twice.
+func checkRows(sh fac.Shape) []fac.RefRow {
+	bh := sh.Batch * sh.Heads
+	n := max(sampleRows, min(bh, 1024)+2)
+	total := int64(bh) * int64(sh.SeqQ)
+	if int64(n) > total {
+		n = int(total)
+	}
+	seen := map[fac.RefRow]bool{}
+	var rows []fac.RefRow
+	add := func(r fac.RefRow) {
+		if !seen[r] && len(rows) < n {
+			seen[r] = true
+			rows = append(rows, r)
+		}
+	}
+	add(fac.RefRow{})
+	add(fac.RefRow{B: sh.Batch - 1, H: sh.Heads - 1, I: sh.SeqQ - 1})
+	rng := rand.New(rand.NewPCG(0x5eed, 0xcafe))
+	for m := 0; len(rows) < n; m++ {
+		k := m % bh
+		add(fac.RefRow{B: k / sh.Heads, H: k % sh.Heads, I: rng.IntN(sh.SeqQ)})
+	}
+	slices.SortFunc(rows, func(a, b fac.RefRow) int {
+		return cmp.Or(cmp.Compare(a.B, b.B), cmp.Compare(a.H, b.H), cmp.Compare(a.I, b.I))
+	})
+	return rows
+}
+
+// checkForward runs fac run's check of O and LSE: against the whole float64
+// reference, or, above fullCheckPairs pairs (and without full), against
+// the reference of checkRows' rows, saying so on w. The report covers the
+// rows compared.
+func checkForward(w, stderr io.Writer, term bool, fwd *fac.Forward, in fac.Inputs, sh fac.Shape, o, lse []float32, full bool) (report, error) {
+	pairs := int64(sh.Batch) * int64(sh.Heads) * int64(sh.SeqQ) * int64(sh.SeqK)
+	if full || pairs <= fullCheckPairs {
+		var ro, rlse []float64
+		what := fmt.Sprintf("float64 reference, %d×%d pairs per head", sh.SeqQ, sh.SeqK)
+		if err := withProgress(stderr, term, what, " (--no-check skips it)", func() (err error) {
+			ro, rlse, err = fwd.Reference(in, sh)
+			return err
+		}); err != nil {
+			return report{}, err
+		}
+		return compare(o, lse, ro, rlse), nil
+	}
+	rows := checkRows(sh)
+	fmt.Fprintf(w, "check sampled: %d of the %d query rows (the first, the last, every batch and head) against a float64 reference of those rows; "+
+		"B·H·Sq·Sk = %d pairs is over %d (--full-check computes the whole reference)\n", len(rows), sh.Batch*sh.Heads*sh.SeqQ, pairs, fullCheckPairs)
+	var ro, rlse []float64
+	what := fmt.Sprintf("float64 reference of %d rows, %d keys each", len(rows), sh.SeqK)
+	if err := withProgress(stderr, term, what, " (--no-check skips it)", func() (err error) {
+		ro, rlse, err = fwd.ReferenceRows(in, sh, rows)
+		return err
+	}); err != nil {
+		return report{}, err
+	}
+	d := sh.Dim
+	so, slse := make([]float32, len(rows)*d), make([]float32, len(rows))
+	for n, r := range rows {
+		at := (r.B*sh.Heads+r.H)*sh.SeqQ + r.I
+		copy(so[n*d:][:d], o[at*d:][:d])
+		slse[n] = lse[at]
+	}
+	return compare(so, slse, ro, rlse), nil
 }

@@ -13,6 +13,8 @@ import (
 // and a latch that steps iv.
 func (l *Lowerer) lowerFor(op *tir.Op) {
 	l.regionsLowered++
+	l.depth++
+	defer func() { l.depth-- }()
 	l.smemDirty = true
 	defer func() { l.smemDirty = true }()
 	lays := l.a.forLays[op]
@@ -23,10 +25,18 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	for i := range lays {
 		inits[i] = l.Get(op.Args[3+i], lays[i])
 	}
+	pl := l.pipes[op]
+	if pl != nil {
+		l.pipePrologue(pl, lo, hi)
+	}
 	pre := l.b
 	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
 	pre.NewBr(hdr)
 	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
+	var stage *ir.InstPhi
+	if pl != nil {
+		stage = pipeStage(hdr, pre)
+	}
 	phis := make([][]*ir.InstPhi, len(lays))
 	for i, regs := range inits {
 		for _, r := range regs {
@@ -42,7 +52,13 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 		l.put(a, lays[i], phiValues(phis[i]))
 		l.convertDemands(a)
 	}
+	if pl != nil {
+		l.pipeBodyTop(pl, iv, step, hi, stage)
+	}
 	y := l.lowerBlock(rb)
+	if pl != nil && l.prefetch != nil {
+		l.Barrier() // no barrier in the body: one here issues the prefetch
+	}
 	if y == nil || y.Kind != tir.OpYield || len(y.Args) != len(lays) {
 		Fail("%s: for body must end with yield of %d values", op.Pos, len(lays))
 	}
@@ -52,6 +68,9 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	}
 	next := l.b.NewAdd(iv, step)
 	latch := l.b
+	if pl != nil {
+		stage.Incs = append(stage.Incs, ir.NewIncoming(latch.NewXor(stage, ConstI32(1)), latch))
+	}
 	latch.NewBr(hdr)
 	iv.Incs = append(iv.Incs, ir.NewIncoming(next, latch))
 	for i := range phis {
@@ -60,6 +79,9 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 		}
 	}
 	l.b = exit
+	if pl != nil {
+		l.pipeExit(pl)
+	}
 	for i, r := range op.Results {
 		l.put(r, lays[i], phiValues(phis[i]))
 		l.convertDemands(r)
@@ -78,6 +100,8 @@ func phiValues(ps []*ir.InstPhi) []value.Value {
 // is none) and phis for the results in the merge block.
 func (l *Lowerer) lowerIf(op *tir.Op) {
 	l.regionsLowered++
+	l.depth++
+	defer func() { l.depth-- }()
 	defer func() { l.smemDirty = true }()
 	lays := l.a.forLays[op]
 	cond := l.Get(op.Args[0], scalarL)[0]

@@ -18,7 +18,7 @@ func (l *Lowerer) lowerDot(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	}
 	out := l.target.LowerDot(l, op, ws)
 	for _, x := range op.Args[:2] {
-		if l.smemTiles[x] != nil {
+		if st := l.smemTiles[x]; st != nil && !st.Resident {
 			l.inFlight--
 		}
 	}

@@ -84,11 +84,17 @@ type Lowerer struct {
 
 	// Staged tiles sit at the start of shared memory, the scratch area of
 	// conversions and reductions starts at scratchBase.
-	smemTiles      map[*tir.Value]*Staged
-	scratchBase    int
-	stagedIssued   int
-	regionsLowered int
-	inFlight       int // staged tiles loaded and not yet consumed
+	smemTiles map[*tir.Value]*Staged
+	pipes     map[*tir.Op]*pipeline // loops whose staged loads are prefetched
+	// prefetch, when set, issues a pipelined loop's next tiles at the next
+	// Barrier at region depth prefetchDepth outside any branch.
+	prefetch             func()
+	depth, prefetchDepth int // tile-IR region nesting
+	branchDepth          int // inside a run-time two-way branch (AlignedOr)
+	scratchBase          int
+	stagedIssued         int
+	regionsLowered       int
+	inFlight             int // staged tiles loaded and not yet consumed
 	// smemDirty: shared memory may have been accessed since the last
 	// barrier on some path to here (a staged load must then sync first).
 	smemDirty bool
@@ -112,6 +118,9 @@ func NewLowerer(f *tir.Func, arch string, t Target, nw int) *Lowerer {
 	l.a.l = l
 	return l
 }
+
+// Target is the GPU target lowering the kernel.
+func (l *Lowerer) Target() Target { return l.target }
 
 // Func is the kernel being lowered.
 func (l *Lowerer) Func() *tir.Func { return l.f }

@@ -126,12 +126,14 @@ func (l *Lowerer) AlignedOr(ptrs, uniform []value.Value, v int, e tir.Elem, fast
 	}
 	fb, sb, merge := l.newBlock("vec"), l.newBlock("novec"), l.newBlock("vec.end")
 	l.b.NewCondBr(ok, fb, sb)
+	l.branchDepth++ // code on one path only (see Barrier)
 	l.b = fb
 	fr := fast()
 	fe := l.b
 	fe.NewBr(merge)
 	l.b = sb
 	sr := slow()
+	l.branchDepth--
 	se := l.b
 	se.NewBr(merge)
 	l.b = merge

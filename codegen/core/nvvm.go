@@ -161,10 +161,17 @@ func (l *Lowerer) Asm(ret types.Type, text, constraints string, sideEffect bool,
 	return l.asm(ret, text, constraints, sideEffect, args...)
 }
 
-// Barrier is bar.sync 0 for the whole CTA.
+// Barrier is bar.sync 0 for the whole CTA. The first one in a pipelined
+// loop's body (on every path through it) also issues the prefetch of the
+// next iteration's tiles: past it, every thread is done with the previous
+// iteration, whose buffers the prefetch overwrites (see pipeline.go).
 func (l *Lowerer) Barrier() {
 	l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
 	l.smemDirty = false
+	if f := l.prefetch; f != nil && l.depth == l.prefetchDepth && l.branchDepth == 0 {
+		l.prefetch = nil
+		f()
+	}
 }
 
 // toF32 widens a float register (f32, or f16/bf16 bits) to float.

@@ -61,6 +61,12 @@ func (l *Lowerer) opNote(op *tir.Op, name func(*tir.Value) string) string {
 	s := fmt.Sprintf("staged: operand %c of %s", "AB"[st.Operand], name(st.Dot.Result()))
 	if l.planned {
 		s += fmt.Sprintf(", smem [%d, %d)", st.ByteOff, st.ByteOff+st.Bytes)
+		if st.Stride > 0 {
+			s += fmt.Sprintf(", 2 buffers %d apart, prefetched", st.Stride)
+		}
+	}
+	if st.Resident {
+		s += ", resident"
 	}
 	return s
 }

@@ -1,6 +1,11 @@
 package core
 
-import "github.com/fac-compiler/fac/tir"
+import (
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
 
 // Staged is a load whose tile goes straight to shared memory for a
 // tensor-core dot in the same block, never visiting registers (cp.async on
@@ -21,9 +26,54 @@ type Staged struct {
 	ByteOff, Bytes int
 	// Plan is the target's data about the tile (sm80: its ldmatrix plan).
 	Plan any
+	// Stride, when the tile is double-buffered by pipeline-loads, is the
+	// distance in bytes from its first buffer (at ByteOff) to its second;
+	// 0 otherwise. Bytes then covers both.
+	Stride int
+	// Resident tiles are loaded once, before the loop whose dots read
+	// them, and stay: the target waits for their copies at the load, and
+	// no dot consumes them (sm90's stage-resident).
+	Resident bool
+	// Guard, when set while the copies are issued, is an i1 that must also
+	// hold for any element to be copied (a prefetch past the last
+	// iteration copies nothing).
+	Guard value.Value
 
-	seq     int // issue number, set when the load is lowered
-	regions int // regions lowered before it was issued (see StagedAfter)
+	seq     int         // issue number, set when the load is lowered
+	regions int         // regions lowered before it was issued (see StagedAfter)
+	dyn     value.Value // i32 bytes added to ByteOff: the buffer in use (pipelined tiles)
+	pipe    *pipeline   // the loop that prefetches it, or nil
+}
+
+// StagedAddr is the address of element idx (i32, counted in t) of staged
+// tile st: its buffer in use when the tile is double-buffered.
+func (l *Lowerer) StagedAddr(t types.Type, st *Staged, idx value.Value) value.Value {
+	if st.dyn != nil {
+		sh := map[int]int64{1: 0, 2: 1, 4: 2, 8: 3}[typeBytes(t)]
+		idx = l.b.NewAdd(idx, l.b.NewLShr(st.dyn, ConstI32(sh)))
+	}
+	return l.SharedAbs(t, st.ByteOff, idx)
+}
+
+// StagedDyn is the run-time byte offset of st's buffer in use from
+// ByteOff (nil: none, the tile has one buffer).
+func (st *Staged) StagedDyn() value.Value { return st.dyn }
+
+// StagedMasks is the per-copy predicate of a staged load: its mask
+// registers (nil: unmasked) ANDed with st.Guard; nil when neither.
+func (l *Lowerer) StagedMasks(st *Staged, mask []value.Value, n int) []value.Value {
+	if st.Guard == nil {
+		return mask
+	}
+	out := make([]value.Value, n)
+	for i := range out {
+		if mask == nil {
+			out[i] = st.Guard
+		} else {
+			out[i] = l.b.NewAnd(mask[i], st.Guard)
+		}
+	}
+	return out
 }
 
 // Stage marks st.Load as staged (before assign-layouts).
@@ -42,7 +92,9 @@ func (l *Lowerer) StagedTile(v *tir.Value) *Staged { return l.smemTiles[v] }
 // waits for st.
 func (l *Lowerer) StagedAfter(st *Staged) int {
 	n := l.stagedIssued - st.seq - 1
-	if l.regionsLowered != st.regions || n < 0 {
+	// A pipelined loop has no staged loads in nested regions (see
+	// pipeline.go), so its counts stay static across them.
+	if (st.pipe == nil && l.regionsLowered != st.regions) || n < 0 {
 		return 0
 	}
 	return n
@@ -51,6 +103,12 @@ func (l *Lowerer) StagedAfter(st *Staged) int {
 // lowerStaged issues a staged load through the target and records it: its
 // tile is in flight until its dot is lowered.
 func (l *Lowerer) lowerStaged(op *tir.Op, st *Staged) {
+	if st.pipe != nil && st.pipe.active {
+		// Prefetched by the loop (issued in the previous iteration or the
+		// prologue, counted at the top of the body).
+		l.smemTiles[op.Result()] = st
+		return
+	}
 	l.target.LowerStagedLoad(l, op, st)
 	st.seq = l.stagedIssued
 	st.regions = l.regionsLowered
@@ -63,7 +121,6 @@ func (l *Lowerer) lowerStaged(op *tir.Op, st *Staged) {
 // and places their tiles at the start of shared memory, in program order;
 // the scratch area of conversions, reductions and dot staging follows.
 func (l *Lowerer) planAsync() {
-	off := 0
 	l.f.Body.Walk(func(op *tir.Op) bool {
 		st := l.a.async[op]
 		if st == nil {
@@ -74,13 +131,34 @@ func (l *Lowerer) planAsync() {
 			delete(l.a.async, op)
 			return true
 		}
-		st.ByteOff, st.Bytes = off, n
-		off = (off + n + 127) &^ 127
+		st.Bytes = n
+		return true
+	})
+	l.placeStaged()
+}
+
+// placeStaged places the staged tiles (Bytes set; double-buffered ones
+// take two buffers, 1024-aligned so that swizzled tiles keep their
+// pattern) at the start of shared memory in program order.
+func (l *Lowerer) placeStaged() {
+	off := 0
+	l.f.Body.Walk(func(op *tir.Op) bool {
+		st := l.a.async[op]
+		if st == nil {
+			return true
+		}
+		if st.Stride > 0 {
+			off = roundUpTo(off, 1024)
+		}
+		st.ByteOff = off
+		off = (off + st.Bytes + 127) &^ 127
 		return true
 	})
 	l.scratchBase = off
 	l.smemBytes = off
 }
+
+func roundUpTo(n, a int) int { return (n + a - 1) / a * a }
 
 // IsZeroConst reports whether v is a constant zero (+0.0, 0 or false).
 func IsZeroConst(v *tir.Value) bool {

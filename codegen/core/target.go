@@ -42,4 +42,7 @@ type Target interface {
 	PlanStaged(l *Lowerer, st *Staged) (bytes int, ok bool)
 	// LowerStagedLoad issues the copies of staged load op into its tile.
 	LowerStagedLoad(l *Lowerer, op *tir.Op, st *Staged)
+	// WaitStaged waits until every staged copy issued so far has landed
+	// (after a pipelined loop: its last prefetch).
+	WaitStaged(l *Lowerer)
 }

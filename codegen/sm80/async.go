@@ -50,6 +50,7 @@ func lowerAsyncLoad(l *core.Lowerer, op *tir.Op, at *core.Staged) {
 	if len(op.Args) == 3 {
 		mask = l.Get(op.Args[1], ws[1])
 	}
+	mask = l.StagedMasks(at, mask, len(ptrs))
 	x := l.Lin(lay, t.Shape)
 	// Strides of the tile in the load's own coordinates: the view may be
 	// the transpose.
@@ -71,7 +72,7 @@ func lowerAsyncLoad(l *core.Lowerer, op *tir.Op, at *core.Staged) {
 		i8s, i8g := core.SharedPtr(types.I8), core.PtrTo(types.I8, 1)
 		for g := 0; g < len(ptrs); g += v {
 			idx := l.AddOff(base, core.DotInts(x.RegOffset(g), st))
-			dst := l.Block().NewBitCast(l.SharedAbs(types.I16, at.ByteOff, idx), i8s)
+			dst := l.Block().NewBitCast(l.StagedAddr(types.I16, at, idx), i8s)
 			src := l.Block().NewBitCast(ptrs[g], i8g)
 			var n value.Value = core.ConstI32(16)
 			if mask != nil {
@@ -90,7 +91,7 @@ func lowerAsyncLoad(l *core.Lowerer, op *tir.Op, at *core.Staged) {
 				val = l.MaskedLoad(p, mask[r], zero, e)
 			}
 			idx := l.AddOff(base, core.DotInts(x.RegOffset(r), st))
-			l.Block().NewStore(val, l.SharedAbs(types.I16, at.ByteOff, idx))
+			l.Block().NewStore(val, l.StagedAddr(types.I16, at, idx))
 		}
 		return nil
 	})
@@ -106,4 +107,9 @@ func lowerAsyncLoad(l *core.Lowerer, op *tir.Op, at *core.Staged) {
 func waitFor(l *core.Lowerer, at *core.Staged) {
 	n := l.StagedAfter(at)
 	l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), core.ConstI32(int64(n)))
+}
+
+// waitAll waits for every cp.async copy issued so far.
+func waitAll(l *core.Lowerer) {
+	l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), core.ConstI32(0))
 }

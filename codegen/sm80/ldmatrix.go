@@ -79,6 +79,7 @@ type fragLoader struct {
 	l       *core.Lowerer
 	p       *fragPlan
 	byteOff int
+	st      *core.Staged // the staged tile read, or nil (a scratch tile)
 	lanes   map[string]value.Value
 }
 
@@ -121,7 +122,13 @@ func (f *fragLoader) load(first int, deltas []int) []value.Value {
 	l, p := f.l, f.p
 	n := len(deltas)
 	a := l.AddOff(f.laneAddr(deltas), core.DotInts(p.lout.RegOffset(2*first), p.st))
-	ptr := l.Block().NewBitCast(l.SharedAbs(types.I16, f.byteOff, a), core.SharedPtr(types.I8))
+	var at value.Value
+	if f.st != nil {
+		at = l.StagedAddr(types.I16, f.st, a)
+	} else {
+		at = l.SharedAbs(types.I16, f.byteOff, a)
+	}
+	ptr := l.Block().NewBitCast(at, core.SharedPtr(types.I8))
 	name := fmt.Sprintf("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x%d", n)
 	if p.trans {
 		name += ".trans"

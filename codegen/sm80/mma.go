@@ -103,6 +103,7 @@ func mmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.V
 		}
 		if at := l.StagedTile(x); at != nil {
 			loaders[i] = newFragLoader(l, at.Plan.(*fragPlan), at.ByteOff)
+			loaders[i].st = at
 			tiles = append(tiles, at)
 			continue
 		}

@@ -54,25 +54,29 @@ func findAsyncIn(l *core.Lowerer, b *tir.Block, uses map[*tir.Value]int) {
 				y = d.Args[0]
 			}
 			ld := y.Def
-			if ld == nil || ld.Kind != tir.OpLoad || !in[ld] || uses[y] != 1 || l.StagedLoad(ld) != nil {
+			if ld == nil || ld.Kind != tir.OpLoad || !in[ld] || uses[y] != 1 || l.StagedLoad(ld) != nil || !Copyable(l, ld) {
 				continue
 			}
-			t := y.Type
-			last := t.Rank() - 1
-			if t.Rank() != 2 || t.Shape[last]%8 != 0 || l.Contiguity(ld.Args[0])[last] < 8 {
-				continue
-			}
-			if len(ld.Args) == 3 && !core.IsZeroConst(ld.Args[2]) {
-				continue
-			}
-			l.Stage(&core.Staged{Load: ld, Dot: op, Operand: i, View: x, Layout: chunkLayout(t.Shape, l.NumWarps())})
+			l.Stage(&core.Staged{Load: ld, Dot: op, Operand: i, View: x, Layout: ChunkLayout(y.Type.Shape, l.NumWarps())})
 		}
 	}
 }
 
-// chunkLayout is the layout of a staged load: 8 contiguous 16-bit
+// Copyable reports whether load ld can be staged by 16-byte copies: a
+// rank-2 16-bit tile whose pointers are contiguous in aligned runs of 8
+// along the last dim (a multiple of 8), masked rows reading zero.
+func Copyable(l *core.Lowerer, ld *tir.Op) bool {
+	t := ld.Result().Type
+	last := t.Rank() - 1
+	if t.Rank() != 2 || t.Elem.Bytes() != 2 || t.Shape[last]%8 != 0 || l.Contiguity(ld.Args[0])[last] < 8 {
+		return false
+	}
+	return len(ld.Args) != 3 || core.IsZeroConst(ld.Args[2])
+}
+
+// ChunkLayout is the layout of a staged load: 8 contiguous 16-bit
 // elements (one 16-byte copy) per thread and register group.
-func chunkLayout(shape []int, numWarps int) core.Blocked {
+func ChunkLayout(shape []int, numWarps int) core.Blocked {
 	b := core.DefaultBlocked(shape, numWarps)
 	r := len(shape)
 	if b.SizePerThread[r-1] == 8 {

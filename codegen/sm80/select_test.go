@@ -12,7 +12,7 @@ import (
 func TestChunkLayout(t *testing.T) {
 	for _, nw := range []int{1, 2, 4, 8} {
 		for _, s := range [][]int{{16, 16}, {64, 64}, {64, 128}, {128, 64}, {8, 8}} {
-			x := chunkLayout(s, nw).Linear(s, nw)
+			x := ChunkLayout(s, nw).Linear(s, nw)
 			if err := x.Check(); err != nil {
 				t.Errorf("%v, %d warps: %v", s, nw, err)
 				continue

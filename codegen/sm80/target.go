@@ -63,3 +63,6 @@ func (Target) PlanStaged(l *core.Lowerer, st *core.Staged) (int, bool) { return 
 func (Target) LowerStagedLoad(l *core.Lowerer, op *tir.Op, st *core.Staged) {
 	lowerAsyncLoad(l, op, st)
 }
+
+// WaitStaged waits for all cp.async groups.
+func (Target) WaitStaged(l *core.Lowerer) { waitAll(l) }

@@ -4,15 +4,17 @@
 // (cp.async.bulk.tensor) with mbarriers for operand staging, warp
 // specialization and setmaxnreg, as phases of its own table.
 //
-// Today: wgmma (wgmma.go, tile.go) on sm_90a when opted in with the
-// environment variable FAC_WGMMA=1, operands staged by cp.async into
-// swizzled tiles; everything else (and every dot without the opt-in) uses
-// sm80's strategy (mma.sync, ldmatrix, cp.async), which Hopper runs too.
+// Today: wgmma (wgmma.go, tile.go) on sm_90a (opt out with the environment
+// variable FAC_WGMMA=0), operands staged by cp.async into swizzled tiles and
+// prefetched one iteration ahead (pipeline-loads); everything else (sm_90,
+// the opt-out, dots wgmma cannot take) uses sm80's strategy (mma.sync,
+// ldmatrix, cp.async), which Hopper runs too.
 package sm90
 
 import (
 	"os"
 
+	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/codegen/core"
@@ -20,10 +22,10 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
-// EnvWGMMA is the environment variable that opts sm_90a into wgmma ("1").
-// It is read when the target is made (once per kernel lowered) and is not
-// part of a kernel's artifact identity: keep kernels built with and
-// without it in different caches (FAC_CACHE_DIR) or bundles.
+// EnvWGMMA is the environment variable that opts sm_90a out of wgmma
+// ("0"; anything else keeps it). It is read when the target is made (once
+// per kernel lowered); codegen.Variant puts the choice into the kernel's
+// identity, so the two paths never share a cache entry or bundle slot.
 const EnvWGMMA = "FAC_WGMMA"
 
 // Target is the sm90 target for one arch: wgmma and setmaxnreg need the
@@ -42,15 +44,15 @@ type Target struct {
 var _ core.Target = (*Target)(nil)
 
 // New returns the target for arch (sm_90 or sm_90a), with wgmma when arch
-// is sm_90a and FAC_WGMMA=1.
+// is sm_90a unless FAC_WGMMA=0.
 func New(arch string) *Target {
-	return &Target{Arch: arch, WGMMA: arch == "sm_90a" && os.Getenv(EnvWGMMA) == "1"}
+	return &Target{Arch: arch, WGMMA: arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"}
 }
 
-// Phases is sm90's phase table: today sm80's phases; pipelining, warp
-// specialization, TMA lowering and fence insertion go here.
+// Phases is sm90's phase table: today sm80's phases; warp specialization,
+// TMA lowering and fence insertion go here.
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, sm80.SelectAsync, core.AssignLayouts, core.PlanAsync, core.LowerLLVM}
+	return []core.Phase{core.CheckKernel, sm80.SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, core.LowerLLVM}
 }
 
 // DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.
@@ -104,7 +106,17 @@ func (t *Target) PlanStaged(l *core.Lowerer, st *core.Staged) (int, bool) {
 func (t *Target) LowerStagedLoad(l *core.Lowerer, op *tir.Op, st *core.Staged) {
 	if p, ok := st.Plan.(*tilePlan); ok {
 		t.lowerTileLoad(l, op, st, p)
+		if st.Resident {
+			// Copied once and read by every iteration: wait for it here
+			// (the dots then only wait for their streamed tiles) and hand
+			// it to the async proxy; the first dot's barrier publishes it.
+			t.WaitStaged(l)
+			l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
+		}
 		return
 	}
 	t.base.LowerStagedLoad(l, op, st)
 }
+
+// WaitStaged: cp.async groups, as sm80 (TMA would wait on its mbarriers).
+func (t *Target) WaitStaged(l *core.Lowerer) { t.base.WaitStaged(l) }

@@ -181,11 +181,16 @@ func sharedAddr64(l *core.Lowerer, byteOff int) value.Value {
 	return l.Block().NewPtrToInt(p, types.I64)
 }
 
-// descValue is v's descriptor for the tile at byte tileOff of shared
-// memory: the constant fields with the encoded base address added.
-func descValue(l *core.Lowerer, v view, tileOff int) value.Value {
+// descValue is v's descriptor for the tile at byte tileOff (+ dyn bytes,
+// an i32, when not nil) of shared memory: the constant fields with the
+// encoded base address added.
+func descValue(l *core.Lowerer, v view, tileOff int, dyn value.Value) value.Value {
 	b := l.Block()
-	a := b.NewLShr(b.NewAnd(sharedAddr64(l, tileOff), ci64(0x3FFFF)), ci64(4))
+	addr := sharedAddr64(l, tileOff)
+	if dyn != nil {
+		addr = b.NewAdd(addr, b.NewZExt(dyn, types.I64))
+	}
+	a := b.NewLShr(b.NewAnd(addr, ci64(0x3FFFF)), ci64(4))
 	return b.NewOr(a, ci64(int64(v.desc())))
 }
 

@@ -39,7 +39,7 @@ type tilePlan struct {
 }
 
 // wgmmaLayout reports whether dot op runs on wgmma, and its accumulator
-// layout: sm_90a with FAC_WGMMA=1, 16-bit operands, f32 accumulator,
+// layout: sm_90a (unless FAC_WGMMA=0), 16-bit operands, f32 accumulator,
 // warps in whole warpgroups, each with 64-row blocks of M, N a multiple
 // of 8 and K of 16.
 func (t *Target) wgmmaLayout(l *core.Lowerer, op *tir.Op) (core.MMA, bool) {
@@ -196,6 +196,7 @@ func (t *Target) lowerTileLoad(l *core.Lowerer, op *tir.Op, st *core.Staged, p *
 	if len(op.Args) == 3 {
 		mask = l.Get(op.Args[1], ws[1])
 	}
+	mask = l.StagedMasks(st, mask, len(ptrs))
 	x := l.Lin(lay, ty.Shape)
 	if reg := x.RegBases(); len(reg) < 3 || !core.EqualBases(reg[:3], [][]int{{0, 1}, {0, 2}, {0, 4}}) {
 		core.Fail("internal error: staged load layout %s has no 8-element chunks", lay)
@@ -211,7 +212,7 @@ func (t *Target) lowerTileLoad(l *core.Lowerer, op *tir.Op, st *core.Staged, p *
 	l.AlignedOr(ptrs, nil, v, e, func() []value.Value {
 		i8s, i8g := core.SharedPtr(types.I8), core.PtrTo(types.I8, 1)
 		for g := 0; g < len(ptrs); g += v {
-			dst := l.SharedAbs(types.I8, st.ByteOff, xorOff(l, base, tl.offset(rowCol(x.RegOffset(g), 1))))
+			dst := l.StagedAddr(types.I8, st, xorOff(l, base, tl.offset(rowCol(x.RegOffset(g), 1))))
 			src := l.Block().NewBitCast(ptrs[g], i8g)
 			var n value.Value = core.ConstI32(16)
 			if mask != nil {
@@ -229,7 +230,7 @@ func (t *Target) lowerTileLoad(l *core.Lowerer, op *tir.Op, st *core.Staged, p *
 			} else {
 				val = l.MaskedLoad(ptr, mask[r], zero, e)
 			}
-			a := l.SharedAbs(types.I8, st.ByteOff, xorOff(l, base, tl.offset(rowCol(x.RegOffset(r), 1))))
+			a := l.StagedAddr(types.I8, st, xorOff(l, base, tl.offset(rowCol(x.RegOffset(r), 1))))
 			l.Block().NewStore(val, l.Block().NewBitCast(a, core.SharedPtr(types.I16)))
 		}
 		return nil
@@ -295,7 +296,8 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 	// tensors in registers written to the scratch area here.
 	type smemOperand struct {
 		v   view
-		off int // from the start of shared memory
+		off int         // from the start of shared memory
+		dyn value.Value // + this many bytes (the buffer in use of a pipelined tile), or nil
 	}
 	var ops [2]*smemOperand
 	var staged []*core.Staged
@@ -317,14 +319,14 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 			if !ok {
 				core.Fail("internal error: wgmma operand %d staged without a tile plan", i)
 			}
-			ops[i] = &smemOperand{p.v, st.ByteOff}
+			ops[i] = &smemOperand{p.v, st.ByteOff, st.StagedDyn()}
 			staged = append(staged, st)
 			continue
 		}
 		lin := l.Lin(ws[i], x.Type.Shape)
 		v, cd := registerView(lin, x.Type.Shape, i)
 		start := roundUp(l.Scratch()+used, tileAlign)
-		ops[i] = &smemOperand{v, start}
+		ops[i] = &smemOperand{v, start, nil}
 		used = start + v.bytes() - l.Scratch()
 		writes = append(writes, write{i, l.Get(x, ws[i]), lin, cd})
 		l.CountConversion()
@@ -337,7 +339,9 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 		}
 	}
 	for _, st := range staged {
-		l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), core.ConstI32(int64(l.StagedAfter(st))))
+		if !st.Resident {
+			l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), core.ConstI32(int64(l.StagedAfter(st))))
+		}
 	}
 	// The tiles were written through the generic proxy (cp.async,
 	// st.shared); wgmma reads through the async proxy.
@@ -371,14 +375,14 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 
 	l.Asm(types.Void, "wgmma.fence.sync.aligned;", "~{memory}", true)
 	vb := ops[1].v
-	descB := descValue(l, vb, ops[1].off)
+	descB := descValue(l, vb, ops[1].off, ops[1].dyn)
 	var descA value.Value
 	if ops[0] != nil {
 		// Warpgroup g multiplies rows 64g.. of each M block.
 		va := ops[0].v
 		b := l.Block()
 		g := b.NewZExt(b.NewLShr(l.WarpID(), core.ConstI32(2)), types.I64)
-		descA = b.NewAdd(descValue(l, va, ops[0].off), b.NewMul(g, ci64(int64(va.mnOff(64)>>4))))
+		descA = b.NewAdd(descValue(l, va, ops[0].off, ops[0].dyn), b.NewMul(g, ci64(int64(va.mnOff(64)>>4))))
 	}
 	for kk := 0; kk < nK; kk++ {
 		for i := 0; i < nM; i++ {

@@ -158,6 +158,11 @@ func fix(e tir.Elem, v float64) float64 {
 	return v
 }
 
+// Round rounds every value to what an element of e holds, in place (as
+// FromFloats stores them), without a buffer: f32, bf16 and f16 round to
+// nearest even, integers convert.
+func Round(e tir.Elem, xs []float64) { fixSlice(e, xs) }
+
 // fixSlice applies fix to every element, with a tight loop for f32.
 func fixSlice(e tir.Elem, d []float64) {
 	if e == tir.F32 {

@@ -1,16 +1,14 @@
 package attention
 
-import (
-	"fmt"
-
-	"github.com/fac-compiler/fac/launch"
-)
+import "github.com/fac-compiler/fac/launch"
 
 // FlashFwdVarlen is flash_fwd_varlen.fa's contract: one program per (q
 // tile of the longest sequence, sequence × head). Problem.Shape has Batch =
 // the number of sequences and SeqQ, SeqK = the longest ones; q, o are
 // [TotalQ, H, D] and k, v [TotalK, Hkv, D] with token and head strides; lse
-// is [H, TotalQ]; cu_seqlens_q/k are [Batch + 1] i32.
+// is [H, TotalQ]; cu_seqlens_q/k are [Batch + 1] i32. The per-sequence
+// block mask (VarlenKVLists): kv_row_start is [Batch·H]; the row tensors
+// and kv_indices are as long as Problem.Lens gives by their names.
 var FlashFwdVarlen = &launch.Contract{
 	Kernel: "flash_fwd_varlen",
 	File:   "flash_fwd_varlen.fa",
@@ -22,6 +20,11 @@ var FlashFwdVarlen = &launch.Contract{
 		{Name: "lse", Output: true, Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ} }},
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
 		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
+		{Name: VarlenKVLists.RowStart, Dims: varlenRowStartDims},
+		{Name: VarlenKVLists.Counts, Dims: lensDims(VarlenKVLists.Counts)},
+		{Name: VarlenKVLists.FullCounts, Dims: lensDims(VarlenKVLists.Counts)},
+		{Name: VarlenKVLists.ListStart, Dims: lensDims(VarlenKVLists.Counts)},
+		{Name: VarlenKVLists.Indices, Dims: lensDims(VarlenKVLists.Indices)},
 	},
 	Scalars: []launch.Scalar{
 		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
@@ -33,12 +36,29 @@ var FlashFwdVarlen = &launch.Contract{
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 	},
-	Check: func(p launch.Problem) error {
-		if d := p.Attr("HEAD_DIM"); p.Shape.Dim != d {
-			return fmt.Errorf("shape: head dim %d, but the kernel was compiled for %d", p.Shape.Dim, d)
-		}
-		return nil
-	},
+	Check: checkHeadDim,
+}
+
+// VarlenLists names a varlen kernel's per-sequence block-mask tensors: a
+// row is one (sequence, mask head, block), and the rows of (sequence b,
+// head h) start at RowStart[b·H + h], one per block along the walked
+// direction; Counts and FullCounts give each row's partial and full
+// blocks, listed (partial then full) in Indices from ListStart. Their
+// lengths are Problem.Lens[Counts] (rows) and Lens[Indices].
+type VarlenLists struct {
+	RowStart, Counts, FullCounts, ListStart, Indices string
+}
+
+// VarlenKVLists are flash_fwd_varlen's: the kv blocks of each q block.
+var VarlenKVLists = VarlenLists{RowStart: "kv_row_start", Counts: "kv_num_blocks", FullCounts: "full_kv_num_blocks",
+	ListStart: "kv_list_start", Indices: "kv_indices"}
+
+func varlenRowStartDims(p launch.Problem) []int { return []int{p.Shape.Batch * p.Shape.Heads} }
+
+// lensDims is a 1-D tensor as long as p.Lens[name] (at least 1 element:
+// a kernel is never handed an empty buffer).
+func lensDims(name string) func(p launch.Problem) []int {
+	return func(p launch.Problem) []int { return []int{max(p.Lens[name], 1)} }
 }
 
 func varlenQDims(p launch.Problem) []int { return []int{p.TotalQ, p.Shape.Heads, p.Shape.Dim} }

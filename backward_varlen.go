@@ -1,0 +1,359 @@
+package fac
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/lang"
+	"github.com/fac-compiler/fac/launch"
+	"github.com/fac-compiler/fac/reference"
+	"github.com/fac-compiler/fac/runtime/cpu"
+	"github.com/fac-compiler/fac/stdlib/attention"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// BackwardVarlen is the backward pass of ForwardVarlen (packed sequences
+// of different lengths): flash_bwd_preprocess (Δ, a zeroed dQ
+// accumulator) and flash_bwd_postprocess (dQ) on the packed tensors seen
+// as one batch of total_q positions, and between them flash_bwd_varlen,
+// flash_bwd's block-sparse walk over each sequence's transposed block mask
+// (the same VarlenBlockMask as the forward's). dQ goes through f32
+// atomics; there is no DETERMINISTIC mode yet.
+type BackwardVarlen struct {
+	opts   Options
+	dim    int
+	stages []stage // preprocess, flash_bwd_varlen, postprocess
+	// masker builds and checks block masks and the mods' inputs, with
+	// flash_bwd_varlen's mods and block sizes.
+	masker *ForwardVarlen
+	dtype  tir.Elem
+}
+
+// CompileBackwardVarlen compiles the varlen backward kernels for head
+// dimension dim, with the forward's opts (Mask, Score, Sources, DType,
+// Passes; Consts to the kernels that declare them). SPARSE_Q × SPARSE_K
+// must be the forward's for one VarlenBlockMask to serve both.
+func CompileBackwardVarlen(opts Options, dim int) (*BackwardVarlen, error) {
+	dt := opts.DType
+	if dt == "" {
+		dt = "f32"
+	}
+	if dt != "f32" && dt != "bf16" && dt != "f16" {
+		return nil, fmt.Errorf("unsupported dtype %q: the backward kernels take f32, bf16 or f16", dt)
+	}
+	if dim <= 0 || dim > 256 {
+		return nil, fmt.Errorf("unsupported head dim %d: want 1..256", dim)
+	}
+	if opts.Sinks {
+		return nil, fmt.Errorf("%s: sinks are not supported yet (nor by flash_fwd_varlen)", attention.FlashBwdVarlen.Kernel)
+	}
+	if v, ok := opts.Consts["DETERMINISTIC"]; ok {
+		return nil, fmt.Errorf("DETERMINISTIC = %s: the varlen backward has no deterministic mode yet (dQ goes through atomics)", v)
+	}
+	stages, err := compileStages(opts, dt, dim, []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwdVarlen, attention.FlashBwdPostprocess})
+	if err != nil {
+		return nil, err
+	}
+	main := stages[1].res
+	for _, m := range []*lang.ModInst{main.Mask, main.Score} {
+		if m == nil {
+			continue
+		}
+		for _, p := range m.AuxParams() {
+			for _, d := range p.Dims {
+				if d.SeqQ != 0 || d.SeqK != 0 {
+					return nil, fmt.Errorf("%s %s: aux tensor %s %s is shaped by the sequence lengths, which %s does not support yet (they differ per sequence)",
+						m.Kind(), m, p.Name, p.Type(), attention.FlashBwdVarlen.Kernel)
+				}
+			}
+		}
+	}
+	bw := &BackwardVarlen{opts: opts, dim: dim, stages: stages, dtype: main.Func().Params[0].Type.Elem}
+	bw.masker = &ForwardVarlen{f: &Forward{opts: opts, res: main, contract: attention.FlashBwdVarlen, dim: dim, dtype: bw.dtype}}
+	return bw, nil
+}
+
+// Kernels are the compiled kernels in launch order.
+func (bw *BackwardVarlen) Kernels() []*compiler.Result {
+	out := make([]*compiler.Result, len(bw.stages))
+	for i, s := range bw.stages {
+		out[i] = s.res
+	}
+	return out
+}
+
+// AuxTensors are the aux tensors the mods read; AuxGrads the float aux
+// tensors of the score that get gradients (Grads.DAux).
+func (bw *BackwardVarlen) AuxTensors() []string {
+	var out []string
+	for _, a := range bw.masker.f.AuxTensors() {
+		if !strings.HasSuffix(a, ".grad") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (bw *BackwardVarlen) AuxGrads() []string {
+	var out []string
+	for _, a := range bw.masker.f.AuxTensors() {
+		if n, ok := strings.CutSuffix(a, ".grad"); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// BlockMask builds the block mask of a call, as ForwardVarlen.BlockMask
+// (with this backward's block sizes; the same as the forward's by default).
+func (bw *BackwardVarlen) BlockMask(in VarlenInputs, heads int) (*VarlenBlockMask, error) {
+	return bw.masker.BlockMask(in, heads)
+}
+
+// VarlenBackwardInputs are a varlen backward call's tensors: the forward's
+// inputs (Q, K, V, cu_seqlens, Aux, Scalars, Scale, BlockMask), O
+// ([total_q, H, D]) and LSE ([H, total_q]) as the forward returned them,
+// and DO = dL/dO, shaped like O.
+type VarlenBackwardInputs struct {
+	VarlenInputs
+	O, LSE, DO []float32
+}
+
+// RunCPU runs the varlen backward on the CPU reference device: dQ like Q
+// ([total_q, H, D]), dK and dV like K and V ([total_k, Hkv, D]), and the
+// score's aux gradients by name.
+func (bw *BackwardVarlen) RunCPU(in VarlenBackwardInputs, heads, kvHeads int) (*Grads, error) {
+	return bw.RunCPUContext(context.Background(), in, heads, kvHeads)
+}
+
+// RunCPUContext is RunCPU that gives up once ctx is done.
+func (bw *BackwardVarlen) RunCPUContext(ctx context.Context, in VarlenBackwardInputs, heads, kvHeads int) (*Grads, error) {
+	b, err := bw.bind(in, heads, kvHeads)
+	if err != nil {
+		return nil, err
+	}
+	if b.empty != nil {
+		return b.empty, nil
+	}
+	host := b.host
+	daux := map[string]*cpu.Buffer{}
+	for key, n := range b.gradLen {
+		daux[key] = cpu.NewBuffer(key, tir.F32, n)
+		host[key] = daux[key]
+	}
+	for i := range bw.stages {
+		st := &bw.stages[i]
+		out, err := cpu.Run(ctx, st.res.Module, b.calls[i], host)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range st.contract.Outputs() {
+			host[name] = out[name]
+		}
+	}
+	g := &Grads{DAux: map[string][]float32{}}
+	g.DQ = host["dq"].(*cpu.Buffer).F32()
+	g.DK = host["dk"].(*cpu.Buffer).F32()
+	g.DV = host["dv"].(*cpu.Buffer).F32()
+	for key, buf := range daux {
+		g.DAux[auxGradName(key)] = buf.F32()
+	}
+	return g, nil
+}
+
+// varlenBound is a varlen backward call bound: the stages' calls, the
+// host tensors by parameter name, the aux gradients' lengths by binder
+// key; empty holds the (zero) gradients of a call with no queries, which
+// runs nothing.
+type varlenBound struct {
+	calls   []*launch.Call
+	host    map[string]any
+	gradLen map[string]int
+	empty   *Grads
+}
+
+// bind checks a call and binds its three kernels.
+func (bw *BackwardVarlen) bind(in VarlenBackwardInputs, heads, kvHeads int) (*varlenBound, error) {
+	f, d := bw.masker.f, bw.dim
+	if kvHeads == 0 {
+		kvHeads = heads
+	}
+	if heads <= 0 || kvHeads <= 0 {
+		return nil, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
+	}
+	if len(in.Q)%(heads*d) != 0 || len(in.K)%(kvHeads*d) != 0 || len(in.V) != len(in.K) {
+		return nil, fmt.Errorf("q has %d elements, k %d, v %d: want [total_q, %d, %d] and twice [total_k, %d, %d]",
+			len(in.Q), len(in.K), len(in.V), heads, d, kvHeads, d)
+	}
+	totalQ, totalK := len(in.Q)/(heads*d), len(in.K)/(kvHeads*d)
+	if len(in.O) != len(in.Q) || len(in.DO) != len(in.Q) || len(in.LSE) != heads*totalQ {
+		return nil, fmt.Errorf("O has %d elements, DO %d, LSE %d: want O and DO like Q (%d) and LSE [%d, %d]",
+			len(in.O), len(in.DO), len(in.LSE), len(in.Q), heads, totalQ)
+	}
+	sh, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkAux(in.Aux, sh); err != nil {
+		return nil, err
+	}
+	if err := f.checkScalars(in.Scalars); err != nil {
+		return nil, err
+	}
+	auxLen, err := auxLens(in.Aux)
+	if err != nil {
+		return nil, err
+	}
+	b := &varlenBound{gradLen: map[string]int{}}
+	for _, a := range bw.AuxGrads() {
+		n, ok := lookupLen(auxLen, a)
+		if !ok {
+			return nil, fmt.Errorf("missing aux tensor %q", a)
+		}
+		b.gradLen[auxGradKey(a)] = n
+	}
+	if totalQ == 0 { // no query: every gradient is zero, nothing to run
+		b.empty = &Grads{DQ: []float32{}, DK: make([]float32, len(in.K)), DV: make([]float32, len(in.V)), DAux: map[string][]float32{}}
+		for key, n := range b.gradLen {
+			b.empty.DAux[auxGradName(key)] = make([]float32, n)
+		}
+		return b, nil
+	}
+	bm, err := bw.masker.varlenBlockMask(in.VarlenInputs, heads)
+	if err != nil {
+		return nil, err
+	}
+	b.host = map[string]any{"q": in.Q, "k": in.K, "v": in.V, "o": in.O, "dout": in.DO, "lse": in.LSE,
+		"cu_seqlens_q": in.CuSeqlensQ, "cu_seqlens_k": in.CuSeqlensK}
+	lens := map[string]int{}
+	bm.q.hostData(attention.VarlenQLists, b.host, lens)
+	// The pre- and postprocess see one batch of totalQ positions: packed
+	// [total_q, H, D] is [1, H, total_q, D] with these strides.
+	packed := Shape{Batch: 1, Heads: heads, KVHeads: heads, SeqQ: totalQ, SeqK: 1, Dim: d}
+	strides := []int{totalQ * heads * d, d, heads * d}
+	for i, st := range bw.stages {
+		req := launch.Request{Problem: launch.Problem{Shape: packed, Attrs: st.res.Attrs(), Scale: in.Scale}}
+		switch i {
+		case 0:
+			req.Strides = map[string][]int{"o": strides, "dout": strides}
+		case 1:
+			req.Problem = launch.Problem{Shape: sh, Attrs: st.res.Attrs(), Scale: in.Scale, TotalQ: totalQ, TotalK: totalK, Lens: lens}
+			req.Aux = maps.Clone(auxLen)
+			maps.Copy(req.Aux, b.gradLen)
+			req.Scalars = in.Scalars
+		case 2:
+			req.Strides = map[string][]int{"dq": strides}
+		}
+		call, err := st.contract.Bind(st.res.Params(), req)
+		if err != nil {
+			return nil, err
+		}
+		for _, buf := range call.Buffers {
+			if _, isGrad := b.gradLen[buf.Key]; buf.Role == launch.Aux && !isGrad {
+				b.host[buf.Name] = in.Aux[buf.Key]
+			}
+		}
+		b.calls = append(b.calls, call)
+	}
+	return b, nil
+}
+
+// Reference computes the float64 gradients sequence by sequence
+// (reference.AttentionGrad on each sequence alone, with the mods and the
+// score's derivative evaluated on the CPU device with its lengths and
+// b = its index), in RunCPU's layouts. O and LSE are recomputed (in.O,
+// in.LSE and in.BlockMask are not read).
+func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int) (reference.Grads, error) {
+	f, d := bw.masker.f, bw.dim
+	if kvHeads == 0 {
+		kvHeads = heads
+	}
+	if heads <= 0 || kvHeads <= 0 || len(in.Q)%(heads*d) != 0 || len(in.K)%(kvHeads*d) != 0 || len(in.V) != len(in.K) || len(in.DO) != len(in.Q) {
+		return reference.Grads{}, fmt.Errorf("q has %d elements, k %d, v %d, do %d: want [total_q, %d, %d], twice [total_k, %d, %d] and dO like q",
+			len(in.Q), len(in.K), len(in.V), len(in.DO), heads, d, kvHeads, d)
+	}
+	totalQ, totalK := len(in.Q)/(heads*d), len(in.K)/(kvHeads*d)
+	sh, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d)
+	if err != nil {
+		return reference.Grads{}, err
+	}
+	if err := f.checkAux(in.Aux, sh); err != nil {
+		return reference.Grads{}, err
+	}
+	if err := f.checkScalars(in.Scalars); err != nil {
+		return reference.Grads{}, err
+	}
+	lens, err := auxLens(in.Aux)
+	if err != nil {
+		return reference.Grads{}, err
+	}
+	vals := in.modValues()
+	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
+	q, k, v, do := roundTo(in.Q, bw.dtype), roundTo(in.K, bw.dtype), roundTo(in.V, bw.dtype), roundTo(in.DO, bw.dtype)
+	// gather takes a sequence's rows [n, hs, d] at start to [1, hs, n, d];
+	// scatter adds them back.
+	gather := func(xs []float64, start, n, hs int) []float64 {
+		out := make([]float64, hs*n*d)
+		for t := range n {
+			for h := range hs {
+				copy(out[(h*n+t)*d:][:d], xs[((start+t)*hs+h)*d:][:d])
+			}
+		}
+		return out
+	}
+	scatter := func(dst, xs []float64, start, n, hs int) {
+		for t := range n {
+			for h := range hs {
+				copy(dst[((start+t)*hs+h)*d:][:d], xs[(h*n+t)*d:][:d])
+			}
+		}
+	}
+	g := reference.Grads{DQ: make([]float64, len(in.Q)), DK: make([]float64, len(in.K)), DV: make([]float64, len(in.V)), DAux: map[string][]float64{}}
+	gradLens := map[string]int{}
+	for _, a := range bw.AuxGrads() {
+		if n, ok := lookupLen(lens, a); ok {
+			gradLens[a] = n
+			g.DAux[a] = make([]float64, n)
+		}
+	}
+	var evalErr firstError
+	for b := 0; b < sh.Batch; b++ {
+		qs, ks := int(in.CuSeqlensQ[b]), int(in.CuSeqlensK[b])
+		sq, sk := int(in.CuSeqlensQ[b+1])-qs, int(in.CuSeqlensK[b+1])-ks
+		if sq == 0 || sk == 0 {
+			continue // no query, or no key: no gradient
+		}
+		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: sk, Dim: d}
+		maskFn, err := modFunc(f.res.Program, f.res.Mask, seq, vals)
+		if err != nil {
+			return reference.Grads{}, err
+		}
+		scoreFn, err := modFunc(f.res.Program, f.res.Score, seq, vals)
+		if err != nil {
+			return reference.Grads{}, err
+		}
+		mask, score := refMods(maskFn, scoreFn, b, &evalErr)
+		var deriv reference.ScoreDerivFunc
+		if scoreFn != nil {
+			dv, _, err := scoreDeriv(f.res.Program, f.res.Score, seq, vals, bw.AuxGrads(), evalErr.note)
+			if err != nil {
+				return reference.Grads{}, err
+			}
+			deriv = func(s float64, _, h, i, j int, aux func(string, int, float64)) float64 { return dv(s, b, h, i, j, aux) }
+		}
+		sg := reference.AttentionGrad(gather(q, qs, sq, heads), gather(k, ks, sk, kvHeads), gather(v, ks, sk, kvHeads), gather(do, qs, sq, heads),
+			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d}, scale, mask, score, deriv, gradLens)
+		scatter(g.DQ, sg.DQ, qs, sq, heads)
+		scatter(g.DK, sg.DK, ks, sk, kvHeads)
+		scatter(g.DV, sg.DV, ks, sk, kvHeads)
+		for a, xs := range sg.DAux {
+			for i, x := range xs {
+				g.DAux[a][i] += x
+			}
+		}
+	}
+	return g, evalErr.get()
+}

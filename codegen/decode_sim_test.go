@@ -1,0 +1,134 @@
+package codegen
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/fac-compiler/fac/codegen/sm90"
+	"github.com/fac-compiler/fac/runtime/cpu"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// splitKVCase is flash_fwd_splitkv (front-end snapshot) on one problem: q
+// [B, H, sq, D], k, v [B, H/group, sk, D] (bf16), the query heads of a kv
+// head packed pack to a tile, q_per_tile positions per tile, splits
+// programs per tile; the block mask is one row per (b, kv head or 1, q
+// block) listing the kv blocks as partial (odd) and full (even), so both
+// branches run; slopes is the alibi score's aux tensor when the snapshot
+// has one.
+func splitKVCase(file string, D, B, H, group, pack, qpt, splits, sq, sk int, slopes bool) simCase {
+	Hk := H / group
+	hx := H / pack
+	nq, nk := (sq+127)/128, (sk+127)/128
+	rows := B * hx * nq
+	return simCase{kernel: file, grid: [3]int{(sq + qpt - 1) / qpt, B * hx, splits}, rtol: 1e-2, atol: 2e-3,
+		args: func(rng *rand.Rand) []any {
+			counts, idx := make([]int32, rows), make([]int32, rows*nk)
+			fcounts, fidx := make([]int32, rows), make([]int32, rows*nk)
+			for r := 0; r < rows; r++ {
+				for kb := 0; kb < nk; kb++ {
+					if kb%2 == 1 {
+						idx[r*nk+int(counts[r])] = int32(kb)
+						counts[r]++
+					} else {
+						fidx[r*nk+int(fcounts[r])] = int32(kb)
+						fcounts[r]++
+					}
+				}
+			}
+			args := []any{
+				randBuf(rng, "q", tir.BF16, B*H*sq*D, 1), randBuf(rng, "k", tir.BF16, B*Hk*sk*D, 1),
+				randBuf(rng, "v", tir.BF16, B*Hk*sk*D, 1),
+				cpu.NewBuffer("o_partial", tir.F32, splits*B*H*sq*D), cpu.NewBuffer("lse_partial", tir.F32, splits*B*H*sq),
+				H * sq * D, sq * D, D, // q strides
+				Hk * sk * D, sk * D, D, // k
+				Hk * sk * D, sk * D, D, // v
+				H, group, sq, sk, float32(1 / math.Sqrt(float64(D))),
+				pack, qpt, splits, B * H * sq,
+				cpu.FromI32("kv_num_blocks", counts), cpu.FromI32("kv_indices", idx),
+				cpu.FromI32("full_kv_num_blocks", fcounts), cpu.FromI32("full_kv_indices", fidx),
+				hx * nq, nq, nk,
+			}
+			if slopes {
+				args = append(args, randBuf(rng, "slopes", tir.F32, H, 0.5), H)
+			}
+			return args
+		}}
+}
+
+// combineCase is flash_fwd_combine (front-end snapshot, D = 64) on rows =
+// B·H·sq rows of splits partial results, a quarter of the (row, split)
+// LSEs -inf and some rows -inf in every split.
+func combineCase(B, H, sq, splits int) simCase {
+	const D = 64
+	rows := B * H * sq
+	return simCase{kernel: "frontend_combine", grid: [3]int{rows, 1, 1}, rtol: 1e-2, atol: 2e-3,
+		args: func(rng *rand.Rand) []any {
+			lse := randBuf(rng, "lse_partial", tir.F32, splits*rows, 4)
+			for i := range lse.Vals {
+				if row := i % rows; row%5 == 0 || rng.Intn(4) == 0 {
+					lse.Vals[i] = math.Inf(-1)
+				}
+			}
+			return []any{
+				randBuf(rng, "o_partial", tir.F32, splits*rows*D, 1), lse,
+				cpu.NewBuffer("o", tir.BF16, rows*D), cpu.NewBuffer("lse", tir.F32, rows),
+				H * sq * D, sq * D, D, H, sq, splits, rows,
+			}
+		}}
+}
+
+// TestSimulateDecode runs the decoding kernels' LLVM IR on the SIMT
+// simulator against the CPU interpreter, as TestSimulate does for the
+// others: flash_fwd_splitkv with 4 heads packed in a 16-row tile (a
+// 64-key tile, the alibi score gathering per row head, a partial-block
+// mask) over 3 splits, with a 64-row tile of 16 positions × 4 heads over
+// 2 splits, and flash_fwd_combine.
+func TestSimulateDecode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	cases := []simCase{
+		splitKVCase("frontend_splitkv_pack", 64, 1, 8, 4, 4, 4, 3, 3, 300, true),
+		splitKVCase("frontend_splitkv_m64", 128, 1, 4, 4, 4, 16, 2, 16, 200, false),
+		combineCase(2, 3, 2, 5),
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {
+			m, name := loadKernel(t, c.kernel)
+			rng := rand.New(rand.NewSource(int64(i + 100)))
+			args := c.args(rng)
+			inputs := cloneArgs(args)
+			if err := cpu.Launch(m, name, c.grid, args...); err != nil {
+				t.Fatalf("cpu: %v", err)
+			}
+			var ll90 string
+			for _, arch := range append(simArchs, wgmmaArch) {
+				t.Run(arch, func(t *testing.T) {
+					simArgs := cloneArgs(inputs)
+					opts := Options{Arch: arch}
+					if arch == wgmmaArch {
+						t.Setenv(sm90.EnvWGMMA, "1")
+						opts.Arch = "sm_90a"
+					}
+					res, err := Lower(m, name, opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if arch == "sm_90a" {
+						ll90 = res.LL
+					} else if arch == wgmmaArch && (res.LL == ll90 || strings.Contains(c.kernel, "combine")) {
+						t.Skip("no dot on wgmma")
+					}
+					if err := simulate(res.LL, res, c.grid, simArgs, false); err != nil {
+						t.Fatalf("simulate: %v", err)
+					}
+					compareBuffers(t, args, simArgs, c.rtol, c.atol)
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,54 @@
+package attention
+
+import "github.com/fac-compiler/fac/launch"
+
+// FlashBwdVarlen is flash_bwd_varlen.fa's contract: one program per (kv
+// tile of the longest sequence, sequence × kv head). Problem.Shape has
+// Batch = the number of sequences and SeqQ, SeqK the longest ones; q, dout
+// are [TotalQ, H, D] and k, v, dk, dv [TotalK, Hkv, D] with token and head
+// strides; lse and delta are [H, TotalQ]; dq_accum [H, TotalQ, D] f32
+// (flash_bwd_preprocess and flash_bwd_postprocess on the packed tensors as
+// one batch of TotalQ positions); the transposed per-sequence block mask
+// (VarlenQLists). Score aux gradients as for FlashBwd.
+var FlashBwdVarlen = &launch.Contract{
+	Kernel: "flash_bwd_varlen",
+	File:   "flash_bwd_varlen.fa",
+	Tensors: []launch.Tensor{
+		{Name: "q", Dims: varlenQDims, Strides: []string{"stride_qt", "stride_qh"}},
+		{Name: "k", Dims: varlenKVDims, Strides: []string{"stride_kt", "stride_kh"}},
+		{Name: "v", Dims: varlenKVDims, Strides: []string{"stride_vt", "stride_vh"}},
+		{Name: "dout", Dims: varlenQDims, Strides: []string{"stride_dot", "stride_doh"}},
+		{Name: "lse", Dims: varlenLSEDims},
+		{Name: "delta", Dims: varlenLSEDims},
+		{Name: "dk", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dkt", "stride_dkh"}},
+		{Name: "dv", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dvt", "stride_dvh"}},
+		// Read and written (atomic adds): flash_bwd_preprocess zeroed it.
+		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ, p.Shape.Dim} }},
+		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
+		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
+		{Name: VarlenQLists.RowStart, Dims: varlenRowStartDims},
+		{Name: VarlenQLists.Counts, Dims: lensDims(VarlenQLists.Counts)},
+		{Name: VarlenQLists.FullCounts, Dims: lensDims(VarlenQLists.Counts)},
+		{Name: VarlenQLists.ListStart, Dims: lensDims(VarlenQLists.Counts)},
+		{Name: VarlenQLists.Indices, Dims: lensDims(VarlenQLists.Indices)},
+	},
+	Scalars: []launch.Scalar{
+		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
+		{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
+		{Name: "total_q", Value: func(p launch.Problem) any { return p.TotalQ }},
+		{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
+	},
+	Mods: []string{"mask", "score"},
+	Grid: func(p launch.Problem) [3]int {
+		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
+	},
+	Check: checkHeadDim,
+}
+
+// VarlenQLists are flash_bwd_varlen's: the q blocks of each kv block.
+var VarlenQLists = VarlenLists{RowStart: "q_row_start", Counts: "q_num_blocks", FullCounts: "full_q_num_blocks",
+	ListStart: "q_list_start", Indices: "q_indices"}
+
+func varlenLSEDims(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ} }
+
+func init() { register(FlashBwdVarlen) }

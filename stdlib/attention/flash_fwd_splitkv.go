@@ -1,0 +1,129 @@
+package attention
+
+import (
+	"fmt"
+
+	"github.com/fac-compiler/fac/launch"
+)
+
+// Decoding runs two kernels (see docs/decoding.md):
+//
+//	flash_fwd_splitkv  partial O_s, LSE_s per split   grid (q tiles, B·H/pack, num_splits)
+//	flash_fwd_combine  O, LSE from the splits         grid (B·H·Sq)
+//
+// Problem.NumSplits is the number of splits, Problem.Pack the query heads
+// packed into a tile (PackGQA; 1 = none). The workspace tensors o_partial
+// [num_splits, B, H, Sq, D] and lse_partial [num_splits, B, H, Sq] are f32
+// and contiguous.
+
+// FlashFwdSplitKV is flash_fwd_splitkv.fa's launch contract: flash_fwd's
+// tensors and block mask, the partial results in place of o and lse.
+var FlashFwdSplitKV = &launch.Contract{
+	Kernel: "flash_fwd_splitkv",
+	File:   "flash_fwd_splitkv.fa",
+	Tensors: []launch.Tensor{
+		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
+		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
+		{Name: "v", Dims: kvDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
+		{Name: "o_partial", Output: true, Dims: oPartialDims},
+		{Name: "lse_partial", Output: true, Dims: lsePartialDims},
+	},
+	Scalars: append(append([]launch.Scalar(nil), attentionScalars...),
+		launch.Scalar{Name: "pack", Value: func(p launch.Problem) any { return p.PackHeads() }},
+		launch.Scalar{Name: "q_per_tile", Value: func(p launch.Problem) any {
+			return QPerTile(p.Attr("BLOCK_M"), p.PackHeads(), p.Attr("SPARSE_Q"))
+		}},
+		launch.Scalar{Name: "num_splits", Value: func(p launch.Problem) any { return p.Splits() }},
+		launch.Scalar{Name: "split_stride", Value: splitStride},
+	),
+	BlockMask: launch.KVBlockMask,
+	Mods:      []string{"mask", "score"},
+	Grid: func(p launch.Problem) [3]int {
+		qpt := QPerTile(p.Attr("BLOCK_M"), p.PackHeads(), p.Attr("SPARSE_Q"))
+		return [3]int{launch.CeilDiv(p.Shape.SeqQ, max(qpt, 1)), p.Shape.Batch * p.Shape.Heads / p.PackHeads(), p.Splits()}
+	},
+	Check: checkSplitKV,
+}
+
+// FlashFwdCombine is flash_fwd_combine.fa's launch contract: one program
+// per row (b, h, q_idx).
+var FlashFwdCombine = &launch.Contract{
+	Kernel: "flash_fwd_combine",
+	File:   "flash_fwd_combine.fa",
+	Tensors: []launch.Tensor{
+		{Name: "o_partial", Dims: oPartialDims},
+		{Name: "lse_partial", Dims: lsePartialDims},
+		{Name: "o", Output: true, Dims: qDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
+		{Name: "lse", Output: true, Dims: lseDims},
+	},
+	Scalars: []launch.Scalar{
+		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
+		{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
+		{Name: "num_splits", Value: func(p launch.Problem) any { return p.Splits() }},
+		{Name: "split_stride", Value: splitStride},
+	},
+	Grid: func(p launch.Problem) [3]int {
+		return [3]int{p.Shape.Batch * p.Shape.Heads * p.Shape.SeqQ, 1, 1}
+	},
+	Check: func(p launch.Problem) error {
+		if err := checkDim(p); err != nil {
+			return err
+		}
+		if n, m := p.Splits(), p.Attr("MAX_SPLITS"); n > m {
+			return fmt.Errorf("%d splits, but flash_fwd_combine was compiled for at most MAX_SPLITS = %d", n, m)
+		}
+		return nil
+	},
+}
+
+func init() {
+	register(FlashFwdSplitKV)
+	register(FlashFwdCombine)
+}
+
+// QPerTile is the number of query positions in one tile of
+// flash_fwd_splitkv with pack heads per tile: the largest power of two
+// that is at most blockM / pack and divides sparseQ (so that a tile's
+// positions lie in one block of the block mask); 0 when pack > blockM.
+func QPerTile(blockM, pack, sparseQ int) int {
+	if pack < 1 || blockM < pack {
+		return 0
+	}
+	n := 1
+	for 2*n <= blockM/pack && sparseQ%(2*n) == 0 {
+		n *= 2
+	}
+	return n
+}
+
+func oPartialDims(p launch.Problem) []int {
+	return []int{p.Splits(), p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ, p.Shape.Dim}
+}
+
+func lsePartialDims(p launch.Problem) []int {
+	return []int{p.Splits(), p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ}
+}
+
+// splitStride is the elements of lse_partial per split (rows of o_partial).
+func splitStride(p launch.Problem) any { return p.Shape.Batch * p.Shape.Heads * p.Shape.SeqQ }
+
+// checkSplitKV checks the head dim, the kv tile against the mask blocks
+// (a tile's query positions, q_per_tile, divide SPARSE_Q by construction)
+// and the split and pack geometry.
+func checkSplitKV(p launch.Problem) error {
+	if err := checkDim(p); err != nil {
+		return err
+	}
+	pack, bm := p.PackHeads(), p.Attr("BLOCK_M")
+	switch {
+	case p.Attr("SPARSE_K")%p.Attr("BLOCK_N") != 0:
+		return fmt.Errorf("mask blocks of %d keys must be multiples of the kernel tile's BLOCK_N = %d", p.Attr("SPARSE_K"), p.Attr("BLOCK_N"))
+	case p.Splits() > 65535:
+		return fmt.Errorf("%d splits: at most 65535 (grid axis 2)", p.Splits())
+	case (p.Shape.Heads/p.Shape.KV())%pack != 0:
+		return fmt.Errorf("PackGQA packs %d query heads per tile, which does not divide the %d query heads per kv head", pack, p.Shape.Heads/p.Shape.KV())
+	case pack > bm:
+		return fmt.Errorf("PackGQA packs %d query heads per tile, more than the tile's BLOCK_M = %d rows", pack, bm)
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+//go:build gpu
+
+package tests
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/internal/half"
+	"github.com/fac-compiler/fac/runtime/cuda"
+)
+
+// gpuDecodeMods are the masks and scores of the decoding GPU suite: ones
+// the test bundle of scripts/gpu-prepare holds (its split-KV kernels come
+// with every forward it bundles).
+var gpuDecodeMods = []struct{ mask, score int }{
+	{0, 0}, // none
+	{2, 2}, // causal_bottom_right + alibi: the score gathers slopes[h] per packed row
+	{3, 0}, // sliding_window(20, 3): most splits of a long row get no block
+	{5, 1}, // document + softcap
+}
+
+// TestGPUDecodeMatchesReference runs split-KV and PackGQA on the GPU
+// against the float64 reference: masks with and without aux tensors, GQA
+// ratios 1, 4 and 8, Sq ∈ {1, 7, 16, 64}, 1, 3 and auto splits, bf16 and
+// f16, head dims 64 and 128. Outputs and the workspace are poisoned (NaN)
+// before the launch, so a row or split no kernel writes shows.
+func TestGPUDecodeMatchesReference(t *testing.T) {
+	gpu := openTestGPU(t)
+	t.Logf("device %s (%s), %d SMs", gpu.Name, gpu.Arch, gpu.SMs())
+	splits := []int{1, 3, 0}
+	i := 0
+	for _, dtype := range []string{"bf16", "f16"} {
+		tol := 2e-2
+		if dtype == "f16" {
+			tol = 5e-3
+		}
+		for _, d := range []int{64, 128} {
+			for _, mc := range gpuDecodeMods {
+				m, s := masks[mc.mask], scores[mc.score]
+				for _, hkv := range []int{8, 2, 1} {
+					for _, sq := range []int{1, 7, 16, 64} {
+						i++
+						sk := []int{1000, 4100}[i%2]
+						if testing.Short() && (d == 64 || dtype == "f16") && sq != 1 {
+							continue
+						}
+						n := splits[i%len(splits)]
+						fwd, err := fac.CompileForward(fac.Options{Mask: m.expr, Score: s.expr, DType: dtype, NumSplits: n}, d)
+						if err != nil {
+							t.Fatal(err)
+						}
+						sh := fac.Shape{Batch: 2, Heads: 8, KVHeads: hkv, SeqQ: sq, SeqK: sk, Dim: d}
+						plan, err := fwd.Plan(sh, gpu.SMs())
+						if err != nil {
+							t.Fatal(err)
+						}
+						in := inputs(sh, uint64(i))
+						name := fmt.Sprintf("%s/d%d/%s/%s/Hkv=%d/%dx%d/splits=%d,pack=%d", dtype, d, m.expr, s.expr, hkv, sq, sk, plan.NumSplits, plan.Pack)
+						o, lse, err := fwd.RunCUDA(gpu, only(fwd, in), sh)
+						if err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						ro, rlse := goReference(roundInputs(in, dtype), sh, m.fn, s.fn)
+						gpuCheck(t, name, o, lse, ro, rlse, tol)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGPUDecodeLaunchDevicePointers runs the decode anchors' layout (B=2,
+// 32 query heads, 8 kv heads, D=128, Sq=1) through LaunchCUDA on
+// caller-owned buffers, with a workspace made once and without one, and
+// checks both against the reference.
+func TestGPUDecodeLaunchDevicePointers(t *testing.T) {
+	gpu := openTestGPU(t)
+	sh := fac.Shape{Batch: 2, Heads: 32, KVHeads: 8, SeqQ: 1, SeqK: 8192, Dim: 128}
+	fwd, err := fac.CompileForward(fac.Options{Mask: "causal_bottom_right", DType: "bf16"}, sh.Dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := fwd.Plan(sh, gpu.SMs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.SplitKV || plan.Pack != 4 {
+		t.Fatalf("plan %v: want split-KV with 4 heads packed", plan)
+	}
+	t.Logf("plan: %v", plan)
+	in := inputs(sh, 17)
+	bf := func(xs []float32) []uint16 {
+		out := make([]uint16, len(xs))
+		for i, x := range xs {
+			out[i] = half.F32ToBF16(x)
+		}
+		return out
+	}
+	up := func(x []uint16) uintptr {
+		p, err := cuda.MemAlloc(len(x) * 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cuda.MemFree(p) })
+		if err := cuda.HtoD(p, x); err != nil {
+			t.Fatal(err)
+		}
+		return uintptr(p)
+	}
+	q, k, v := up(bf(in.Q)), up(bf(in.K)), up(bf(in.V))
+	ws, err := fwd.NewWorkspace(gpu, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Free()
+	ro, rlse := goReference(roundInputs(in, "bf16"), sh, masks[2].fn, nil)
+	for _, w := range []*fac.ForwardWorkspace{ws, nil} {
+		poison := make([]uint16, 2*len(in.Q))
+		for i := range poison {
+			poison[i] = 0xffff
+		}
+		o := up(poison[:len(in.Q)])
+		lseBuf := up(poison[:2*sh.Batch*sh.Heads*sh.SeqQ])
+		if err := fwd.LaunchCUDA(gpu, fac.DeviceTensors{Q: q, K: k, V: v, O: o, LSE: lseBuf, Workspace: w}, sh, cuda.Stream{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.Ctx.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		ob := make([]uint16, len(in.Q))
+		if err := cuda.DtoH(ob, cuda.DevicePtr(o)); err != nil {
+			t.Fatal(err)
+		}
+		lse := make([]float32, sh.Batch*sh.Heads*sh.SeqQ)
+		if err := cuda.DtoH(lse, cuda.DevicePtr(lseBuf)); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, len(ob))
+		for i, x := range ob {
+			got[i] = half.BF16ToF32(x)
+		}
+		gpuCheck(t, fmt.Sprintf("LaunchCUDA, workspace given: %v", w != nil), got, lse, ro, rlse, 2e-2)
+	}
+	// The decode anchor's time, for the log (fac bench --decode measures it).
+	times, err := fwd.BenchCUDA(gpu, in, sh, 3, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	best := math.Inf(1)
+	for _, x := range times {
+		best = math.Min(best, x)
+	}
+	t.Logf("B=2 H=32 Hkv=8 Sq=1 Sk=8192: best %.3f ms, %.2f TB/s of K and V", best, 2*2*8*8192*128*2/best/1e9)
+}
