@@ -99,36 +99,43 @@ func (bw *Backward) Deterministic() bool { return bw.deterministic }
 func (bw *Backward) HasSinks() bool { return bw.opts.Sinks }
 
 // Kernels are the compiled kernels in launch order.
-func (bw *Backward) Kernels() []*compiler.Result {
-	out := make([]*compiler.Result, len(bw.stages))
-	for i, s := range bw.stages {
+func (bw *Backward) Kernels() []*compiler.Result { return stageResults(bw.stages) }
+
+// stageResults are the compiled kernels of stages, in order.
+func stageResults(stages []stage) []*compiler.Result {
+	out := make([]*compiler.Result, len(stages))
+	for i, s := range stages {
 		out[i] = s.res
 	}
 	return out
 }
 
+// splitAux splits a backward kernel's aux tensor names into the mods'
+// inputs and the score's float aux tensors that get gradients (named
+// "<name>.grad" among the kernel's parameters).
+func splitAux(all []string) (inputs, grads []string) {
+	for _, a := range all {
+		if n, ok := strings.CutSuffix(a, ".grad"); ok {
+			grads = append(grads, n)
+		} else {
+			inputs = append(inputs, a)
+		}
+	}
+	return inputs, grads
+}
+
 // AuxTensors are the aux tensors the mods read ("doc", "slopes"), as for
 // the forward: BackwardInputs.Aux must hold exactly these.
 func (bw *Backward) AuxTensors() []string {
-	var out []string
-	for _, a := range bw.main.contract.AuxTensors(bw.main.res.Params()) {
-		if !strings.HasSuffix(a, ".grad") {
-			out = append(out, a)
-		}
-	}
-	return out
+	in, _ := splitAux(bw.main.contract.AuxTensors(bw.main.res.Params()))
+	return in
 }
 
 // AuxGrads are the float aux tensors of the score mod that get gradients
 // ("bias"): Grads.DAux holds one per name.
 func (bw *Backward) AuxGrads() []string {
-	var out []string
-	for _, a := range bw.main.contract.AuxTensors(bw.main.res.Params()) {
-		if n, ok := strings.CutSuffix(a, ".grad"); ok {
-			out = append(out, n)
-		}
-	}
-	return out
+	_, g := splitAux(bw.main.contract.AuxTensors(bw.main.res.Params()))
+	return g
 }
 
 // BlockMask builds the block mask of a shape as the forward does (the

@@ -89,6 +89,13 @@ func (bw *Backward) RunCUDAGrads(ctx context.Context, d *CUDA, in BackwardInputs
 	if err != nil {
 		return nil, err
 	}
+	return runGrads(d, seq, grads, bw.opts.Sinks)
+}
+
+// runGrads runs an uploaded backward sequence once, frees it, and returns
+// its gradients: dQ, dK, dV, dsinks when withSinks, and the aux gradients
+// in the buffers named grads.
+func runGrads(d *CUDA, seq *gpu.Sequence, grads []string, withSinks bool) (*Grads, error) {
 	defer seq.Free()
 	if err := seq.Run(cuda.Stream{}); err != nil {
 		return nil, err
@@ -107,7 +114,7 @@ func (bw *Backward) RunCUDAGrads(ctx context.Context, d *CUDA, in BackwardInputs
 		}
 		*o.dst = v.([]float32)
 	}
-	if bw.opts.Sinks {
+	if withSinks {
 		v, err := seq.Output("dsinks")
 		if err != nil {
 			return nil, err
@@ -186,19 +193,31 @@ func (bw *Backward) NewWorkspace(sh Shape) (*BackwardWorkspace, error) {
 		return nil, err
 	}
 	w := &BackwardWorkspace{nDelta: nd, nAccum: na}
-	if w.delta, err = cuda.MemAlloc(max(nd, 1) * 4); err != nil {
-		return nil, err
-	}
-	if w.dqAccum, err = cuda.MemAlloc(max(na, 1) * 4); err != nil {
-		w.Free()
+	if err := allocF32s([]*cuda.DevicePtr{&w.delta, &w.dqAccum}, []int{nd, na}); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
 // Free releases the workspace.
-func (w *BackwardWorkspace) Free() {
-	for _, p := range []*cuda.DevicePtr{&w.delta, &w.dqAccum} {
+func (w *BackwardWorkspace) Free() { freeAll(&w.delta, &w.dqAccum) }
+
+// allocF32s allocates n[i] float32s (at least one) at *ps[i], for each i;
+// on a failure it frees what it allocated.
+func allocF32s(ps []*cuda.DevicePtr, n []int) error {
+	for i, p := range ps {
+		var err error
+		if *p, err = cuda.MemAlloc(max(n[i], 1) * 4); err != nil {
+			freeAll(ps[:i]...)
+			return err
+		}
+	}
+	return nil
+}
+
+// freeAll frees the device buffers that are set and clears them.
+func freeAll(ps ...*cuda.DevicePtr) {
+	for _, p := range ps {
 		if *p != 0 {
 			cuda.MemFree(*p)
 			*p = 0

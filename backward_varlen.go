@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/lang"
@@ -77,34 +76,18 @@ func CompileBackwardVarlen(opts Options, dim int) (*BackwardVarlen, error) {
 }
 
 // Kernels are the compiled kernels in launch order.
-func (bw *BackwardVarlen) Kernels() []*compiler.Result {
-	out := make([]*compiler.Result, len(bw.stages))
-	for i, s := range bw.stages {
-		out[i] = s.res
-	}
-	return out
-}
+func (bw *BackwardVarlen) Kernels() []*compiler.Result { return stageResults(bw.stages) }
 
 // AuxTensors are the aux tensors the mods read; AuxGrads the float aux
 // tensors of the score that get gradients (Grads.DAux).
 func (bw *BackwardVarlen) AuxTensors() []string {
-	var out []string
-	for _, a := range bw.masker.f.AuxTensors() {
-		if !strings.HasSuffix(a, ".grad") {
-			out = append(out, a)
-		}
-	}
-	return out
+	in, _ := splitAux(bw.masker.f.AuxTensors())
+	return in
 }
 
 func (bw *BackwardVarlen) AuxGrads() []string {
-	var out []string
-	for _, a := range bw.masker.f.AuxTensors() {
-		if n, ok := strings.CutSuffix(a, ".grad"); ok {
-			out = append(out, n)
-		}
-	}
-	return out
+	_, g := splitAux(bw.masker.f.AuxTensors())
+	return g
 }
 
 // BlockMask builds the block mask of a call, as ForwardVarlen.BlockMask

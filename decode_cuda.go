@@ -129,25 +129,14 @@ func (f *Forward) NewWorkspace(d *CUDA, sh Shape) (*ForwardWorkspace, error) {
 	}
 	no, nl := workspaceLens(plan, sh)
 	w := &ForwardWorkspace{nO: no, nLSE: nl}
-	if w.oPartial, err = cuda.MemAlloc(max(no, 1) * 4); err != nil {
-		return nil, err
-	}
-	if w.lsePartial, err = cuda.MemAlloc(max(nl, 1) * 4); err != nil {
-		w.Free()
+	if err := allocF32s([]*cuda.DevicePtr{&w.oPartial, &w.lsePartial}, []int{no, nl}); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
 // Free releases the workspace.
-func (w *ForwardWorkspace) Free() {
-	for _, p := range []*cuda.DevicePtr{&w.oPartial, &w.lsePartial} {
-		if *p != 0 {
-			cuda.MemFree(*p)
-			*p = 0
-		}
-	}
-}
+func (w *ForwardWorkspace) Free() { freeAll(&w.oPartial, &w.lsePartial) }
 
 // workspaceLens are the elements of o_partial and lse_partial for plan (0
 // without split-KV).
@@ -197,10 +186,7 @@ func (f *Forward) launchDecode(d *CUDA, plan DecodePlan, t DeviceTensors, sh Sha
 	if ws == nil {
 		ws = &ForwardWorkspace{nO: no, nLSE: nl}
 		cleanup = append(cleanup, ws.Free)
-		if ws.oPartial, err = cuda.MemAlloc(max(no, 1) * 4); err != nil {
-			return err
-		}
-		if ws.lsePartial, err = cuda.MemAlloc(max(nl, 1) * 4); err != nil {
+		if err := allocF32s([]*cuda.DevicePtr{&ws.oPartial, &ws.lsePartial}, []int{no, nl}); err != nil {
 			return err
 		}
 	} else if ws.nO < no || ws.nLSE < nl {

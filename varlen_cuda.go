@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/fac-compiler/fac/launch"
-	"github.com/fac-compiler/fac/runtime/cuda"
 	"github.com/fac-compiler/fac/runtime/gpu"
 )
 
@@ -65,30 +64,5 @@ func (bw *BackwardVarlen) RunCUDAGrads(ctx context.Context, d *CUDA, in VarlenBa
 	if err != nil {
 		return nil, err
 	}
-	defer seq.Free()
-	if err := seq.Run(cuda.Stream{}); err != nil {
-		return nil, err
-	}
-	if err := d.Ctx.Synchronize(); err != nil {
-		return nil, err
-	}
-	g := &Grads{DAux: map[string][]float32{}}
-	for _, o := range []struct {
-		name string
-		dst  *[]float32
-	}{{"dq", &g.DQ}, {"dk", &g.DK}, {"dv", &g.DV}} {
-		v, err := seq.Output(o.name)
-		if err != nil {
-			return nil, err
-		}
-		*o.dst = v.([]float32)
-	}
-	for _, name := range grads {
-		v, err := seq.Output(name)
-		if err != nil {
-			return nil, err
-		}
-		g.DAux[auxGradName(name)] = v.([]float32)
-	}
-	return g, nil
+	return runGrads(d, seq, grads, false)
 }

@@ -13,7 +13,7 @@ import "github.com/fac-compiler/fac/launch"
 var FlashBwdVarlen = &launch.Contract{
 	Kernel: "flash_bwd_varlen",
 	File:   "flash_bwd_varlen.fa",
-	Tensors: []launch.Tensor{
+	Tensors: append([]launch.Tensor{
 		{Name: "q", Dims: varlenQDims, Strides: []string{"stride_qt", "stride_qh"}},
 		{Name: "k", Dims: varlenKVDims, Strides: []string{"stride_kt", "stride_kh"}},
 		{Name: "v", Dims: varlenKVDims, Strides: []string{"stride_vt", "stride_vh"}},
@@ -26,19 +26,9 @@ var FlashBwdVarlen = &launch.Contract{
 		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ, p.Shape.Dim} }},
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
 		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
-		{Name: VarlenQLists.RowStart, Dims: varlenRowStartDims},
-		{Name: VarlenQLists.Counts, Dims: lensDims(VarlenQLists.Counts)},
-		{Name: VarlenQLists.FullCounts, Dims: lensDims(VarlenQLists.Counts)},
-		{Name: VarlenQLists.ListStart, Dims: lensDims(VarlenQLists.Counts)},
-		{Name: VarlenQLists.Indices, Dims: lensDims(VarlenQLists.Indices)},
-	},
-	Scalars: []launch.Scalar{
-		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
-		{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
-		{Name: "total_q", Value: func(p launch.Problem) any { return p.TotalQ }},
-		{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
-	},
-	Mods: []string{"mask", "score"},
+	}, varlenListTensors(VarlenQLists)...),
+	Scalars: varlenScalars,
+	Mods:    []string{"mask", "score"},
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},

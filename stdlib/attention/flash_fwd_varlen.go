@@ -12,7 +12,7 @@ import "github.com/fac-compiler/fac/launch"
 var FlashFwdVarlen = &launch.Contract{
 	Kernel: "flash_fwd_varlen",
 	File:   "flash_fwd_varlen.fa",
-	Tensors: []launch.Tensor{
+	Tensors: append([]launch.Tensor{
 		{Name: "q", Dims: varlenQDims, Strides: []string{"stride_qt", "stride_qh"}},
 		{Name: "k", Dims: varlenKVDims, Strides: []string{"stride_kt", "stride_kh"}},
 		{Name: "v", Dims: varlenKVDims, Strides: []string{"stride_vt", "stride_vh"}},
@@ -20,19 +20,9 @@ var FlashFwdVarlen = &launch.Contract{
 		{Name: "lse", Output: true, Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ} }},
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
 		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
-		{Name: VarlenKVLists.RowStart, Dims: varlenRowStartDims},
-		{Name: VarlenKVLists.Counts, Dims: lensDims(VarlenKVLists.Counts)},
-		{Name: VarlenKVLists.FullCounts, Dims: lensDims(VarlenKVLists.Counts)},
-		{Name: VarlenKVLists.ListStart, Dims: lensDims(VarlenKVLists.Counts)},
-		{Name: VarlenKVLists.Indices, Dims: lensDims(VarlenKVLists.Indices)},
-	},
-	Scalars: []launch.Scalar{
-		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
-		{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
-		{Name: "total_q", Value: func(p launch.Problem) any { return p.TotalQ }},
-		{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
-	},
-	Mods: []string{"mask", "score"},
+	}, varlenListTensors(VarlenKVLists)...),
+	Scalars: varlenScalars,
+	Mods:    []string{"mask", "score"},
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 	},
@@ -68,3 +58,23 @@ func varlenKVDims(p launch.Problem) []int { return []int{p.TotalK, p.Shape.KV(),
 func cuSeqlensDims(p launch.Problem) []int { return []int{p.Shape.Batch + 1} }
 
 func init() { register(FlashFwdVarlen) }
+
+// varlenListTensors are the per-sequence block lists' tensors of a varlen
+// kernel (l names them).
+func varlenListTensors(l VarlenLists) []launch.Tensor {
+	return []launch.Tensor{
+		{Name: l.RowStart, Dims: varlenRowStartDims},
+		{Name: l.Counts, Dims: lensDims(l.Counts)},
+		{Name: l.FullCounts, Dims: lensDims(l.Counts)},
+		{Name: l.ListStart, Dims: lensDims(l.Counts)},
+		{Name: l.Indices, Dims: lensDims(l.Indices)},
+	}
+}
+
+// varlenScalars are the scalars the varlen kernels take.
+var varlenScalars = []launch.Scalar{
+	{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
+	{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
+	{Name: "total_q", Value: func(p launch.Problem) any { return p.TotalQ }},
+	{Name: "scale", Value: func(p launch.Problem) any { return p.SoftmaxScale() }},
+}
