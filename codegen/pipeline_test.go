@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,5 +52,21 @@ func TestPipelineLoads(t *testing.T) {
 				t.Errorf("%s runs pipeline-loads (it measured slower there, see docs/codegen.md)", arch)
 			}
 		}
+	}
+}
+
+// TestPipelinePrintGolden compares the layout-annotated IR of a hand-written
+// attention kernel after stage-resident and after pipeline-loads (sm_90a,
+// wgmma) with testdata/golden/phases: Q resident, K and V double-buffered
+// and prefetched.
+func TestPipelinePrintGolden(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	m, k := loadKernel(t, "flash_fwd_d64")
+	for _, phase := range []string{"stage-resident", "pipeline-loads"} {
+		var out bytes.Buffer
+		if _, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: phase, Out: &out}); err != nil {
+			t.Fatal(err)
+		}
+		checkGolden(t, filepath.Join("testdata", "golden", "phases", "flash_fwd_d64.sm_90a-wgmma."+phase+".txt"), out.Bytes())
 	}
 }
