@@ -232,17 +232,23 @@ func (bw *Backward) RunCPUGrads(ctx context.Context, in BackwardInputs, sh Shape
 			host[name] = out[name]
 		}
 	}
+	return hostGrads(host, daux, bw.opts.Sinks), nil
+}
+
+// hostGrads are the gradients a CPU run of the backward kernels left in
+// host: dQ, dK, dV, dsinks when withSinks, and the aux gradients daux.
+func hostGrads(host map[string]any, daux map[string]*cpu.Buffer, withSinks bool) *Grads {
 	g := &Grads{DAux: map[string][]float32{}}
 	g.DQ = host["dq"].(*cpu.Buffer).F32()
 	g.DK = host["dk"].(*cpu.Buffer).F32()
 	g.DV = host["dv"].(*cpu.Buffer).F32()
-	if bw.opts.Sinks {
+	if withSinks {
 		g.DSinks = host["dsinks"].(*cpu.Buffer).F32()
 	}
 	for key, b := range daux {
 		g.DAux[auxGradName(key)] = b.F32()
 	}
-	return g, nil
+	return g
 }
 
 // auxGradKey is the kernel parameter (and binder key) of aux tensor a's

@@ -137,14 +137,7 @@ func (bw *BackwardVarlen) RunCPUContext(ctx context.Context, in VarlenBackwardIn
 			host[name] = out[name]
 		}
 	}
-	g := &Grads{DAux: map[string][]float32{}}
-	g.DQ = host["dq"].(*cpu.Buffer).F32()
-	g.DK = host["dk"].(*cpu.Buffer).F32()
-	g.DV = host["dv"].(*cpu.Buffer).F32()
-	for key, buf := range daux {
-		g.DAux[auxGradName(key)] = buf.F32()
-	}
-	return g, nil
+	return hostGrads(host, daux, false), nil
 }
 
 // varlenBound is a varlen backward call bound: the stages' calls, the
