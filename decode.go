@@ -329,16 +329,19 @@ func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
 	return res, nil
 }
 
-// combineKernel compiles (once) flash_fwd_combine for f's dtype and head
-// dim.
-func (f *Forward) combineKernel() (*compiler.Result, error) {
+// combineKernel compiles (once per width) flash_fwd_combine for f's dtype
+// and head dim, merging up to combineWidth(splits) splits: a program loads
+// a [MAX_SPLITS, HEAD_DIM] tile, so 64 rows for 4 splits would be 16 times
+// the registers, masked loads and reduction work the row needs.
+func (f *Forward) combineKernel(splits int) (*compiler.Result, error) {
+	w := combineWidth(splits)
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
-	if f.combineRes != nil {
-		return f.combineRes, nil
+	if r, ok := f.combineRes[w]; ok {
+		return r, nil
 	}
 	res, err := compiler.Compile(compiler.Request{Kernel: attention.FlashFwdCombine.Kernel, Passes: f.opts.Passes, Arch: f.opts.Arch,
-		Consts: map[string]string{"HEAD_DIM": strconv.Itoa(f.dim), "DTYPE": f.dtype.String(), "MAX_SPLITS": strconv.Itoa(MaxSplits)}})
+		Consts: map[string]string{"HEAD_DIM": strconv.Itoa(f.dim), "DTYPE": f.dtype.String(), "MAX_SPLITS": strconv.Itoa(w)}})
 	if err != nil {
 		return nil, err
 	}
@@ -348,8 +351,30 @@ func (f *Forward) combineKernel() (*compiler.Result, error) {
 	if err := attention.FlashFwdCombine.CheckParams(res.Params()); err != nil {
 		return nil, fmt.Errorf("internal compiler error: %w", err)
 	}
-	f.combineRes = res
+	if f.combineRes == nil {
+		f.combineRes = map[int]*compiler.Result{}
+	}
+	f.combineRes[w] = res
 	return res, nil
+}
+
+// combineWidth is flash_fwd_combine's MAX_SPLITS for a plan of n splits:
+// the power of two from 2 to MaxSplits that holds them.
+func combineWidth(n int) int {
+	w := 2
+	for w < n && w < MaxSplits {
+		w *= 2
+	}
+	return w
+}
+
+// combineWidths are the widths a bundle holds: every one a plan can pick.
+func combineWidths() []int {
+	var out []int
+	for w := 2; w <= MaxSplits; w *= 2 {
+		out = append(out, w)
+	}
+	return out
 }
 
 // DecodeKernels compiles the kernels of plan (none for a plan without
@@ -362,7 +387,7 @@ func (f *Forward) DecodeKernels(plan DecodePlan) ([]*compiler.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := f.combineKernel()
+	c, err := f.combineKernel(plan.NumSplits)
 	if err != nil {
 		return nil, err
 	}

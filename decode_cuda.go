@@ -42,7 +42,7 @@ func (s seqCall) Bench(warmup, reps int) ([]float64, error) {
 // decodeResults are the split-KV kernels a bundle of f needs: none when
 // Options turn split-KV and PackGQA off or the kernel has no split-KV form,
 // else flash_fwd_splitkv at every tile height a plan picks (16 and 64
-// rows, or DecodeConsts' BLOCK_M) and flash_fwd_combine.
+// rows, or DecodeConsts' BLOCK_M) and flash_fwd_combine at every width.
 func (f *Forward) decodeResults() ([]*compiler.Result, error) {
 	if !f.splitKVCapable() || (f.opts.NumSplits == 1 && f.opts.PackGQA == PackGQAOff) {
 		return nil, nil
@@ -63,11 +63,14 @@ func (f *Forward) decodeResults() ([]*compiler.Result, error) {
 		}
 		out = append(out, r)
 	}
-	c, err := f.combineKernel()
-	if err != nil {
-		return nil, err
+	for _, w := range combineWidths() {
+		c, err := f.combineKernel(w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
 	}
-	return append(out, c), nil
+	return out, nil
 }
 
 // decodeKernelsCUDA loads the kernels of plan on d.

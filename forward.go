@@ -86,7 +86,7 @@ type Forward struct {
 
 	dmu        sync.Mutex               // the split-KV kernels, made on first use
 	splitRes   map[int]*compiler.Result // flash_fwd_splitkv by BLOCK_M
-	combineRes *compiler.Result         // flash_fwd_combine
+	combineRes map[int]*compiler.Result // flash_fwd_combine by MAX_SPLITS
 }
 
 // Options are the options f was compiled with.

@@ -94,6 +94,7 @@ func TestSimulateDecode(t *testing.T) {
 	cases := []simCase{
 		splitKVCase("frontend_splitkv_pack", 64, 1, 8, 4, 4, 4, 3, 3, 300, true),
 		splitKVCase("frontend_splitkv_m64", 128, 1, 4, 4, 4, 16, 2, 16, 200, false),
+		splitKVCase("frontend_splitkv_pack_s3", 64, 1, 8, 4, 4, 4, 2, 3, 700, true),
 		combineCase(2, 3, 2, 5),
 	}
 	for i, c := range cases {

@@ -92,6 +92,26 @@ type simCTA struct {
 	warps  []*rendezvous
 	wgs    []*rendezvous // warpgroups (wgmma)
 	proxy  *proxyMarks   // nil unless the kernel uses wgmma
+	nmu    sync.Mutex
+	named  map[int]*rendezvous // named barriers (bar.sync/bar.arrive id, count), made on first use
+}
+
+// namedBar is named barrier id for count threads.
+func (c *simCTA) namedBar(id, count int) *rendezvous {
+	c.nmu.Lock()
+	defer c.nmu.Unlock()
+	if c.named == nil {
+		c.named = map[int]*rendezvous{}
+	}
+	r := c.named[id]
+	if r == nil {
+		r = newRendezvous(count)
+		c.named[id] = r
+	}
+	if r.n != count {
+		c.m.fail("named barrier %d used with counts %d and %d", id, r.n, count)
+	}
+	return r
 }
 
 type rendezvous struct {
@@ -121,13 +141,7 @@ func (r *rendezvous) exchange(i int, v any) ([]any, bool) {
 	}
 	gen := r.gen
 	r.slots[i] = v
-	r.count++
-	if r.count == r.n {
-		r.out, r.slots = r.slots, make([]any, r.n)
-		r.count = 0
-		r.gen++
-		r.cond.Broadcast()
-	} else {
+	if !r.count1() {
 		for gen == r.gen && !r.dead {
 			r.cond.Wait()
 		}
@@ -136,6 +150,32 @@ func (r *rendezvous) exchange(i int, v any) ([]any, bool) {
 		}
 	}
 	return r.out, true
+}
+
+// arrive counts one arrival without waiting (bar.arrive); false when dead.
+func (r *rendezvous) arrive() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dead {
+		return false
+	}
+	r.count1()
+	return true
+}
+
+// count1 counts one arrival (r.mu held); the last one of a generation
+// publishes the deposits and wakes the waiters. It reports whether it was
+// the last.
+func (r *rendezvous) count1() bool {
+	r.count++
+	if r.count < r.n {
+		return false
+	}
+	r.out, r.slots = r.slots, make([]any, r.n)
+	r.count = 0
+	r.gen++
+	r.cond.Broadcast()
+	return true
 }
 
 func (r *rendezvous) kill() {
@@ -278,6 +318,11 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 								for _, w := range cta.wgs {
 									w.kill()
 								}
+								cta.nmu.Lock()
+								for _, w := range cta.named {
+									w.kill()
+								}
+								cta.nmu.Unlock()
 							}
 						}()
 						th := &simThread{cta: cta, tid: t, vals: map[value.Value]uint64{}, aggs: map[value.Value][]uint64{}}
@@ -760,6 +805,18 @@ func (t *simThread) call(in *ir.InstCall) {
 			set(uint64(half.F32ToBF16(f32(args[0]))))
 		case strings.HasPrefix(s, "tanh.approx.f32"):
 			set(uf32(float32(math.Tanh(float64(f32(args[0]))))))
+		case s == "bar.sync $0, 256;":
+			if _, ok := t.cta.namedBar(int(args[0]), 256).exchange(t.tid, nil); !ok {
+				panic(simAbort{})
+			}
+		case s == "bar.arrive $0, 256;":
+			if !t.cta.namedBar(int(args[0]), 256).arrive() {
+				panic(simAbort{})
+			}
+		case strings.Contains(s, "@p bar.arrive 1, 256;"): // pingpong's first turn
+			if args[0] == 1 && !t.cta.namedBar(1, 256).arrive() {
+				panic(simAbort{})
+			}
 		case t.wgmmaAsm(in, ia, args):
 		default:
 			m.fail("unknown inline asm %q", s)

@@ -17,6 +17,8 @@ var Order = []Constraint{
 	{"inline", "canonicalize", "constants passed to mods (seqlens, compile-time conditions) fold only once the mods' bodies are inlined"},
 	{"canonicalize", "cse", "folding rewrites identities (x*1, x+0) to their operands, which lets cse match more ops"},
 	{"canonicalize", "dce", "canonicalize leaves the ops its folds made unused for dce to delete"},
+	{"cse", "fuse-dot-acc", "cse merges the zero constants and the copies of an operand, so the dot's result has one use to fuse with"},
+	{"fuse-dot-acc", "dce", "fusing leaves the zero accumulators unused for dce to delete"},
 }
 
 // checkOrder reports the first constraint of Order that names violates.

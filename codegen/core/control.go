@@ -27,7 +27,7 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	}
 	pl := l.pipes[op]
 	if pl != nil {
-		l.pipePrologue(pl, lo, hi)
+		l.pipePrologue(pl, lo, hi, step)
 	}
 	pre := l.b
 	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
@@ -69,7 +69,7 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	next := l.b.NewAdd(iv, step)
 	latch := l.b
 	if pl != nil {
-		stage.Incs = append(stage.Incs, ir.NewIncoming(latch.NewXor(stage, ConstI32(1)), latch))
+		stage.Incs = append(stage.Incs, ir.NewIncoming(nextStage(latch, stage, pl.stages), latch))
 	}
 	latch.NewBr(hdr)
 	iv.Incs = append(iv.Incs, ir.NewIncoming(next, latch))

@@ -20,6 +20,7 @@ func (l *Lowerer) lowerDot(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	for _, x := range op.Args[:2] {
 		if st := l.smemTiles[x]; st != nil && !st.Resident {
 			l.inFlight--
+			st.live, st.ready = false, false
 		}
 	}
 	return out

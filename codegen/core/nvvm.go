@@ -161,6 +161,16 @@ func (l *Lowerer) Asm(ret types.Type, text, constraints string, sideEffect bool,
 	return l.asm(ret, text, constraints, sideEffect, args...)
 }
 
+// AtEntry runs emit with the entry block as the current block: code that
+// every thread runs once, before anything else (the block has no
+// terminator until the kernel is lowered).
+func (l *Lowerer) AtEntry(emit func()) {
+	b := l.b
+	l.b = l.entry
+	emit()
+	l.b = b
+}
+
 // Barrier is bar.sync 0 for the whole CTA. The first one in a pipelined
 // loop's body (on every path through it) also issues the prefetch of the
 // next iteration's tiles: past it, every thread is done with the previous

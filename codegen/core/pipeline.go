@@ -11,35 +11,38 @@ import (
 // Software pipelining of staged loads (FlashAttention-2's prefetch, the
 // first step of Triton's pipeliner): in a loop whose staged loads' operands
 // depend only on the induction variable (through scalars and index math,
-// e.g. the block-sparse list walk of the attention kernels), the copies
-// for iteration i+1 are issued at the top of iteration i into a second
-// buffer, so they overlap all of iteration i's work instead of only the
-// part after the load. The prologue issues iteration lo's copies before
-// the loop; a prefetch past the last iteration is guarded off (copies
-// nothing); the loop's exit waits for every copy before shared memory is
-// reused.
+// e.g. the block-sparse list walk of the attention kernels), each such tile
+// gets num_stages buffers (the kernel's compile-time argument, default 2)
+// and the copies for iteration i+num_stages-1 are issued in iteration i,
+// so they overlap num_stages-1 iterations of work instead of only the part
+// after the load. The prologue issues iterations lo .. lo+num_stages-2
+// before the loop; a prefetch past the last iteration is guarded off
+// (copies nothing); the loop's exit waits for every copy before shared
+// memory is reused.
 //
 // The loads' operand computations (the slice) are lowered a second time
-// for the next iteration, with the induction variable replaced by
-// min(iv + step, iv when past the end), so every scalar load in the slice
-// reads what some real iteration reads.
+// for the prefetched iteration, with the induction variable replaced by
+// iv + (num_stages-1)·step, or iv when that is past the end, so every
+// scalar load in the slice reads what some real iteration reads.
 
 // pipeline is one loop whose staged loads are prefetched one iteration
 // ahead.
 type pipeline struct {
 	loop   *tir.Op
+	stages int          // buffers per tile: iterations i+1 .. i+stages-1 are in flight during i
 	loads  []*Staged    // program order
 	slice  []*tir.Op    // body ops the loads' operands depend on, in order
 	defs   []*tir.Value // values the slice defines, and the induction variable
 	active bool         // the loop body is being lowered
 }
 
-// PipelineLoads is the optional phase that double-buffers the staged
-// loads of loops whose load addresses depend only on the induction
-// variable and prefetches them one iteration ahead.
+// PipelineLoads is the optional phase that multi-buffers the staged loads
+// of loops whose load addresses depend only on the induction variable and
+// prefetches them num_stages - 1 iterations ahead (num_stages: the kernel's
+// compile-time argument of that name, Triton's, default 2).
 var PipelineLoads = Phase{
 	Name: "pipeline-loads",
-	Doc:  "double-buffer staged loads in loops and issue iteration i+1's copies at the top of iteration i",
+	Doc:  "multi-buffer staged loads in loops (num_stages, default 2) and issue iteration i+num_stages-1's copies in iteration i",
 	Run: func(l *Lowerer) error {
 		l.planPipelines()
 		return nil
@@ -47,17 +50,22 @@ var PipelineLoads = Phase{
 }
 
 // planPipelines finds the loops to pipeline and re-places the staged tiles
-// (two buffers each for theirs).
+// (num_stages buffers each for theirs).
 func (l *Lowerer) planPipelines() {
 	l.pipes = map[*tir.Op]*pipeline{}
+	stages := 2
+	if n, ok := l.f.Attr("num_stages").(int64); ok && n > 2 {
+		stages = int(min(n, 8))
+	}
 	l.f.Body.Walk(func(op *tir.Op) bool {
 		if op.Kind == tir.OpFor {
 			if p := l.pipelineFor(op); p != nil {
+				p.stages = stages
 				l.pipes[op] = p
 				for _, st := range p.loads {
 					st.pipe = p
 					st.Stride = roundUpTo(st.Bytes, 1024)
-					st.Bytes = 2 * st.Stride
+					st.Bytes = stages * st.Stride
 				}
 			}
 		}
@@ -185,36 +193,48 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard value.Value, dyn func(*Stag
 	}
 }
 
-// pipePrologue issues iteration lo's copies when the loop runs at all (the
-// slice may read out of bounds for an empty loop, e.g. an empty block
-// list).
-func (l *Lowerer) pipePrologue(p *pipeline, lo, hi value.Value) {
+// pipePrologue issues the copies of iterations lo .. lo+(stages-2)·step
+// into buffers 0 .. stages-2 when the loop runs at all (the slice may read
+// out of bounds for an empty loop, e.g. an empty block list); those past
+// the end are guarded off and evaluate the slice at lo.
+func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
 	pro, join := l.newBlock("pipe.pro"), l.newBlock("pipe.join")
 	l.b.NewCondBr(l.b.NewICmp(enum.IPredSLT, lo, hi), pro, join)
 	l.b = pro
 	l.issueStaged(p, lo, nil, nil)
+	for k := 1; k < p.stages-1; k++ {
+		it := l.b.NewAdd(lo, l.b.NewMul(step, ConstI32(int64(k))))
+		guard := l.b.NewICmp(enum.IPredSLT, it, hi)
+		l.issueStaged(p, l.b.NewSelect(guard, it, lo), guard, func(st *Staged) value.Value {
+			return ConstI32(int64(k * st.Stride))
+		})
+	}
 	l.b.NewBr(join)
 	l.b = join
 	l.smemDirty = true
 }
 
 // pipeBodyTop runs at the top of the loop body: the current tiles are
-// those committed before (in program order); the body's loads only name
-// them. The next iteration's copies go into the other buffers at the
-// body's first CTA barrier (Barrier; lowerFor adds one at the end of a body
-// that has none): before it, a thread still in the previous iteration may
-// be reading those buffers, after it none is, so the prefetch needs no
-// barrier of its own. stage (0 or 1) is the buffer in use.
+// those committed stages-1 iterations before (in program order), and the
+// copies of the next stages-2 iterations are in flight behind them; the
+// body's loads only name the current buffers. Iteration i+stages-1's copies
+// go into the buffers iteration i-1 used, at the body's first CTA barrier
+// (Barrier; lowerFor adds one at the end of a body that has none): before
+// it, a thread still in the previous iteration may be reading those
+// buffers, after it none is, so the prefetch needs no barrier of its own.
+// stage (0 .. stages-1) is the buffer in use.
 func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, hi, stage value.Value) {
 	for _, st := range p.loads {
 		st.seq = l.stagedIssued
+		st.live, st.ready = true, false
 		l.stagedIssued++
 	}
+	l.stagedIssued += (p.stages - 2) * len(p.loads) // the later iterations' groups
 	b := l.b
-	next := b.NewAdd(iv, step)
+	next := b.NewAdd(iv, b.NewMul(step, ConstI32(int64(p.stages-1))))
 	guard := b.NewICmp(enum.IPredSLT, next, hi)
 	ivc := b.NewSelect(guard, next, iv)
-	other := b.NewXor(stage, ConstI32(1))
+	other := prevStage(b, stage, p.stages)
 	cur := map[*Staged]value.Value{}
 	for _, st := range p.loads {
 		cur[st] = b.NewMul(stage, ConstI32(int64(st.Stride)))
@@ -232,21 +252,39 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, hi, stage value.Value) {
 	p.active = true
 }
 
-// pipeExit runs after the loop: the last prefetch (guarded off, but
+// pipeExit runs after the loop: the last prefetches (guarded off, but
 // cp.async still zero-fills) must land before shared memory is reused.
 func (l *Lowerer) pipeExit(p *pipeline) {
 	p.active = false
 	l.prefetch = nil
 	for _, st := range p.loads {
 		st.dyn = nil
+		st.live, st.ready = false, false
 	}
 	l.target.WaitStaged(l)
-	l.inFlight -= len(p.loads)
+	l.inFlight -= (p.stages - 1) * len(p.loads)
 	l.smemDirty = true
 }
 
-// pipeStage is the phi of the buffer in use: 0 on entry, flipped by the
-// latch (see lowerFor).
+// pipeStage is the phi of the buffer in use: 0 on entry, advanced by the
+// latch (nextStage; see lowerFor).
 func pipeStage(hdr *ir.Block, pre *ir.Block) *ir.InstPhi {
 	return hdr.NewPhi(ir.NewIncoming(ConstI32(0), pre))
+}
+
+// nextStage is (stage + 1) mod n.
+func nextStage(b *ir.Block, stage value.Value, n int) value.Value {
+	if n == 2 {
+		return b.NewXor(stage, ConstI32(1))
+	}
+	inc := b.NewAdd(stage, ConstI32(1))
+	return b.NewSelect(b.NewICmp(enum.IPredEQ, inc, ConstI32(int64(n))), ConstI32(0), inc)
+}
+
+// prevStage is (stage - 1) mod n: the buffers the previous iteration read.
+func prevStage(b *ir.Block, stage value.Value, n int) value.Value {
+	if n == 2 {
+		return b.NewXor(stage, ConstI32(1))
+	}
+	return b.NewSelect(b.NewICmp(enum.IPredEQ, stage, ConstI32(0)), ConstI32(int64(n-1)), b.NewSub(stage, ConstI32(1)))
 }

@@ -62,7 +62,7 @@ func (l *Lowerer) opNote(op *tir.Op, name func(*tir.Value) string) string {
 	if l.planned {
 		s += fmt.Sprintf(", smem [%d, %d)", st.ByteOff, st.ByteOff+st.Bytes)
 		if st.Stride > 0 {
-			s += fmt.Sprintf(", 2 buffers %d apart, prefetched", st.Stride)
+			s += fmt.Sprintf(", %d buffers %d apart, prefetched", st.Bytes/st.Stride, st.Stride)
 		}
 	}
 	if st.Resident {

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"slices"
+
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
@@ -40,6 +42,8 @@ type Staged struct {
 	Guard value.Value
 
 	seq     int         // issue number, set when the load is lowered
+	live    bool        // issued (or prefetched) and not yet consumed by its dot
+	ready   bool        // live, and waited for by every thread behind a CTA barrier (AwaitStaged)
 	regions int         // regions lowered before it was issued (see StagedAfter)
 	dyn     value.Value // i32 bytes added to ByteOff: the buffer in use (pipelined tiles)
 	pipe    *pipeline   // the loop that prefetches it, or nil
@@ -100,6 +104,43 @@ func (l *Lowerer) StagedAfter(st *Staged) int {
 	return n
 }
 
+// AwaitStaged waits for the copies of tiles, the staged operand tiles dot
+// op reads from shared memory, and reports whether the caller must now
+// make them visible to the CTA (its fences, then a CTA barrier). Tiles
+// made ready at an earlier dot need nothing. When a pipelined loop
+// prefetched this iteration's tiles, the wait also covers those that later
+// dots of op's block read (all landed an iteration ago, so waiting costs
+// little), and those dots need neither wait nor barrier: attention's P·V
+// then starts without a CTA barrier after the softmax, so the warpgroups
+// are no longer forced into lockstep between their two GEMMs.
+func (l *Lowerer) AwaitStaged(op *tir.Op, tiles []*Staged) bool {
+	var group []*Staged
+	for _, st := range tiles {
+		if !st.Resident && !st.ready {
+			group = append(group, st)
+		}
+	}
+	if len(group) == 0 {
+		return false
+	}
+	blk := l.a.blockOf[op.Results[0]]
+	for _, st := range l.smemTiles {
+		if st.live && !st.ready && !st.Resident && st.pipe != nil && st.pipe.active &&
+			l.a.blockOf[st.Dot.Results[0]] == blk && !slices.Contains(group, st) {
+			group = append(group, st)
+		}
+	}
+	last := group[0]
+	for _, st := range group {
+		st.ready = true
+		if st.seq > last.seq {
+			last = st
+		}
+	}
+	l.b.NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), ConstI32(int64(l.StagedAfter(last))))
+	return true
+}
+
 // lowerStaged issues a staged load through the target and records it: its
 // tile is in flight until its dot is lowered.
 func (l *Lowerer) lowerStaged(op *tir.Op, st *Staged) {
@@ -110,6 +151,7 @@ func (l *Lowerer) lowerStaged(op *tir.Op, st *Staged) {
 		return
 	}
 	l.target.LowerStagedLoad(l, op, st)
+	st.live, st.ready = true, false
 	st.seq = l.stagedIssued
 	st.regions = l.regionsLowered
 	l.stagedIssued++

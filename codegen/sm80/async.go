@@ -100,15 +100,6 @@ func lowerAsyncLoad(l *core.Lowerer, op *tir.Op, at *core.Staged) {
 	l.MarkSharedClean()
 }
 
-// waitFor waits until the staged tile's copies are complete (later groups
-// may stay in flight when no region was lowered in between, so the count
-// is static) and makes them visible to the CTA. One commit group per
-// staged load, so the groups after at's are the loads staged after it.
-func waitFor(l *core.Lowerer, at *core.Staged) {
-	n := l.StagedAfter(at)
-	l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), core.ConstI32(int64(n)))
-}
-
 // waitAll waits for every cp.async copy issued so far.
 func waitAll(l *core.Lowerer) {
 	l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), core.ConstI32(0))

@@ -128,10 +128,7 @@ func mmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.V
 			}
 		}
 	}
-	for _, at := range tiles {
-		waitFor(l, at)
-	}
-	if off > 0 || len(tiles) > 0 {
+	if l.AwaitStaged(op, tiles) || off > 0 {
 		l.Barrier()
 	}
 	var ap, bp []value.Value // packed registers, nil when fused

@@ -39,6 +39,8 @@ type Target struct {
 	base sm80.Target
 	// bases caches per-kernel tile offsets of layout bases (entry block).
 	bases map[string]value.Value
+	// ppEntry: the pingpong schedule's first arrive is in the entry block.
+	ppEntry bool
 }
 
 var _ core.Target = (*Target)(nil)

@@ -26,7 +26,8 @@ import (
 // or from shared memory when its load is staged (SS form).
 //
 // Per dot: the copies' wait, fence.proxy.async (generic-proxy writes
-// before async-proxy reads) and a barrier; wgmma.fence; the wgmmas (k
+// before async-proxy reads) and a barrier, unless an earlier dot already
+// waited for them (core.AwaitStaged); wgmma.fence; the wgmmas (k
 // steps outermost, the zero accumulator of the first step dropped with
 // scale-d = 0); commit_group; wait_group 0. The accumulators are tied
 // in/out operands of every wgmma and of the wait (and the A registers go
@@ -338,15 +339,12 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 			t.storeTile(l, w.src, w.x, ops[w.i].v.tile, w.cd, ops[w.i].off)
 		}
 	}
-	for _, st := range staged {
-		if !st.Resident {
-			l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), core.ConstI32(int64(l.StagedAfter(st))))
-		}
+	if l.AwaitStaged(op, staged) || len(writes) > 0 {
+		// The tiles were written through the generic proxy (cp.async,
+		// st.shared); wgmma reads through the async proxy.
+		l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
+		l.Barrier()
 	}
-	// The tiles were written through the generic proxy (cp.async,
-	// st.shared); wgmma reads through the async proxy.
-	l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
-	l.Barrier()
 
 	// Register operands: A (RS form) and the accumulator.
 	var aRegs []value.Value
@@ -373,6 +371,14 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 		acc = pin(l, c, types.Float, "f")
 	}
 
+	pp := t.pingpong(l)
+	var wg value.Value
+	if pp {
+		// Wait for this warpgroup's turn to issue (named barrier 1 + g,
+		// which the other warpgroup arrives at after its own issue).
+		wg = l.Block().NewLShr(l.WarpID(), core.ConstI32(2))
+		l.Asm(types.Void, "bar.sync $0, 256;", "r,~{memory}", true, l.Block().NewAdd(wg, core.ConstI32(1)))
+	}
 	l.Asm(types.Void, "wgmma.fence.sync.aligned;", "~{memory}", true)
 	vb := ops[1].v
 	descB := descValue(l, vb, ops[1].off, ops[1].dyn)
@@ -405,7 +411,34 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 		}
 	}
 	l.Asm(types.Void, "wgmma.commit_group.sync.aligned;", "~{memory}", true)
+	if pp {
+		// The other warpgroup's turn: barrier 2 - g.
+		l.Asm(types.Void, "bar.arrive $0, 256;", "r,~{memory}", true, l.Block().NewSub(core.ConstI32(2), wg))
+	}
 	return tied(l, "wgmma.wait_group.sync.aligned 0;", acc, types.Float, "f")
+}
+
+// pingpong reports whether the kernel's wgmma dots run in pingpong (its
+// compile-time argument pingpong = true, on exactly two warpgroups): the
+// two warpgroups issue their GEMMs in turn, ordered by named barriers 1
+// and 2, so that one warpgroup's GEMMs run on the tensor cores while the
+// other computes its softmax (FlashAttention-3's pingpong schedule). The
+// first turn is warpgroup 0's: warpgroup 1 arrives at barrier 1 on entry.
+// Every dot is a turn, so both warpgroups must run the same sequence of
+// wgmma dots (uniform control flow, as the attention kernels have).
+func (t *Target) pingpong(l *core.Lowerer) bool {
+	on, _ := l.Func().Attr("pingpong").(bool)
+	if !on || l.NumWarps() != 8 {
+		return false
+	}
+	if !t.ppEntry {
+		t.ppEntry = true
+		l.AtEntry(func() {
+			l.Asm(types.Void, "{\n.reg .pred p;\nsetp.eq.u32 p, $0, 1;\n@p bar.arrive 1, 256;\n}",
+				"r,~{memory}", true, l.Block().NewLShr(l.WarpID(), core.ConstI32(2)))
+		})
+	}
+	return true
 }
 
 // wgmmaOp is one wgmma.mma_async m64nNk16 with f32 accumulators.
