@@ -198,7 +198,10 @@ var ptxFeature = map[string]string{
 // extraArgs come last, so a later -mattr (e.g. -mattr=+ptx86) overrides the
 // default PTX version.
 func Args(arch string, extraArgs ...string) []string {
-	args := []string{"-O3", "-mtriple=nvptx64-nvidia-cuda", "-mcpu=" + arch}
+	// -fp-contract=fast: a multiply feeding one add becomes an FMA (as
+	// Triton's enable_fp_fusion default and nvcc's -fmad=true); without it
+	// NVPTX writes .rn on every mul and add, which forbids ptxas to fuse.
+	args := []string{"-O3", "-mtriple=nvptx64-nvidia-cuda", "-mcpu=" + arch, "-fp-contract=fast"}
 	if f, ok := ptxFeature[arch]; ok {
 		args = append(args, "-mattr="+f)
 	}

@@ -160,7 +160,7 @@ func TestFindNone(t *testing.T) {
 
 func TestArgs(t *testing.T) {
 	got := strings.Join(Args("sm_90a", "-mattr=+ptx86"), " ")
-	want := "-O3 -mtriple=nvptx64-nvidia-cuda -mcpu=sm_90a -mattr=+ptx80 -mattr=+ptx86 - -o -"
+	want := "-O3 -mtriple=nvptx64-nvidia-cuda -mcpu=sm_90a -fp-contract=fast -mattr=+ptx80 -mattr=+ptx86 - -o -"
 	if got != want {
 		t.Errorf("Args = %q, want %q", got, want)
 	}
@@ -252,7 +252,7 @@ func TestCompile(t *testing.T) {
 			t.Fatalf("%s: %v", arch, err)
 		}
 		s := string(ptx)
-		for _, want := range []string{version, ".target " + arch, ".entry add_one", "add.rn.f32"} {
+		for _, want := range []string{version, ".target " + arch, ".entry add_one", "add.f32"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("%s: PTX lacks %q:\n%s", arch, want, s)
 			}

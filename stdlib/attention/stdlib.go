@@ -33,6 +33,7 @@ func Files() map[string]string {
 func Load(user map[string]string) (*lang.Program, error) {
 	p := lang.NewProgram()
 	std := Files()
+	parseStdOnce.Do(func() { parseAllStd(std) })
 	for n := range user {
 		delete(std, n)
 	}
@@ -67,6 +68,24 @@ func Load(user map[string]string) (*lang.Program, error) {
 // (about 0.1 s for the 14 files), which a build of many kernels would
 // otherwise pay for every kernel.
 var stdParsed sync.Map
+
+// parseStdOnce: the first Load parses every stdlib file at once, one
+// goroutine each (participle parsers are safe for concurrent use), so a
+// cold compile waits for the largest file, not for the sum. A file that
+// fails is parsed again, in order, by Load, which reports the error.
+var parseStdOnce sync.Once
+
+func parseAllStd(std map[string]string) {
+	var wg sync.WaitGroup
+	for n, src := range std {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = parseStd(n, src)
+		}()
+	}
+	wg.Wait()
+}
 
 func parseStd(name, src string) (*lang.File, error) {
 	if f, ok := stdParsed.Load(name); ok {
