@@ -89,10 +89,18 @@ func TestWGMMAGoldenPTX(t *testing.T) {
 		}
 	}
 	t.Setenv(sm90.EnvWGMMA, "1")
-	m, k := loadKernel(t, "frontend_flash_causal")
-	ptx, _, err := CompilePTX(context.Background(), m, k, Options{Arch: "sm_90a"}, tool)
-	if err != nil {
-		t.Fatal(err)
+	// The 64×64 tile, and the tuned 128×128 tile on two warpgroups with
+	// pingpong turns and with three pipeline stages.
+	for kernel, golden := range map[string]string{
+		"frontend_flash_causal":           "flash_fwd_bf16_d128_causal.sm_90a-wgmma.ptx",
+		"frontend_flash_128x128_pingpong": "flash_fwd_bf16_d128_causal_128x128_pingpong.sm_90a-wgmma.ptx",
+		"frontend_flash_128x128_s3":       "flash_fwd_bf16_d128_causal_128x128_stages3.sm_90a-wgmma.ptx",
+	} {
+		m, k := loadKernel(t, kernel)
+		ptx, _, err := CompilePTX(context.Background(), m, k, Options{Arch: "sm_90a"}, tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGolden(t, filepath.Join("testdata", "golden", "ptx", golden), ptx)
 	}
-	checkGolden(t, filepath.Join("testdata", "golden", "ptx", "flash_fwd_bf16_d128_causal.sm_90a-wgmma.ptx"), ptx)
 }

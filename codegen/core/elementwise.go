@@ -25,7 +25,7 @@ func (l *Lowerer) elementwise(op *tir.Op, xs []value.Value) value.Value {
 	case k == tir.OpCast:
 		return l.cast(op.Args[0].Type.Elem, op.Result().Type.Elem, xs[0])
 	case k == tir.OpAddPtr:
-		return l.b.NewGetElementPtr(memType(op.Args[0].Type.Elem), xs[0], xs[1])
+		return l.ptrAdd(memType(op.Args[0].Type.Elem), xs[0], xs[1])
 	}
 	Fail("%s: not an elementwise op: %s", op.Pos, k)
 	return nil

@@ -13,21 +13,29 @@ entry:
 body1:
 	%6 = mul i32 %4, 8
 	%7 = add i32 %6, %5
-	%8 = getelementptr float, float addrspace(1)* %x, i32 %7
-	%9 = load float, float addrspace(1)* %8
-	%10 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %9, i32 1, i32 31)
-	%11 = call float @llvm.maximum.f32(float %9, float %10)
-	%12 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %11, i32 2, i32 31)
-	%13 = call float @llvm.maximum.f32(float %11, float %12)
-	%14 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %13, i32 4, i32 31)
+	%8 = sext i32 %7 to i64
+	%9 = mul i64 %8, 4
+	%10 = ptrtoint float addrspace(1)* %x to i64
+	%11 = add i64 %10, %9
+	%12 = inttoptr i64 %11 to float addrspace(1)*
+	%13 = load float, float addrspace(1)* %12
+	%14 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %13, i32 1, i32 31)
 	%15 = call float @llvm.maximum.f32(float %13, float %14)
-	%16 = getelementptr float, float addrspace(1)* %out, i32 %4
-	%17 = and i32 %1, 7
-	%18 = icmp eq i32 %17, 0
-	br i1 %18, label %store2, label %store.end3
+	%16 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %15, i32 2, i32 31)
+	%17 = call float @llvm.maximum.f32(float %15, float %16)
+	%18 = call float @llvm.nvvm.shfl.sync.bfly.f32(i32 -1, float %17, i32 4, i32 31)
+	%19 = call float @llvm.maximum.f32(float %17, float %18)
+	%20 = sext i32 %4 to i64
+	%21 = mul i64 %20, 4
+	%22 = ptrtoint float addrspace(1)* %out to i64
+	%23 = add i64 %22, %21
+	%24 = inttoptr i64 %23 to float addrspace(1)*
+	%25 = and i32 %1, 7
+	%26 = icmp eq i32 %25, 0
+	br i1 %26, label %store2, label %store.end3
 
 store2:
-	store float %15, float addrspace(1)* %16
+	store float %19, float addrspace(1)* %24
 	br label %store.end3
 
 store.end3:
