@@ -190,7 +190,8 @@ func (a *assigner) fwdOp(op *tir.Op) {
 				continue
 			}
 			weak = weak && in.weak
-			if best == nil || priority(in.lay) > priority(best) {
+			if best == nil || priority(in.lay) > priority(best) ||
+				priority(in.lay) == priority(best) && a.regsPerThread(in.lay, op.Result()) < a.regsPerThread(best, op.Result()) {
 				best = in.lay
 			}
 		}
@@ -259,6 +260,16 @@ func (a *assigner) fwdOp(op *tir.Op) {
 	default:
 		panic(lowerError{fmt.Sprintf("%s: codegen does not support op %s", op.Pos, k)})
 	}
+}
+
+// regsPerThread is how many registers a thread holds for v in layout l.
+// Between operand layouts of equal priority an elementwise op takes the
+// one that spreads its result over the most threads: the layout a
+// broadcast carries over from a small operand (w[:, None] of a [4] vector
+// against a loaded [4, 128] tile) can put a whole dimension in every
+// thread, and everything after it, down to the stores, would follow.
+func (a *assigner) regsPerThread(l Layout, v *tir.Value) int {
+	return 1 << len(a.l.Lin(l, v.Type.Shape).RegBases())
 }
 
 // raise returns the layout a carried value should take when its current
