@@ -188,11 +188,3 @@ func (l *Lowerer) WarpID() value.Value { return l.warp }
 
 // CountConversion records one layout conversion through shared memory.
 func (l *Lowerer) CountConversion() { l.conversions++ }
-
-// SharedDirty reports that shared memory may have been accessed since the
-// last barrier on some path to here.
-func (l *Lowerer) SharedDirty() bool { return l.smemDirty }
-
-// MarkSharedClean records that only accesses that need no barrier before
-// the next staged load happened since the last barrier.
-func (l *Lowerer) MarkSharedClean() { l.smemDirty = false }

@@ -80,6 +80,54 @@ func (l *Lowerer) StagedMasks(st *Staged, mask []value.Value, n int) []value.Val
 	return out
 }
 
+// CopyStaged issues the copies of a staged 16-bit tile whose layout gives
+// each thread 8-element chunks: after a barrier when shared memory may still
+// be read (the previous iteration's dot, or the scratch area overlapping
+// the tiles), one 16-byte cp.async per chunk g from ptrs[g] to dst(g) (the
+// shared address of register g's element), masked chunks copying nothing
+// (cp.async zero-fills); when some chunk's global address is misaligned,
+// scalar loads and stores of every register r to dst(r) instead. Then one
+// commit group, and shared memory counts as clean: only writes follow the
+// barrier, so a following staged load need not sync.
+func (l *Lowerer) CopyStaged(ptrs, mask []value.Value, e tir.Elem, dst func(r int) value.Value) {
+	if l.smemDirty {
+		l.Barrier()
+	}
+	const v = 8
+	i16s := SharedPtr(types.I16)
+	l.AlignedOr(ptrs, nil, v, e, func() []value.Value {
+		i8s, i8g := SharedPtr(types.I8), PtrTo(types.I8, 1)
+		for g := 0; g < len(ptrs); g += v {
+			d := l.b.NewBitCast(dst(g), i8s)
+			src := l.b.NewBitCast(ptrs[g], i8g)
+			var n value.Value = ConstI32(16)
+			if mask != nil {
+				n = l.b.NewSelect(mask[g], ConstI32(16), ConstI32(0))
+			}
+			l.b.NewCall(l.Decl("llvm.nvvm.cp.async.cg.shared.global.16.s", types.Void, i8s, i8g, types.I32), d, src, n)
+		}
+		return nil
+	}, func() []value.Value {
+		zero := ConstI16(0)
+		for r, ptr := range ptrs {
+			var val value.Value
+			if mask == nil {
+				val = l.b.NewLoad(types.I16, ptr)
+			} else {
+				val = l.MaskedLoad(ptr, mask[r], zero, e)
+			}
+			d := dst(r)
+			if !types.Equal(d.Type(), i16s) {
+				d = l.b.NewBitCast(d, i16s)
+			}
+			l.b.NewStore(val, d)
+		}
+		return nil
+	})
+	l.b.NewCall(l.Decl("llvm.nvvm.cp.async.commit.group", types.Void))
+	l.smemDirty = false
+}
+
 // Stage marks st.Load as staged (before assign-layouts).
 func (l *Lowerer) Stage(st *Staged) { l.a.async[st.Load] = st }
 

@@ -58,46 +58,13 @@ func lowerAsyncLoad(l *core.Lowerer, op *tir.Op, at *core.Staged) {
 	if at.View != op.Result() {
 		st = []int{st[1], st[0]}
 	}
-	// Readers of the previous contents (last iteration's dot, or the
-	// scratch area overlapping the tiles) must be done.
-	if l.SharedDirty() {
-		l.Barrier()
-	}
 	base := l.FlatBase(x, st)
-	const v = 8
 	if reg := x.RegBases(); len(reg) < 3 || !core.EqualBases(reg[:3], [][]int{{0, 1}, {0, 2}, {0, 4}}) {
 		core.Fail("internal error: staged load layout %s has no 8-element chunks", lay)
 	}
-	l.AlignedOr(ptrs, nil, v, e, func() []value.Value {
-		i8s, i8g := core.SharedPtr(types.I8), core.PtrTo(types.I8, 1)
-		for g := 0; g < len(ptrs); g += v {
-			idx := l.AddOff(base, core.DotInts(x.RegOffset(g), st))
-			dst := l.Block().NewBitCast(l.StagedAddr(types.I16, at, idx), i8s)
-			src := l.Block().NewBitCast(ptrs[g], i8g)
-			var n value.Value = core.ConstI32(16)
-			if mask != nil {
-				n = l.Block().NewSelect(mask[g], core.ConstI32(16), core.ConstI32(0))
-			}
-			l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.cg.shared.global.16.s", types.Void, i8s, i8g, types.I32), dst, src, n)
-		}
-		return nil
-	}, func() []value.Value {
-		zero := core.ConstI16(0)
-		for r, p := range ptrs {
-			var val value.Value
-			if mask == nil {
-				val = l.Block().NewLoad(types.I16, p)
-			} else {
-				val = l.MaskedLoad(p, mask[r], zero, e)
-			}
-			idx := l.AddOff(base, core.DotInts(x.RegOffset(r), st))
-			l.Block().NewStore(val, l.StagedAddr(types.I16, at, idx))
-		}
-		return nil
+	l.CopyStaged(ptrs, mask, e, func(r int) value.Value {
+		return l.StagedAddr(types.I16, at, l.AddOff(base, core.DotInts(x.RegOffset(r), st)))
 	})
-	l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.commit.group", types.Void))
-	// Only writes since the barrier: a following staged load need not sync.
-	l.MarkSharedClean()
 }
 
 // waitAll waits for every cp.async copy issued so far.

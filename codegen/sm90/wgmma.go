@@ -202,42 +202,11 @@ func (t *Target) lowerTileLoad(l *core.Lowerer, op *tir.Op, st *core.Staged, p *
 	if reg := x.RegBases(); len(reg) < 3 || !core.EqualBases(reg[:3], [][]int{{0, 1}, {0, 2}, {0, 4}}) {
 		core.Fail("internal error: staged load layout %s has no 8-element chunks", lay)
 	}
-	// Readers of the previous contents (last iteration's dot, or the
-	// scratch area overlapping the tiles) must be done.
-	if l.SharedDirty() {
-		l.Barrier()
-	}
 	tl := p.v.tile
 	base := t.tileBase(l, x, tl, 1)
-	const v = 8
-	l.AlignedOr(ptrs, nil, v, e, func() []value.Value {
-		i8s, i8g := core.SharedPtr(types.I8), core.PtrTo(types.I8, 1)
-		for g := 0; g < len(ptrs); g += v {
-			dst := l.StagedAddr(types.I8, st, xorOff(l, base, tl.offset(rowCol(x.RegOffset(g), 1))))
-			src := l.Block().NewBitCast(ptrs[g], i8g)
-			var n value.Value = core.ConstI32(16)
-			if mask != nil {
-				n = l.Block().NewSelect(mask[g], core.ConstI32(16), core.ConstI32(0))
-			}
-			l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.cg.shared.global.16.s", types.Void, i8s, i8g, types.I32), dst, src, n)
-		}
-		return nil
-	}, func() []value.Value {
-		zero := core.ConstI16(0)
-		for r, ptr := range ptrs {
-			var val value.Value
-			if mask == nil {
-				val = l.Block().NewLoad(types.I16, ptr)
-			} else {
-				val = l.MaskedLoad(ptr, mask[r], zero, e)
-			}
-			a := l.StagedAddr(types.I8, st, xorOff(l, base, tl.offset(rowCol(x.RegOffset(r), 1))))
-			l.Block().NewStore(val, l.Block().NewBitCast(a, core.SharedPtr(types.I16)))
-		}
-		return nil
+	l.CopyStaged(ptrs, mask, e, func(r int) value.Value {
+		return l.StagedAddr(types.I8, st, xorOff(l, base, tl.offset(rowCol(x.RegOffset(r), 1))))
 	})
-	l.Block().NewCall(l.Decl("llvm.nvvm.cp.async.commit.group", types.Void))
-	l.MarkSharedClean()
 }
 
 // storeTile writes a 16-bit tensor in registers (layout x) into the tile at
