@@ -105,6 +105,9 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	if nw <= 0 || nw&(nw-1) != 0 || nw > 32 {
 		return nil, fmt.Errorf("codegen: num_warps = %d: want a power of two from 1 to 32", nw)
 	}
+	if v, ok := f.Attr("num_stages").(int64); ok && (v < 1 || v > core.MaxStages) {
+		return nil, fmt.Errorf("codegen: num_stages = %d: want 1 (no prefetch) to %d", v, core.MaxStages)
+	}
 	phases := tg.t.Phases()
 	if err := checkPhaseOptions(phases, opts); err != nil {
 		return nil, err

@@ -1,9 +1,13 @@
 package codegen
 
 import (
+	"fmt"
 	"math/rand"
 	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/fac-compiler/fac/codegen/core"
 
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
@@ -35,5 +39,27 @@ func TestBroadcastOperandLayout(t *testing.T) {
 			t.Fatalf("%s: simulate: %v", arch, err)
 		}
 		compareBuffers(t, args, simArgs, 1e-5, 1e-6)
+	}
+}
+
+// TestNumStagesBounds: num_stages outside 1..MaxStages is an error naming
+// the value; 1 pipelines nothing (no second buffer).
+func TestNumStagesBounds(t *testing.T) {
+	for _, n := range []int64{0, -1, core.MaxStages + 1} {
+		m, k := loadKernel(t, "frontend_flash_128x128")
+		m.Func(k).SetAttr("num_stages", n)
+		_, err := Lower(m, k, Options{Arch: "sm_90a"})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("num_stages = %d", n)) {
+			t.Errorf("num_stages = %d: err = %v", n, err)
+		}
+	}
+	m, k := loadKernel(t, "frontend_flash_128x128")
+	m.Func(k).SetAttr("num_stages", int64(1))
+	var out strings.Builder
+	if _, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "pipeline-loads", Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "prefetched") {
+		t.Errorf("num_stages = 1 still pipelines:\n%s", out.String())
 	}
 }

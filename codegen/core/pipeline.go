@@ -49,13 +49,21 @@ var PipelineLoads = Phase{
 	},
 }
 
+// MaxStages is the most num_stages a kernel may ask for (codegen.Lower
+// checks; more buffers than this do not fit a multiprocessor's shared
+// memory for any tile worth pipelining).
+const MaxStages = 8
+
 // planPipelines finds the loops to pipeline and re-places the staged tiles
-// (num_stages buffers each for theirs).
+// (num_stages buffers each for theirs; num_stages = 1 pipelines nothing).
 func (l *Lowerer) planPipelines() {
 	l.pipes = map[*tir.Op]*pipeline{}
 	stages := 2
-	if n, ok := l.f.Attr("num_stages").(int64); ok && n > 2 {
-		stages = int(min(n, 8))
+	if n, ok := l.f.Attr("num_stages").(int64); ok {
+		stages = int(n)
+	}
+	if stages < 2 {
+		return
 	}
 	l.f.Body.Walk(func(op *tir.Op) bool {
 		if op.Kind == tir.OpFor {

@@ -153,6 +153,13 @@ func (d *Device) finish(key string, a *artifact.Artifact, mod *cuda.Module) (*Ke
 		return nil, err
 	}
 	if a.SharedBytes > 48*1024 {
+		// A schedule the GPU cannot hold (large tiles, many num_stages)
+		// fails here with a message that says why, not as the driver's
+		// invalid-value error.
+		if most, err := d.Dev.Attribute(cuda.DevAttrMaxSharedMemoryPerBlockOptin); err == nil && a.SharedBytes > most {
+			return nil, fmt.Errorf("kernel %s needs %d bytes of shared memory; %s (%s) has %d a block: use smaller tiles or fewer num_stages",
+				a.Entry, a.SharedBytes, d.Name, d.Arch, most)
+		}
 		if err := fn.SetMaxDynamicSharedMemory(a.SharedBytes); err != nil {
 			return nil, err
 		}
