@@ -43,6 +43,8 @@ import (
 type simWG struct {
 	fenced  bool              // wgmma.fence since the last wait
 	pending map[uint32]uint64 // placeholder id -> result
+	group   map[uint32]int    // placeholder id -> the commit group it belongs to
+	commits int               // commit_groups so far (the open group's number)
 	next    uint32
 	written [][2]uint64 // shared writes not yet fenced: address, bytes
 }
@@ -93,9 +95,11 @@ const placeholderBits = 0x7fc00000
 func (t *simThread) placeholder(x uint64) uint64 {
 	if t.wg.pending == nil {
 		t.wg.pending = map[uint32]uint64{}
+		t.wg.group = map[uint32]int{}
 	}
 	t.wg.next = t.wg.next%(1<<22-1) + 1
 	t.wg.pending[t.wg.next] = x
+	t.wg.group[t.wg.next] = t.wg.commits
 	return placeholderBits | uint64(t.wg.next)
 }
 
@@ -131,12 +135,22 @@ func (t *simThread) wgmmaAsm(in *ir.InstCall, ia *ir.InlineAsm, args []uint64) b
 	case s == "wgmma.fence.sync.aligned;":
 		t.wg.fenced = true
 	case s == "wgmma.commit_group.sync.aligned;":
+		t.wg.commits++
 	case strings.HasPrefix(s, "wgmma.wait_group.sync.aligned"):
-		if strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(s, "wgmma.wait_group.sync.aligned"), ";")) != "0" {
-			t.cta.m.fail("wgmma.wait_group with a count other than 0: %q", s)
+		// wait_group N completes every group but the N most recent: the
+		// registers tied through it must all belong to completed groups.
+		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(s, "wgmma.wait_group.sync.aligned"), ";")))
+		if err != nil || n < 0 {
+			t.cta.m.fail("wgmma.wait_group with a bad count: %q", s)
 		}
 		out := make([]uint64, len(args))
 		for i, a := range args {
+			if id := uint32(a & (1<<22 - 1)); a&^uint64(1<<22-1) == placeholderBits && a != placeholderBits {
+				if g, ok := t.wg.group[id]; ok && g >= t.wg.commits-n {
+					t.cta.m.fail("wgmma.wait_group %d returns a result of group %d, still in flight (%d committed)", n, g, t.wg.commits)
+				}
+				delete(t.wg.group, id)
+			}
 			out[i] = t.resolve(a)
 		}
 		t.setAgg(in, out)

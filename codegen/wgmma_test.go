@@ -90,11 +90,13 @@ func TestWGMMAGoldenPTX(t *testing.T) {
 	}
 	t.Setenv(sm90.EnvWGMMA, "1")
 	// The 64×64 tile, and the tuned 128×128 tile on two warpgroups with
-	// pingpong turns and with three pipeline stages.
+	// pingpong turns, with three pipeline stages, and with P·V overlapping
+	// the next block's softmax (overlap-softmax; wgmma.wait_group 1).
 	for kernel, golden := range map[string]string{
 		"frontend_flash_causal":           "flash_fwd_bf16_d128_causal.sm_90a-wgmma.ptx",
 		"frontend_flash_128x128_pingpong": "flash_fwd_bf16_d128_causal_128x128_pingpong.sm_90a-wgmma.ptx",
 		"frontend_flash_128x128_s3":       "flash_fwd_bf16_d128_causal_128x128_stages3.sm_90a-wgmma.ptx",
+		"frontend_flash_128x128_overlap":  "flash_fwd_bf16_d128_causal_128x128_overlap.sm_90a-wgmma.ptx",
 	} {
 		m, k := loadKernel(t, kernel)
 		ptx, _, err := CompilePTX(context.Background(), m, k, Options{Arch: "sm_90a"}, tool)

@@ -24,6 +24,9 @@ func TestPassesPreserveResults(t *testing.T) {
 	for _, l := range []launch{
 		{"testdata/pipeline/masked_loop.tir", "masked_sum", 3, 10, []int{12, 12}},
 		{"testdata/pipeline/flash_fwd.tir", "flash_fwd", 3, 5, []int{12, 12, 12, 12}},
+		// overlap = true: overlap-softmax rotates P·V (odd and one-block lengths).
+		{"testdata/overlap-softmax/flash_fwd.tir", "flash_fwd", 3, 5, []int{12, 12, 12, 12}},
+		{"testdata/overlap-softmax/flash_fwd.tir", "flash_fwd", 3, 2, []int{12, 12, 12, 12}},
 		{"testdata/pipeline/softmax.tir", "softmax", 2, 3, []int{8, 8}},
 		{"../tir/testdata/sample.tir", "sample", 2, 8, []int{64, 8}},
 	} {

@@ -19,6 +19,8 @@ var Order = []Constraint{
 	{"canonicalize", "dce", "canonicalize leaves the ops its folds made unused for dce to delete"},
 	{"cse", "fuse-dot-acc", "cse merges the zero constants and the copies of an operand, so the dot's result has one use to fuse with"},
 	{"fuse-dot-acc", "dce", "fusing leaves the zero accumulators unused for dce to delete"},
+	{"fuse-dot-acc", "overlap-softmax", "overlap-softmax moves a dot that accumulates onto the rescaled loop-carried value, the form fusing gives attention's P·V"},
+	{"overlap-softmax", "dce", "the rotated dot leaves the body's own B load unused for dce to delete"},
 }
 
 // checkOrder reports the first constraint of Order that names violates.

@@ -135,6 +135,7 @@ func (l *Lowerer) Lin(lay Layout, shape []int) *Linear {
 
 // lowerBlock lowers b's ops and returns its terminator (or nil).
 func (l *Lowerer) lowerBlock(b *tir.Block) *tir.Op {
+	defer l.awaitBlockEnd()
 	for _, op := range b.Ops {
 		if op.Kind.IsTerminator() {
 			return op
@@ -145,6 +146,8 @@ func (l *Lowerer) lowerBlock(b *tir.Block) *tir.Op {
 }
 
 func (l *Lowerer) lowerOp(op *tir.Op) {
+	l.issueArmedPrefetch(op)
+	l.awaitUses(op)
 	switch op.Kind {
 	case tir.OpFor:
 		l.lowerFor(op)
@@ -187,6 +190,9 @@ func (l *Lowerer) convertDemands(v *tir.Value) {
 	in := l.a.get(v)
 	if in.flex {
 		return
+	}
+	if len(in.demands()) > 0 {
+		l.await(v)
 	}
 	src := l.env[v][in.lay.String()]
 	for _, lay := range in.demands() {

@@ -89,12 +89,14 @@ type Lowerer struct {
 	// prefetch, when set, issues a pipelined loop's next tiles at the next
 	// Barrier at region depth prefetchDepth outside any branch.
 	prefetch             func()
-	depth, prefetchDepth int // tile-IR region nesting
-	branchDepth          int // inside a run-time two-way branch (AlignedOr)
+	armedPrefetch        func() // the prefetch after its barrier: issued by issueArmedPrefetch
+	depth, prefetchDepth int    // tile-IR region nesting
+	branchDepth          int    // inside a run-time two-way branch (AlignedOr)
 	scratchBase          int
 	stagedIssued         int
 	regionsLowered       int
-	inFlight             int // staged tiles loaded and not yet consumed
+	inFlight             int           // staged tiles loaded and not yet consumed
+	async                []*asyncGroup // results not yet waited for, oldest first (async.go)
 	// smemDirty: shared memory may have been accessed since the last
 	// barrier on some path to here (a staged load must then sync first).
 	smemDirty bool

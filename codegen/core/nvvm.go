@@ -176,11 +176,16 @@ func (l *Lowerer) AtEntry(emit func()) {
 // next iteration's tiles: past it, every thread is done with the previous
 // iteration, whose buffers the prefetch overwrites (see pipeline.go).
 func (l *Lowerer) Barrier() {
+	l.awaitForBarrier()
 	l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
 	l.smemDirty = false
 	if f := l.prefetch; f != nil && l.depth == l.prefetchDepth && l.branchDepth == 0 {
 		l.prefetch = nil
-		f()
+		if _, ok := l.target.(AsyncDotTarget); ok {
+			l.armedPrefetch = f // issued before the next op that is not an asynchronous dot
+		} else {
+			f()
+		}
 	}
 }
 

@@ -264,7 +264,7 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, hi, stage value.Value) {
 // cp.async still zero-fills) must land before shared memory is reused.
 func (l *Lowerer) pipeExit(p *pipeline) {
 	p.active = false
-	l.prefetch = nil
+	l.prefetch, l.armedPrefetch = nil, nil
 	for _, st := range p.loads {
 		st.dyn = nil
 		st.live, st.ready = false, false

@@ -65,6 +65,13 @@ func (t *Target) DotLayout(l *core.Lowerer, op *tir.Op) (core.Layout, bool) {
 	return t.base.DotLayout(l, op)
 }
 
+// AsyncDot: wgmma dots complete asynchronously (their waits are the
+// core's, core.DeferWait).
+func (t *Target) AsyncDot(l *core.Lowerer, op *tir.Op) bool {
+	_, ok := t.wgmmaLayout(l, op)
+	return ok
+}
+
 // DotOperandLayout: for wgmma, B in its own layout (read from shared
 // memory) and A in the A fragment or, when staged, its own; else sm80's.
 func (t *Target) DotOperandLayout(l *core.Lowerer, op *tir.Op, i int) core.Layout {

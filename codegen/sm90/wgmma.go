@@ -29,10 +29,12 @@ import (
 // before async-proxy reads) and a barrier, unless an earlier dot already
 // waited for them (core.AwaitStaged); wgmma.fence; the wgmmas (k
 // steps outermost, the zero accumulator of the first step dropped with
-// scale-d = 0); commit_group; wait_group 0. The accumulators are tied
-// in/out operands of every wgmma and of the wait (and the A registers go
-// through an empty asm before the fence), so LLVM neither reads them
-// before the wait nor computes inputs between the fence and the wgmma.
+// scale-d = 0); commit_group. The wait (wait_group N) is the core's
+// (core.DeferWait): where the result is first read, leaving later groups in
+// flight. The accumulators are tied in/out operands of every wgmma and of
+// the wait (and the A registers go through an empty asm before the fence),
+// so LLVM neither reads them before the wait nor computes inputs between
+// the fence and the wgmma.
 
 // tilePlan is a staged tile's plan on the wgmma path (core.Staged.Plan).
 type tilePlan struct {
@@ -384,7 +386,16 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 		// The other warpgroup's turn: barrier 2 - g.
 		l.Asm(types.Void, "bar.arrive $0, 256;", "r,~{memory}", true, l.Block().NewSub(core.ConstI32(2), wg))
 	}
-	return tied(l, "wgmma.wait_group.sync.aligned 0;", acc, types.Float, "f")
+	// The wait goes where the accumulators are first read (core.DeferWait).
+	l.DeferWait(op.Result(), func(inFlight int, regs []value.Value) []value.Value {
+		text := fmt.Sprintf("wgmma.wait_group.sync.aligned %d;", inFlight)
+		if len(regs) == 0 {
+			l.Asm(types.Void, text, "~{memory}", true)
+			return nil
+		}
+		return tied(l, text, regs, types.Float, "f")
+	})
+	return acc
 }
 
 // pingpong reports whether the kernel's wgmma dots run in pingpong (its
