@@ -407,6 +407,9 @@ func simCases() []simCase {
 		withWarps(frontend("frontend_flash_128x128_s3", "", tir.BF16, 128, 1, 1, 1, 400, 520, false), 8),
 		withWarps(frontend("frontend_flash_128x128_overlap", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
 		withWarps(frontend("frontend_flash_128x128_overlap", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8),
+		// flash_fwd_varlen in the tuned sm_90a set (128×128, 8 warps, overlap):
+		// three sequences, one of them empty, GQA 2.
+		varlenCase("frontend_varlen_128x128", 128, 2, 2, []int{100, 0, 40}, []int{150, 30, 140}),
 		// Atomics from 3 programs: sums of exactly representable products
 		// (bf16 inputs of few bits) so any order of the adds gives one result.
 		{kernel: "atomic_dot", grid: [3]int{3, 1, 1}, rtol: 1e-6, atol: 1e-6, args: func(rng *rand.Rand) []any {

@@ -3,7 +3,6 @@ package core
 import (
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/enum"
-	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/tir"
@@ -38,32 +37,19 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	if pl != nil {
 		stage = pipeStage(hdr, pre)
 	}
-	// 16-bit tensors are carried in pairs per 32-bit register (ptxas gives a
-	// 16-bit value a whole register: attention's carried P would take 64).
-	packed := make([]bool, len(lays))
 	phis := make([][]*ir.InstPhi, len(lays))
 	for i, regs := range inits {
-		packed[i] = pairable(op.Args[3+i].Type, regs)
-		if packed[i] {
-			regs = packPairs(pre, regs)
-		}
 		for _, r := range regs {
 			phis[i] = append(phis[i], hdr.NewPhi(ir.NewIncoming(r, pre)))
 		}
 	}
 	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), body, exit)
-	carried := func(i int, at *ir.Block) []value.Value {
-		if packed[i] {
-			return unpackPairs(at, phis[i])
-		}
-		return phiValues(phis[i])
-	}
 
 	l.b = body
 	rb := op.Regions[0]
 	l.put(rb.Args[0], scalarL, []value.Value{iv})
 	for i, a := range rb.Args[1:] {
-		l.put(a, lays[i], carried(i, body))
+		l.put(a, lays[i], phiValues(phis[i]))
 		l.convertDemands(a)
 	}
 	if pl != nil {
@@ -80,9 +66,6 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	yields := make([][]value.Value, len(lays))
 	for i := range lays {
 		yields[i] = l.Get(y.Args[i], lays[i])
-		if packed[i] {
-			yields[i] = packPairs(l.b, yields[i])
-		}
 	}
 	next := l.b.NewAdd(iv, step)
 	latch := l.b
@@ -101,34 +84,9 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 		l.pipeExit(pl)
 	}
 	for i, r := range op.Results {
-		l.put(r, lays[i], carried(i, l.b))
+		l.put(r, lays[i], phiValues(phis[i]))
 		l.convertDemands(r)
 	}
-}
-
-// pairable reports whether a carried tensor of type t with registers regs
-// goes through the loop in 32-bit pairs: 16-bit elements, an even count.
-func pairable(t tir.Type, regs []value.Value) bool {
-	return !t.IsScalar() && t.Elem.Bytes() == 2 && len(regs)%2 == 0
-}
-
-// packPairs packs 16-bit registers two by two (the first in the low half).
-func packPairs(b *ir.Block, regs []value.Value) []value.Value {
-	out := make([]value.Value, len(regs)/2)
-	for i := range out {
-		lo, hi := b.NewZExt(regs[2*i], types.I32), b.NewZExt(regs[2*i+1], types.I32)
-		out[i] = b.NewOr(lo, b.NewShl(hi, ConstI32(16)))
-	}
-	return out
-}
-
-// unpackPairs is packPairs undone.
-func unpackPairs(b *ir.Block, ps []*ir.InstPhi) []value.Value {
-	out := make([]value.Value, 0, 2*len(ps))
-	for _, p := range ps {
-		out = append(out, b.NewTrunc(p, types.I16), b.NewTrunc(b.NewLShr(p, ConstI32(16)), types.I16))
-	}
-	return out
 }
 
 func phiValues(ps []*ir.InstPhi) []value.Value {

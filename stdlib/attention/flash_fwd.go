@@ -29,12 +29,14 @@ var FlashFwd = &launch.Contract{
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups
 // (8 warps) beat 64×64 on one for 16-bit D = 64 and 128 (H200, BENCHMARKS.md,
-// "Hopper tiles"); elsewhere the kernel's defaults (64×64 on 4 warps) stay.
+// "Hopper tiles"), and overlapping P·V with the next block's softmax
+// (overlap-softmax) beats not doing so on both (BENCHMARKS.md, session 5);
+// elsewhere the kernel's defaults (64×64 on 4 warps) stay.
 var wgmmaTiles = func() map[string]map[string]string {
 	m := map[string]map[string]string{}
 	for _, dt := range []string{"bf16", "f16"} {
 		for _, d := range []string{"64", "128"} {
-			m[launch.TuneKey("wgmma", dt, d)] = map[string]string{"BLOCK_M": "128", "BLOCK_N": "128", "num_warps": "8"}
+			m[launch.TuneKey("wgmma", dt, d)] = map[string]string{"BLOCK_M": "128", "BLOCK_N": "128", "num_warps": "8", "overlap": "true"}
 		}
 	}
 	return m

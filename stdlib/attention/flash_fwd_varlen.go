@@ -27,6 +27,7 @@ var FlashFwdVarlen = &launch.Contract{
 		return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 	},
 	Check: checkHeadDim,
+	Tuned: wgmmaTiles,
 }
 
 // VarlenLists names a varlen kernel's per-sequence block-mask tensors: a
