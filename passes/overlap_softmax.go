@@ -31,7 +31,9 @@ import (
 //
 // The first iteration's dot multiplies a zero %ap (a real iteration's %b,
 // so every load stays in range); the one after the loop adds the last
-// block. Conditions: the loop steps by a positive constant and stores nothing;
+// block. One dot per loop (a loop holding a rotated dot, one whose A is
+// carried, is left alone). Conditions: the loop steps by a positive
+// constant and stores nothing;
 // %d feeds only the yield; the loop-carried %acc is read only on the way to
 // %c; %b is computed in the body from the induction variable and values
 // from outside the loop (pure ops and loads, no regions).
@@ -50,21 +52,22 @@ func overlapBlock(b *tir.Block) {
 		for _, r := range op.Regions {
 			overlapBlock(r)
 		}
-		if op.Kind == tir.OpFor {
-			if e := rotateDot(op); e != nil {
-				replaceUsesAfter(b, i+1, op.Results[e.slot], e.op.Result())
-				if z := sameConst(b.Ops[:i], e.before[0]); z != nil {
-					// Reuse an equal constant (as cse would: the pipeline
-					// stays a fixpoint).
-					op.Args[len(op.Args)-1] = z
-					e.before = nil
-				}
-				rest := b.Ops[i+1:]
-				ops := append([]*tir.Op(nil), b.Ops[:i]...)
-				ops = append(append(append(ops, e.before...), op), e.after...)
-				b.Ops = append(ops, rest...)
-				i += len(e.before) + len(e.after)
+		if op.Kind != tir.OpFor {
+			continue
+		}
+		if e := rotateDot(op); e != nil {
+			replaceUsesAfter(b, i+1, op.Results[e.slot], e.op.Result())
+			if z := sameConst(b.Ops[:i], e.before[0]); z != nil {
+				// Reuse an equal constant (as cse would: the pipeline
+				// stays a fixpoint).
+				op.Args[len(op.Args)-1] = z
+				e.before = nil
 			}
+			rest := b.Ops[i+1:]
+			ops := append([]*tir.Op(nil), b.Ops[:i]...)
+			ops = append(append(append(ops, e.before...), op), e.after...)
+			b.Ops = append(ops, rest...)
+			i += len(e.before) + len(e.after)
 		}
 	}
 }
@@ -103,6 +106,9 @@ func rotateDot(loop *tir.Op) *epilogue {
 	index := map[*tir.Op]int{}
 	for i, o := range body.Ops {
 		index[o] = i
+		if o.Kind == tir.OpDot && carriedArg(body, o.Args[0]) {
+			return nil // rotated already: one dot per loop, so a second run finds none
+		}
 	}
 	for slot := range yield.Args {
 		d := yield.Args[slot].Def
@@ -139,6 +145,16 @@ func rotateDot(loop *tir.Op) *epilogue {
 		return rotate(loop, slot, d, chain, slice, bPos, pos)
 	}
 	return nil
+}
+
+// carriedArg reports whether v is one of body's carried arguments.
+func carriedArg(body *tir.Block, v *tir.Value) bool {
+	for _, a := range body.Args[1:] {
+		if a == v {
+			return true
+		}
+	}
+	return false
 }
 
 // rescaleChain lists, in body order, the ops that compute d's accumulator
@@ -322,10 +338,14 @@ func rotate(loop *tir.Op, slot int, d *tir.Op, chain, slice []*tir.Op, bPos, pos
 	then := &tir.Block{}
 	ins = nil
 	// The last iteration: hi - 1 - (hi - 1 - lo) % step.
-	one := emit(tir.OpConst, iv.Type)
-	one.SetAttr("value", int64(1))
-	end := emit(tir.OpSub, iv.Type, hi, one.Result()).Result()
+	one := step
 	if c, _ := step.Def.Attr("value").(int64); c != 1 {
+		o := emit(tir.OpConst, iv.Type)
+		o.SetAttr("value", int64(1))
+		one = o.Result()
+	}
+	end := emit(tir.OpSub, iv.Type, hi, one).Result()
+	if one != step {
 		span := end // hi - 1 - lo, written as canonicalize would leave it
 		if !isZeroInt(lo) {
 			span = emit(tir.OpSub, iv.Type, end, lo).Result()
