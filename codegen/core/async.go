@@ -1,6 +1,9 @@
 package core
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/tir"
@@ -86,7 +89,9 @@ func (l *Lowerer) completeAsync(n, inFlight int) {
 			keep = append(keep, g)
 			continue
 		}
-		for k, r := range l.env[g.v] {
+		// In key order: the emitted IR must not depend on map order.
+		for _, k := range slices.Sorted(maps.Keys(l.env[g.v])) {
+			r := l.env[g.v][k]
 			slots = append(slots, slot{g.v, k, len(r)})
 			regs = append(regs, r...)
 		}
