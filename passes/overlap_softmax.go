@@ -56,7 +56,9 @@ func overlapBlock(b *tir.Block) {
 			continue
 		}
 		if e := rotateDot(op); e != nil {
-			replaceUsesAfter(b, i+1, op.Results[e.slot], e.op.Result())
+			// The loop's result is read only after it (the epilogue is not
+			// in b yet).
+			b.ReplaceAllUses(op.Results[e.slot], e.op.Result())
 			if z := sameConst(b.Ops[:i], e.before[0]); z != nil {
 				// Reuse an equal constant (as cse would: the pipeline
 				// stays a fixpoint).
@@ -339,7 +341,7 @@ func rotate(loop *tir.Op, slot int, d *tir.Op, chain, slice []*tir.Op, bPos, pos
 	ins = nil
 	// The last iteration: hi - 1 - (hi - 1 - lo) % step.
 	one := step
-	if c, _ := step.Def.Attr("value").(int64); c != 1 {
+	if !isConst(step, 1, false) {
 		o := emit(tir.OpConst, iv.Type)
 		o.SetAttr("value", int64(1))
 		one = o.Result()
@@ -347,7 +349,7 @@ func rotate(loop *tir.Op, slot int, d *tir.Op, chain, slice []*tir.Op, bPos, pos
 	end := emit(tir.OpSub, iv.Type, hi, one).Result()
 	if one != step {
 		span := end // hi - 1 - lo, written as canonicalize would leave it
-		if !isZeroInt(lo) {
+		if !isConst(lo, 0, false) {
 			span = emit(tir.OpSub, iv.Type, end, lo).Result()
 		}
 		off := emit(tir.OpRem, iv.Type, span, step).Result()
@@ -368,21 +370,6 @@ func rotate(loop *tir.Op, slot int, d *tir.Op, chain, slice []*tir.Op, bPos, pos
 	return &epilogue{before: []*tir.Op{zero}, after: after, op: fin, slot: slot}
 }
 
-// replaceUsesAfter makes the ops of b from index i on (and their regions)
-// read new instead of old.
-func replaceUsesAfter(b *tir.Block, i int, old, new *tir.Value) {
-	for _, o := range b.Ops[i:] {
-		for k, a := range o.Args {
-			if a == old {
-				o.Args[k] = new
-			}
-		}
-		for _, r := range o.Regions {
-			r.ReplaceAllUses(old, new)
-		}
-	}
-}
-
 // sameConst is an op of ops giving the same constant as c, or nil.
 func sameConst(ops []*tir.Op, c *tir.Op) *tir.Value {
 	for _, o := range ops {
@@ -396,19 +383,9 @@ func sameConst(ops []*tir.Op, c *tir.Op) *tir.Value {
 
 // positiveConst reports whether v is an integer constant > 0.
 func positiveConst(v *tir.Value) bool {
-	if v.Def == nil || v.Def.Kind != tir.OpConst {
-		return false
-	}
-	c, ok := v.Def.Attr("value").(int64)
-	return ok && c > 0
-}
-
-func isZeroInt(v *tir.Value) bool {
-	if v.Def == nil || v.Def.Kind != tir.OpConst {
-		return false
-	}
-	c, ok := v.Def.Attr("value").(int64)
-	return ok && c == 0
+	c, ok := constOf(v)
+	n, isInt := c.(int64)
+	return ok && isInt && n > 0
 }
 
 // zeroOf is the constant zero of t's element type.

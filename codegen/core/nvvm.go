@@ -171,10 +171,13 @@ func (l *Lowerer) AtEntry(emit func()) {
 	l.b = b
 }
 
-// Barrier is bar.sync 0 for the whole CTA. The first one in a pipelined
-// loop's body (on every path through it) also issues the prefetch of the
-// next iteration's tiles: past it, every thread is done with the previous
-// iteration, whose buffers the prefetch overwrites (see pipeline.go).
+// Barrier is bar.sync 0 for the whole CTA, after a wait for every pending
+// asynchronous dot (async.go). The first one in a pipelined loop's body (on
+// every path through it) also releases the prefetch of the next iteration's
+// tiles: past it, every thread is done with the previous iteration, whose
+// buffers the prefetch overwrites (see pipeline.go). On a target with
+// asynchronous dots the prefetch is issued after the dots that follow
+// (issueArmedPrefetch), else at once.
 func (l *Lowerer) Barrier() {
 	l.awaitForBarrier()
 	l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
