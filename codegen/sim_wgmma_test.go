@@ -119,6 +119,9 @@ func (t *simThread) resolve(x uint64) uint64 {
 
 // setAgg sets an inline asm's results (a struct, or one value).
 func (t *simThread) setAgg(in *ir.InstCall, vals []uint64) {
+	if types.Equal(in.Type(), types.Void) {
+		return
+	}
 	if _, ok := in.Type().(*types.StructType); ok {
 		t.aggs[in] = vals
 		return

@@ -103,14 +103,17 @@ func (l *Lowerer) lowerIf(op *tir.Op) {
 	l.regionsLowered++
 	l.depth++
 	defer func() { l.depth-- }()
-	defer func() { l.smemDirty = true }()
 	lays := l.a.forLays[op]
 	cond := l.Get(op.Args[0], scalarL)[0]
+	// Each arm starts from the state before the if; after it, shared
+	// memory is dirty when either arm left it so.
+	before, dirty := l.smemDirty, false
 	thenB, elseB, merge := l.newBlock("if.then"), l.newBlock("if.else"), l.newBlock("if.end")
 	l.b.NewCondBr(cond, thenB, elseB)
 	arm := func(i int, start *ir.Block) ([][]value.Value, *ir.Block) {
 		l.b = start
-		l.smemDirty = true
+		l.smemDirty = before
+		defer func() { dirty = dirty || l.smemDirty }()
 		var ys [][]value.Value
 		if i < len(op.Regions) {
 			y := l.lowerBlock(op.Regions[i])
@@ -132,6 +135,7 @@ func (l *Lowerer) lowerIf(op *tir.Op) {
 	ty, te := arm(0, thenB)
 	ey, ee := arm(1, elseB)
 	l.b = merge
+	l.smemDirty = dirty
 	for i, r := range op.Results {
 		regs := make([]value.Value, len(ty[i]))
 		for j := range regs {

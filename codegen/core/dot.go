@@ -11,14 +11,14 @@ import (
 
 // lowerDot emits a dot on the target's tensor cores when it has them for
 // this one, else as the FMA loop. Staged operand tiles are consumed by
-// their dot: no longer in flight after it.
+// their (last) dot: no longer in flight after it.
 func (l *Lowerer) lowerDot(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	if _, ok := l.a.dotLayout(op); !ok {
 		return l.fmaDot(op, lay, ws)
 	}
 	out := l.target.LowerDot(l, op, ws)
 	for _, x := range op.Args[:2] {
-		if st := l.smemTiles[x]; st != nil && !st.Resident {
+		if st := l.smemTiles[x]; st != nil && !st.Resident && st.live && st.lastDot() == op {
 			l.inFlight--
 			st.live, st.ready = false, false
 		}

@@ -100,6 +100,7 @@ type Lowerer struct {
 	// smemDirty: shared memory may have been accessed since the last
 	// barrier on some path to here (a staged load must then sync first).
 	smemDirty bool
+	barriers  int // CTA barriers emitted (Barriers)
 }
 
 // NewLowerer starts the lowering of kernel f for arch on target with nw

@@ -182,6 +182,7 @@ func (l *Lowerer) Barrier() {
 	l.awaitForBarrier()
 	l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
 	l.smemDirty = false
+	l.barriers++
 	if f := l.prefetch; f != nil && l.depth == l.prefetchDepth && l.branchDepth == 0 {
 		l.prefetch = nil
 		if _, ok := l.target.(AsyncDotTarget); ok {
@@ -357,6 +358,18 @@ func (l *Lowerer) Scratch() int {
 	return 0
 }
 
+// SharedClean reports that no thread has read shared memory through the
+// generic proxy since the last CTA barrier on any path to here (writes of
+// staged copies aside), so the scratch area may be written without one.
+// Reads by asynchronous dots (wgmma descriptors) are the target's to track
+// (Barriers).
+func (l *Lowerer) SharedClean() bool { return !l.smemDirty }
+
+// Barriers counts the CTA barriers emitted so far: a target that records
+// the count at an asynchronous read of shared memory knows whether a
+// barrier has followed it.
+func (l *Lowerer) Barriers() int { return l.barriers }
+
 // UseShared records that the scratch area needs bytes.
 func (l *Lowerer) UseShared(bytes int) {
 	if l.Scratch()+bytes > l.smemBytes {
@@ -370,9 +383,16 @@ func (l *Lowerer) sharedAt(t types.Type, byteOff int, idx value.Value) value.Val
 	return l.SharedAbs(t, l.Scratch()+byteOff, idx)
 }
 
-// SharedAbs is sharedAt from the start of shared memory.
+// SharedAbs is sharedAt from the start of shared memory, for a generic
+// access (it counts as one: SharedClean).
 func (l *Lowerer) SharedAbs(t types.Type, byteOff int, idx value.Value) value.Value {
 	l.smemDirty = true
+	return l.SharedAddress(t, byteOff, idx)
+}
+
+// SharedAddress is SharedAbs for an address no generic access uses (a
+// wgmma descriptor's base: the target tracks those reads).
+func (l *Lowerer) SharedAddress(t types.Type, byteOff int, idx value.Value) value.Value {
 	base := l.sharedBase(t)
 	if byteOff != 0 {
 		sz := typeBytes(t)

@@ -59,6 +59,9 @@ func (l *Lowerer) opNote(op *tir.Op, name func(*tir.Value) string) string {
 		return ""
 	}
 	s := fmt.Sprintf("staged: operand %c of %s", "AB"[st.Operand], name(st.Dot.Result()))
+	for _, u := range st.Also {
+		s += fmt.Sprintf(" and %c of %s", "AB"[u.Operand], name(u.Dot.Result()))
+	}
 	if l.planned {
 		s += fmt.Sprintf(", smem [%d, %d)", st.ByteOff, st.ByteOff+st.Bytes)
 		if st.Stride > 0 {

@@ -40,6 +40,10 @@ type Staged struct {
 	// hold for any element to be copied (a prefetch past the last
 	// iteration copies nothing).
 	Guard value.Value
+	// Also are further dots of the load's block that read the same tile,
+	// in program order (sm90: the backward's Q is B of S = K·Qᵀ and of
+	// dK = dS·Q). The last of them consumes it.
+	Also []StagedUse
 
 	seq     int         // issue number, set when the load is lowered
 	live    bool        // issued (or prefetched) and not yet consumed by its dot
@@ -47,6 +51,37 @@ type Staged struct {
 	regions int         // regions lowered before it was issued (see StagedAfter)
 	dyn     value.Value // i32 bytes added to ByteOff: the buffer in use (pipelined tiles)
 	pipe    *pipeline   // the loop that prefetches it, or nil
+}
+
+// StagedUse is one dot reading a staged tile: operand Operand of Dot,
+// through View (the load's result or its trans).
+type StagedUse struct {
+	Dot     *tir.Op
+	Operand int
+	View    *tir.Value
+}
+
+// Uses are the dots that read st's tile, the first (Dot) first.
+func (st *Staged) Uses() []StagedUse {
+	return append([]StagedUse{{st.Dot, st.Operand, st.View}}, st.Also...)
+}
+
+// UseBy is st's use as operand i of dot op, if it is one.
+func (st *Staged) UseBy(op *tir.Op, i int) (StagedUse, bool) {
+	for _, u := range st.Uses() {
+		if u.Dot == op && u.Operand == i {
+			return u, true
+		}
+	}
+	return StagedUse{}, false
+}
+
+// lastDot is the dot that consumes st: its last use.
+func (st *Staged) lastDot() *tir.Op {
+	if n := len(st.Also); n > 0 {
+		return st.Also[n-1].Dot
+	}
+	return st.Dot
 }
 
 // StagedAddr is the address of element idx (i32, counted in t) of staged

@@ -41,6 +41,10 @@ type Target struct {
 	bases map[string]value.Value
 	// ppEntry: the pingpong schedule's first arrive is in the entry block.
 	ppEntry bool
+	// scratchRead: a wgmma read operands it wrote to the scratch area, with
+	// no CTA barrier since (core.Lowerer.Barriers was scratchBar then).
+	scratchRead bool
+	scratchBar  int
 }
 
 var _ core.Target = (*Target)(nil)
@@ -54,7 +58,7 @@ func New(arch string) *Target {
 // Phases is sm90's phase table: today sm80's phases; warp specialization,
 // TMA lowering and fence insertion go here.
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, sm80.SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, core.LowerLLVM}
+	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, core.LowerLLVM}
 }
 
 // DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.

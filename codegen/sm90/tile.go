@@ -175,9 +175,10 @@ func xorOff(l *core.Lowerer, base value.Value, off int) value.Value {
 }
 
 // sharedAddr64 is the shared-space address of byte byteOff of shared
-// memory as an i64 (what descriptors encode).
+// memory as an i64 (what descriptors encode; the reads are asynchronous,
+// tracked by the target rather than as a generic access).
 func sharedAddr64(l *core.Lowerer, byteOff int) value.Value {
-	p := l.SharedAbs(types.I8, byteOff, core.ConstI32(0))
+	p := l.SharedAddress(types.I8, byteOff, core.ConstI32(0))
 	return l.Block().NewPtrToInt(p, types.I64)
 }
 

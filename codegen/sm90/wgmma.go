@@ -36,9 +36,10 @@ import (
 // so LLVM neither reads them before the wait nor computes inputs between
 // the fence and the wgmma.
 
-// tilePlan is a staged tile's plan on the wgmma path (core.Staged.Plan).
+// tilePlan is a staged tile's plan on the wgmma path (core.Staged.Plan):
+// its swizzled tile, which each use views directly or transposed.
 type tilePlan struct {
-	v view
+	tile tile
 }
 
 // wgmmaLayout reports whether dot op runs on wgmma, and its accumulator
@@ -64,36 +65,40 @@ func (t *Target) wgmmaLayout(l *core.Lowerer, op *tir.Op) (core.MMA, bool) {
 }
 
 // stagedOperand is the staged load feeding operand i of dot op (the
-// operand itself or its trans), or nil.
-func stagedOperand(l *core.Lowerer, op *tir.Op, i int) *core.Staged {
+// operand itself or its trans), and that use, or nil.
+func stagedOperand(l *core.Lowerer, op *tir.Op, i int) (*core.Staged, core.StagedUse) {
 	y := op.Args[i]
 	if d := y.Def; d != nil && d.Kind == tir.OpTrans {
 		y = d.Args[0]
 	}
 	if y.Def == nil || y.Def.Kind != tir.OpLoad {
-		return nil
+		return nil, core.StagedUse{}
 	}
 	st := l.StagedLoad(y.Def)
-	if st == nil || st.Dot != op || st.Operand != i {
-		return nil
+	if st == nil {
+		return nil, core.StagedUse{}
 	}
-	return st
+	u, ok := st.UseBy(op, i)
+	if !ok {
+		return nil, core.StagedUse{}
+	}
+	return st, u
 }
 
-// stagedView is the operand view of a staged load's tile: the tile keeps
-// the load's shape with its last dim contiguous; the operand sees it
-// directly or transposed.
-func stagedView(st *core.Staged) (view, bool) {
+// stagedView is the operand view of a staged load's tile for one of its
+// uses: the tile keeps the load's shape with its last dim contiguous; the
+// operand sees it directly or transposed.
+func stagedView(st *core.Staged, u core.StagedUse) (view, bool) {
 	s := st.Load.Result().Type.Shape
 	tl, ok := newTile(s[0], s[1])
 	if !ok {
 		return view{}, false
 	}
 	cd := 1 // the operand dim that is contiguous
-	if st.View != st.Load.Result() {
+	if u.View != st.Load.Result() {
 		cd = 0
 	}
-	return view{tl, cd == kDim(st.Operand)}, true
+	return view{tl, cd == kDim(u.Operand)}, true
 }
 
 // kDim is the K dim of operand i: A is [M, K], B is [K, N].
@@ -120,8 +125,8 @@ func wgmmaOperandLayout(l *core.Lowerer, op *tir.Op, m core.MMA, i int) core.Lay
 	if i == 1 {
 		return own()
 	}
-	if st := stagedOperand(l, op, 0); st != nil {
-		if _, ok := stagedView(st); ok {
+	if st, u := stagedOperand(l, op, 0); st != nil {
+		if _, ok := stagedView(st, u); ok {
 			return own()
 		}
 	}
@@ -131,11 +136,11 @@ func wgmmaOperandLayout(l *core.Lowerer, op *tir.Op, m core.MMA, i int) core.Lay
 // planTile plans a staged tile of a wgmma dot, or false (then it is
 // loaded into registers and the dot writes it to shared memory).
 func planTile(st *core.Staged) (int, bool) {
-	v, ok := stagedView(st)
+	v, ok := stagedView(st, st.Uses()[0])
 	if !ok {
 		return 0, false
 	}
-	st.Plan = &tilePlan{v}
+	st.Plan = &tilePlan{v.tile}
 	return roundUp(v.bytes(), tileAlign), true
 }
 
@@ -204,7 +209,7 @@ func (t *Target) lowerTileLoad(l *core.Lowerer, op *tir.Op, st *core.Staged, p *
 	if reg := x.RegBases(); len(reg) < 3 || !core.EqualBases(reg[:3], [][]int{{0, 1}, {0, 2}, {0, 4}}) {
 		core.Fail("internal error: staged load layout %s has no 8-element chunks", lay)
 	}
-	tl := p.v.tile
+	tl := p.tile
 	base := t.tileBase(l, x, tl, 1)
 	l.CopyStaged(ptrs, mask, e, func(r int) value.Value {
 		return l.StagedAddr(types.I8, st, xorOff(l, base, tl.offset(rowCol(x.RegOffset(r), 1))))
@@ -287,11 +292,12 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 			continue
 		}
 		if st := l.StagedTile(x); st != nil {
-			p, ok := st.Plan.(*tilePlan)
-			if !ok {
+			u, used := st.UseBy(op, i)
+			v, ok := stagedView(st, u)
+			if _, planned := st.Plan.(*tilePlan); !planned || !used || !ok {
 				core.Fail("internal error: wgmma operand %d staged without a tile plan", i)
 			}
-			ops[i] = &smemOperand{p.v, st.ByteOff, st.StagedDyn()}
+			ops[i] = &smemOperand{v, st.ByteOff, st.StagedDyn()}
 			staged = append(staged, st)
 			continue
 		}
@@ -305,7 +311,12 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 	}
 	if len(writes) > 0 {
 		l.UseShared(used)
-		l.Barrier() // earlier users of the scratch area are done
+		// Earlier users of the scratch area must be done: a generic read
+		// since the last barrier, or a wgmma that read it (the backward's
+		// dQᵀ = Kᵀ·dS then needs one barrier per iteration, not two).
+		if !l.SharedClean() || t.scratchRead && t.scratchBar == l.Barriers() {
+			l.Barrier()
+		}
 		for _, w := range writes {
 			t.storeTile(l, w.src, w.x, ops[w.i].v.tile, w.cd, ops[w.i].off)
 		}
@@ -382,6 +393,9 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 		}
 	}
 	l.Asm(types.Void, "wgmma.commit_group.sync.aligned;", "~{memory}", true)
+	if len(writes) > 0 {
+		t.scratchRead, t.scratchBar = true, l.Barriers()
+	}
 	if pp {
 		// The other warpgroup's turn: barrier 2 - g.
 		l.Asm(types.Void, "bar.arrive $0, 256;", "r,~{memory}", true, l.Block().NewSub(core.ConstI32(2), wg))
