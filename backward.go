@@ -32,8 +32,9 @@ type Backward struct {
 	main          *stage  // flash_bwd
 	// masker builds and checks block masks as the forward does, with
 	// flash_bwd's mask and block sizes.
-	masker *Forward
-	dtype  tir.Elem
+	masker   *Forward
+	dtype    tir.Elem
+	tunedFor perArch[*Backward] // bw compiled with the tiles tuned for a GPU arch (tuned)
 }
 
 // stage is one compiled kernel of the backward pass.
@@ -404,7 +405,7 @@ func compileStages(opts Options, dt string, dim int, kernels []*launch.Contract)
 			return nil, fmt.Errorf("internal compiler error: no kernel %s", c.Kernel)
 		}
 		consts := map[string]string{}
-		req := compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Consts: consts, Passes: opts.Passes}
+		req := compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Consts: consts, Passes: opts.Passes, Arch: opts.Arch}
 		for _, cp := range cps {
 			switch {
 			case cp.Name == "HEAD_DIM":

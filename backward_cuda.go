@@ -3,6 +3,7 @@ package fac
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/cache"
@@ -12,6 +13,24 @@ import (
 	"github.com/fac-compiler/fac/runtime/cuda"
 	"github.com/fac-compiler/fac/runtime/gpu"
 )
+
+// tuned is the backward the GPU of arch runs: bw compiled again with
+// Options.Arch = arch when bw names no arch and flash_bwd's contract tunes
+// its tiles for arch (FlashBwd.Tuned), else bw. Made once per arch.
+func (bw *Backward) tuned(arch string) (*Backward, error) {
+	if bw.opts.Arch != "" || arch == "" {
+		return bw, nil
+	}
+	return bw.tunedFor.get(arch, func() (*Backward, error) {
+		opts := bw.opts
+		opts.Arch = arch
+		g, err := CompileBackward(opts, bw.dim)
+		if err != nil || maps.Equal(g.main.res.Ident.Consts, bw.main.res.Ident.Consts) {
+			return bw, err // nothing tuned: keep bw's kernels
+		}
+		return g, nil
+	})
+}
 
 // kernels finds (or builds) and loads the backward's kernels on d.
 func (bw *Backward) kernels(ctx context.Context, d *CUDA) ([]*gpu.Kernel, error) {
@@ -30,6 +49,10 @@ func (bw *Backward) kernels(ctx context.Context, d *CUDA) ([]*gpu.Kernel, error)
 // call; the kernels share Δ, the dQ accumulator and the aux gradients on
 // the device. The aux gradients' parameter names come back too.
 func (bw *Backward) prepare(ctx context.Context, d *CUDA, in BackwardInputs, sh Shape) (*gpu.Sequence, []string, error) {
+	bw, err := bw.tuned(d.Arch)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := sh.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -242,6 +265,10 @@ func (bw *Backward) workspaceLens(sh Shape) (delta, accum int, err error) {
 // Without a Workspace (or a BlockMask) in t, it allocates one for the call
 // and waits for s to finish before freeing it.
 func (bw *Backward) LaunchCUDA(d *CUDA, t BackwardDeviceTensors, sh Shape, s cuda.Stream) error {
+	bw, err := bw.tuned(d.Arch)
+	if err != nil {
+		return err
+	}
 	if err := sh.Validate(); err != nil {
 		return err
 	}
@@ -390,13 +417,9 @@ func (bw *Backward) uploadLists(dm *DeviceBlockMask) error {
 // (for masks the analytic builder cannot bound) for arch, through the
 // cache c (which may be nil), as bundle entries.
 func (bw *Backward) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
-	var out []*artifact.Artifact
-	for _, st := range bw.stages {
-		a, err := compiler.Cached(ctx, c, st.res, arch, tool, nil)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
+	out, err := bundleResults(ctx, c, stageResults(bw.stages), arch, tool)
+	if err != nil {
+		return nil, err
 	}
 	cls, err := bw.masker.classifier()
 	if err != nil {
@@ -407,4 +430,32 @@ func (bw *Backward) BundleKernels(ctx context.Context, c *cache.Cache, arch stri
 		return nil, err
 	}
 	return append(out, a), nil
+}
+
+// BundleKernels compiles the varlen backward's kernels for arch, through
+// the cache c (which may be nil), as bundle entries (its block masks are
+// built on the host: no classifier).
+func (bw *BackwardVarlen) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
+	return bundleResults(ctx, c, stageResults(bw.stages), arch, tool)
+}
+
+// BundleKernels compiles the varlen forward's kernel for arch, through the
+// cache c (which may be nil), as a bundle entry (its block masks are built
+// on the host: no classifier).
+func (v *ForwardVarlen) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
+	return bundleResults(ctx, c, []*compiler.Result{v.f.res}, arch, tool)
+}
+
+// bundleResults compiles rs for arch through the cache c (which may be
+// nil), as bundle entries.
+func bundleResults(ctx context.Context, c *cache.Cache, rs []*compiler.Result, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
+	out := make([]*artifact.Artifact, 0, len(rs))
+	for _, r := range rs {
+		a, err := compiler.Cached(ctx, c, r, arch, tool, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/cache"
@@ -427,25 +428,40 @@ func (f *Forward) tuned(arch string) (*Forward, error) {
 	if f.opts.Arch != "" || arch == "" {
 		return f, nil
 	}
-	f.tmu.Lock()
-	defer f.tmu.Unlock()
-	if g, ok := f.tunedFor[arch]; ok {
+	return f.tunedFor.get(arch, func() (*Forward, error) {
+		opts := f.opts
+		opts.Arch = arch
+		g, err := CompileForward(opts, f.dim)
+		if err != nil || maps.Equal(g.res.Ident.Consts, f.res.Ident.Consts) {
+			return f, err // nothing tuned: keep f's kernels, block-mask analyzers and split-KV kernels
+		}
 		return g, nil
+	})
+}
+
+// perArch holds a compiled object made again for each GPU arch it runs on
+// (Forward.tuned, Backward.tuned), each made once.
+type perArch[T any] struct {
+	mu sync.Mutex
+	m  map[string]T
+}
+
+// get is the object for arch, made by build the first time.
+func (p *perArch[T]) get(arch string, build func() (T, error)) (T, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v, ok := p.m[arch]; ok {
+		return v, nil
 	}
-	opts := f.opts
-	opts.Arch = arch
-	g, err := CompileForward(opts, f.dim)
+	v, err := build()
 	if err != nil {
-		return nil, err
+		return v, err
 	}
-	if maps.Equal(g.res.Ident.Consts, f.res.Ident.Consts) {
-		g = f // nothing tuned: keep f's kernels, block-mask analyzers and split-KV kernels
+	if p.m == nil {
+		p.m = map[string]T{}
 	}
-	if f.tunedFor == nil {
-		f.tunedFor = map[string]*Forward{}
-	}
-	f.tunedFor[arch] = g
-	return g, nil
+	p.m[arch] = v
+	return v, nil
 }
 
 // classifier is the block_classify kernel for f's mask and block sizes.

@@ -81,8 +81,7 @@ type Forward struct {
 	amu       sync.Mutex
 	analyzers map[string]*blockmask.Analyzer // by B, H, SeqQ, SeqK and the mask's run-time parameters
 
-	tmu      sync.Mutex // f compiled with the tile arguments tuned for a GPU arch, by arch (tuned)
-	tunedFor map[string]*Forward
+	tunedFor perArch[*Forward] // f compiled with the tile arguments tuned for a GPU arch (tuned)
 
 	dmu        sync.Mutex               // the split-KV kernels, made on first use
 	splitRes   map[int]*compiler.Result // flash_fwd_splitkv by BLOCK_M

@@ -410,6 +410,8 @@ func simCases() []simCase {
 		// flash_fwd_varlen in the tuned sm_90a set (128×128, 8 warps, overlap):
 		// three sequences, one of them empty, GQA 2.
 		varlenCase("frontend_varlen_128x128", 128, 2, 2, []int{100, 0, 40}, []int{150, 30, 140}),
+		bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false),
+		bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true),
 		// Atomics from 3 programs: sums of exactly representable products
 		// (bf16 inputs of few bits) so any order of the adds gives one result.
 		{kernel: "atomic_dot", grid: [3]int{3, 1, 1}, rtol: 1e-6, atol: 1e-6, args: func(rng *rand.Rand) []any {
@@ -491,15 +493,21 @@ func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc boo
 			}
 			args = append(args, simBlockLists(sq, sk)...)
 			if doc {
-				n := max(sq, sk)
-				ids := make([]int32, n)
-				for i := range ids {
-					ids[i] = int32(i / 37)
-				}
-				args = append(args, cpu.FromI32("doc", ids), n)
+				args = append(args, simDocArgs(sq, sk)...)
 			}
 			return args
 		}}
+}
+
+// simDocArgs are a document mask's aux arguments for sq queries and sk
+// keys: ids of documents of 37 tokens, and their length.
+func simDocArgs(sq, sk int) []any {
+	n := max(sq, sk)
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(i / 37)
+	}
+	return []any{cpu.FromI32("doc", ids), n}
 }
 
 // simBlockLists are block-mask arguments for the stdlib kernels' 128×128

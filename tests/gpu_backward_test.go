@@ -70,7 +70,9 @@ func TestGPUBackwardMatchesReference(t *testing.T) {
 		for _, d := range []int{64, 128} {
 			for mi, m := range masks {
 				for si, s := range scores {
-					bwd, err := fac.CompileBackward(fac.Options{Mask: m.expr, Score: s.expr, DType: dtype}, d)
+					// The device's arch: its tuned tiles, as RunCUDAGrads would pick, and
+					// the kernels the preload below loads.
+					bwd, err := fac.CompileBackward(fac.Options{Mask: m.expr, Score: s.expr, DType: dtype, Arch: gpu.Arch}, d)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -188,9 +190,14 @@ func gpuBackwardCase(t *testing.T, gpu *fac.CUDA, c bwdGPUCase, sh fac.Shape, se
 }
 
 // gpuGradCheck checks one gradient: no NaN (the poison of an unwritten
-// element) and max |got − ref| ≤ tol · max |ref|. A reference that is
-// exactly zero (every row keeps one key, so dS = 0) is measured against
-// floor (dV's scale) instead. It returns the relative error.
+// element) and max |got − ref| ≤ tol · max(max |ref|, floor). dQ and dK
+// pass dV's scale as floor: their error comes from dS = P∘(dP − Δ), whose
+// absolute error is set by Δ = rowsum(dO∘O) from the 16-bit O the forward
+// stored (P·|dO|·|O|·2⁻⁸, dV's scale), not by dS itself, which cancels
+// when a row keeps one key (exactly 0 without sinks; with sinks P(1 − P),
+// small when the sink is weak: bf16, Sq = Sk = 1, document mask
+// measured dQ 0.0085 against max |dQ| 0.215, the same bits on the CPU
+// device as on the H200). It returns the relative error.
 func gpuGradCheck(t *testing.T, name string, got []float32, ref []float64, floor, tol float64) float64 {
 	t.Helper()
 	if len(got) != len(ref) {
@@ -206,9 +213,7 @@ func gpuGradCheck(t *testing.T, name string, got []float32, ref []float64, floor
 		maxErr = math.Max(maxErr, math.Abs(float64(x)-ref[i]))
 		maxRef = math.Max(maxRef, math.Abs(ref[i]))
 	}
-	if maxRef == 0 {
-		maxRef = floor
-	}
+	maxRef = math.Max(maxRef, floor)
 	rel := maxErr
 	if maxRef > 0 {
 		rel = maxErr / maxRef
@@ -418,7 +423,7 @@ func TestGPUBackwardResources(t *testing.T) {
 	gpu := openTestGPU(t)
 	for _, d := range []int{64, 128} {
 		for _, score := range []string{"identity", "softcap(2.5)"} {
-			bwd, err := fac.CompileBackward(fac.Options{Mask: "causal", Score: score, DType: "bf16"}, d)
+			bwd, err := fac.CompileBackward(fac.Options{Mask: "causal", Score: score, DType: "bf16", Arch: gpu.Arch}, d)
 			if err != nil {
 				t.Fatal(err)
 			}

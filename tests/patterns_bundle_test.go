@@ -7,14 +7,17 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/internal/version"
 )
 
 // TestWritePatternBundle writes the kernels of the mod patterns
 // (TestGPUModPatterns: bf16, head dim 64, each tuned for its arch as
-// RunCUDA compiles them) into the bundle FAC_WRITE_PATTERN_BUNDLE names,
+// RunCUDA compiles them), and those of the sinks and varlen GPU suites
+// (addSuiteKernels), into the bundle FAC_WRITE_PATTERN_BUNDLE names,
 // for the archs in FAC_PATTERN_ARCHS (default sm_90a,sm_80), so that the
 // GPU machine, which has no llc, can run them (scripts/gpu-prepare). A
 // no-op without the variable.
@@ -52,6 +55,9 @@ func TestWritePatternBundle(t *testing.T) {
 			}
 		}
 	}
+	for _, arch := range strings.Split(archs, ",") {
+		addSuiteKernels(t, b, arch, tool)
+	}
 	data, err := bundle.Marshal(b)
 	if err != nil {
 		t.Fatal(err)
@@ -60,4 +66,66 @@ func TestWritePatternBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s: %d kernels", out, len(b.Kernels))
+}
+
+// bundler is a compiled forward or backward that can be bundled.
+type bundler interface {
+	BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error)
+}
+
+// addSuiteKernels adds to b, for arch, the kernels of the configurations
+// that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
+// TestGPUVarlenMatchesReference and TestGPUVarlenBackward compile (keep
+// the lists in step with them), each as compiled without an arch (as those
+// tests do) and tuned for arch.
+func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool) {
+	add := func(what string, compile func(opts fac.Options) (bundler, error), opts fac.Options) {
+		for _, a := range []string{"", arch} {
+			opts.Arch = a
+			c, err := compile(opts)
+			if err != nil {
+				t.Fatalf("%s %+v: %v", what, opts, err)
+			}
+			ks, err := c.BundleKernels(context.Background(), nil, arch, tool)
+			if err != nil {
+				t.Fatalf("%s %+v %s: %v", what, opts, arch, err)
+			}
+			for _, k := range ks {
+				if !b.Has(k.Ident) {
+					b.Add(*k)
+				}
+			}
+		}
+	}
+	for _, dtype := range []string{"bf16", "f16"} {
+		for _, d := range []int{64, 128} {
+			bwd := func(o fac.Options) (bundler, error) { return fac.CompileBackward(o, d) }
+			for _, m := range []string{"causal", "sliding_window(20, 3)", "document", "causal_bottom_right"} {
+				add("sinks backward", bwd, fac.Options{Mask: m, DType: dtype, Sinks: true})
+			}
+			if dtype == "bf16" && d == 64 {
+				add("sinks backward", bwd, fac.Options{Mask: "causal_bottom_right", DType: dtype, Sinks: true,
+					Consts: map[string]string{"DETERMINISTIC": "true"}})
+			}
+			vfwd := func(o fac.Options) (bundler, error) { return fac.CompileForwardVarlen(o, d) }
+			vbwd := func(o fac.Options) (bundler, error) { return fac.CompileBackwardVarlen(o, d) }
+			for _, c := range varlenSparseCases {
+				src := map[string]string{"varlen_mods.fa": varlenMods}
+				add("varlen forward", vfwd, fac.Options{Mask: c.expr, DType: dtype, Sources: src})
+				switch c.expr {
+				case "causal", "document", "causal_bottom_right", "tail_window", "head_window", "seq_parity":
+				default:
+					continue
+				}
+				for _, sc := range scores {
+					if sc.expr == "softcap(2.5)" {
+						continue
+					}
+					opts := fac.Options{Mask: c.expr, Score: sc.expr, DType: dtype, Sources: src}
+					add("varlen forward", vfwd, opts)
+					add("varlen backward", vbwd, opts)
+				}
+			}
+		}
+	}
 }

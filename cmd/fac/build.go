@@ -75,15 +75,15 @@ with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward 
 				for _, d := range dims {
 					for _, m := range masks {
 						for _, s := range scores {
-							var bwd *fac.Backward
-							if backward {
-								var err error
-								if bwd, err = fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt}, d); err != nil {
-									return err
-								}
-							}
 							for _, arch := range archs {
-								// Per arch: the forward takes the tile arguments tuned for it.
+								// Per arch: the forward and the backward take the tile arguments tuned for it.
+								var bwd *fac.Backward
+								if backward {
+									var err error
+									if bwd, err = fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt, Arch: arch}, d); err != nil {
+										return err
+									}
+								}
 								fopts := fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt, Arch: arch}
 								if err := df.apply(&fopts); err != nil {
 									return err

@@ -63,7 +63,27 @@ var FlashBwd = &launch.Contract{
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
 	Check: checkHeadDim,
+	Tuned: bwdTiles,
 }
+
+// bwdTiles: on sm_90a's wgmma path, tiles whose five GEMMs all run on
+// wgmma (dQ as dQᵀ = Kᵀ·dS, whose M is HEAD_DIM; S, dP, dV and dK have
+// BLOCK_N rows), with K and V resident in shared memory and Q and dO
+// staged once for their two GEMMs each and prefetched. 128 keys per
+// program: at HEAD_DIM 128 with 64-query tiles on two warpgroups, at 64
+// with 32-query tiles on one (dQᵀ's 64 rows are one warpgroup's). H200,
+// S = 8192, none/causal TFLOPS (BENCHMARKS.md, session 6): D = 128
+// 274/260 against 246/237 for 32×128 and 205/216 for 32×64 on 4 warps;
+// D = 64 243/201 against 172/187 for 64×64 on 4 warps. Elsewhere the
+// kernel's defaults stay.
+var bwdTiles = func() map[string]map[string]string {
+	m := map[string]map[string]string{}
+	for _, dt := range []string{"bf16", "f16"} {
+		m[launch.TuneKey("wgmma", dt, "128")] = map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "8"}
+		m[launch.TuneKey("wgmma", dt, "64")] = map[string]string{"BLOCK_M": "32", "BLOCK_N": "128", "num_warps": "4"}
+	}
+	return m
+}()
 
 // FlashBwdPostprocess is flash_bwd_postprocess.fa's launch contract.
 var FlashBwdPostprocess = &launch.Contract{

@@ -1,0 +1,45 @@
+package codegen
+
+import (
+	"math"
+	"math/rand"
+
+	"github.com/fac-compiler/fac/runtime/cpu"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// bwdCase is a case for the stdlib flash_bwd kernel as the front end emits
+// it (file: a snapshot in testdata): q, dout [B, H, sq, D], k, v, dk, dv
+// [B, H/kvGroup, sk, D], lse and delta [B, H, sq] (random, LSE above every
+// score so that P stays below 1), dq_accum [B, H, sq, D] f32, zeroed (the
+// kernel adds dQ into it); the transposed block lists are simBlockLists over
+// kv blocks; with doc, a document mask's ids (documents of 37 tokens).
+func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
+	Hk := H / kvGroup
+	return simCase{kernel: file, grid: [3]int{(sk + bn - 1) / bn, B * Hk, 1}, numWarps: nw, rtol: 2e-2, atol: 3e-3,
+		args: func(rng *rand.Rand) []any {
+			lse := make([]float64, B*H*sq)
+			for i := range lse {
+				lse[i] = 1 + rng.Float64()
+			}
+			args := []any{
+				randBuf(rng, "q", tir.BF16, B*H*sq*D, 1), randBuf(rng, "k", tir.BF16, B*Hk*sk*D, 1),
+				randBuf(rng, "v", tir.BF16, B*Hk*sk*D, 1), randBuf(rng, "dout", tir.BF16, B*H*sq*D, 1),
+				cpu.FromFloats("lse", tir.F32, lse), randBuf(rng, "delta", tir.F32, B*H*sq, 0.5),
+				cpu.NewBuffer("dk", tir.BF16, B*Hk*sk*D), cpu.NewBuffer("dv", tir.BF16, B*Hk*sk*D),
+				cpu.NewBuffer("dq_accum", tir.F32, B*H*sq*D),
+				H * sq * D, sq * D, D, // q strides
+				Hk * sk * D, sk * D, D, // k
+				Hk * sk * D, sk * D, D, // v
+				H * sq * D, sq * D, D, // dout
+				Hk * sk * D, sk * D, D, // dk
+				Hk * sk * D, sk * D, D, // dv
+				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
+			}
+			args = append(args, simBlockLists(sk, sq)...)
+			if doc {
+				args = append(args, simDocArgs(sq, sk)...)
+			}
+			return args
+		}}
+}

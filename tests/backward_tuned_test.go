@@ -1,0 +1,104 @@
+package tests
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fac-compiler/fac"
+)
+
+// TestBackwardTunedTilesAgree runs the backward (dense and varlen) on the
+// CPU device with the kernels' default tiles and with the tiles tuned for
+// sm_90a (Options.Arch), bf16 at D 64 and 128, causal, GQA 2, unequal odd
+// lengths: dK and dV must agree exactly (each is summed in one program in
+// the same order whatever the tile height) and dQ within f32 accumulation
+// order (its atomic adds come in other groupings).
+func TestBackwardTunedTilesAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	const heads, kvHeads = 4, 2
+	for _, d := range []int{64, 128} {
+		rng := rand.New(rand.NewPCG(uint64(d), 2))
+		randn := func(n int) []float32 {
+			out := make([]float32, n)
+			for i := range out {
+				out[i] = float32(rng.NormFloat64())
+			}
+			return out
+		}
+		// Dense.
+		sh := fac.Shape{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: 200, SeqK: 261, Dim: d}
+		in := fac.Inputs{Q: randn(200 * heads * d), K: randn(261 * kvHeads * d), V: randn(261 * kvHeads * d)}
+		do := randn(len(in.Q))
+		// One forward (the tuned one's tiles change O's and LSE's rounding).
+		fwd, err := fac.CompileForward(fac.Options{Mask: "causal", DType: "bf16"}, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, lse, err := fwd.RunCPU(in, sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dense [2]*fac.Grads
+		for i, arch := range []string{"", "sm_90a"} {
+			bwd, err := fac.CompileBackward(fac.Options{Mask: "causal", DType: "bf16", Arch: arch}, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := bwd.RunCPUGrads(t.Context(), fac.BackwardInputs{Q: in.Q, K: in.K, V: in.V, O: o, LSE: lse, DO: do}, sh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dense[i] = g
+		}
+		gradsAgree(t, "dense", d, dense)
+		// Varlen.
+		cq, ck := cumsum([]int{1, 0, 130, 7, 200}), cumsum([]int{1, 5, 129, 7, 260})
+		tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])
+		vin := fac.VarlenInputs{Q: randn(tq * heads * d), K: randn(tk * kvHeads * d), V: randn(tk * kvHeads * d), CuSeqlensQ: cq, CuSeqlensK: ck}
+		vdo := randn(len(vin.Q))
+		vfwd, err := fac.CompileForwardVarlen(fac.Options{Mask: "causal", DType: "bf16"}, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vo, vlse, err := vfwd.RunCPU(vin, heads, kvHeads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var varlen [2]*fac.Grads
+		for i, arch := range []string{"", "sm_90a"} {
+			bwd, err := fac.CompileBackwardVarlen(fac.Options{Mask: "causal", DType: "bf16", Arch: arch}, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := bwd.RunCPU(fac.VarlenBackwardInputs{VarlenInputs: vin, O: vo, LSE: vlse, DO: vdo}, heads, kvHeads)
+			if err != nil {
+				t.Fatal(err)
+			}
+			varlen[i] = g
+		}
+		gradsAgree(t, "varlen", d, varlen)
+	}
+}
+
+// gradsAgree compares the default tiles' gradients (g[0]) with the tuned
+// ones' (g[1]).
+func gradsAgree(t *testing.T, what string, d int, g [2]*fac.Grads) {
+	t.Helper()
+	for _, p := range []struct {
+		name string
+		a, b []float32
+		tol  float64
+	}{{"dQ", g[0].DQ, g[1].DQ, 1e-3}, {"dK", g[0].DK, g[1].DK, 0}, {"dV", g[0].DV, g[1].DV, 0}} {
+		top, diff := 0.0, 0.0
+		for i := range p.a {
+			top = math.Max(top, math.Abs(float64(p.a[i])))
+			diff = math.Max(diff, math.Abs(float64(p.a[i]-p.b[i])))
+		}
+		if diff > p.tol*top {
+			t.Errorf("%s d%d %s: tuned tiles differ by %.3g (max |%s| %.3g)", what, d, p.name, diff, p.name, top)
+		}
+	}
+}
