@@ -18,12 +18,7 @@ import (
 // Options.Arch = arch when bw names no arch and flash_bwd's contract tunes
 // its tiles for arch (FlashBwd.Tuned), else bw. Made once per arch.
 func (bw *Backward) tuned(arch string) (*Backward, error) {
-	if bw.opts.Arch != "" || arch == "" {
-		return bw, nil
-	}
-	return bw.tunedFor.get(arch, func() (*Backward, error) {
-		opts := bw.opts
-		opts.Arch = arch
+	return retune(&bw.tunedFor, bw, bw.opts, arch, func(opts Options) (*Backward, error) {
 		g, err := CompileBackward(opts, bw.dim)
 		if err != nil || maps.Equal(g.main.res.Ident.Consts, bw.main.res.Ident.Consts) {
 			return bw, err // nothing tuned: keep bw's kernels

@@ -27,8 +27,9 @@ type BackwardVarlen struct {
 	stages []stage // preprocess, flash_bwd_varlen, postprocess
 	// masker builds and checks block masks and the mods' inputs, with
 	// flash_bwd_varlen's mods and block sizes.
-	masker *ForwardVarlen
-	dtype  tir.Elem
+	masker   *ForwardVarlen
+	dtype    tir.Elem
+	tunedFor perArch[*BackwardVarlen] // compiled with the tiles tuned for a GPU arch (tuned)
 }
 
 // CompileBackwardVarlen compiles the varlen backward kernels for head

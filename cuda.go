@@ -425,17 +425,25 @@ func (f *Forward) BuildBlockMaskCUDA(d *CUDA, sh Shape, aux map[string]any) (*bl
 // tile arguments for arch (128×128 on 8 warps for sm_90a's wgmma), else f.
 // Made once per arch.
 func (f *Forward) tuned(arch string) (*Forward, error) {
-	if f.opts.Arch != "" || arch == "" {
-		return f, nil
-	}
-	return f.tunedFor.get(arch, func() (*Forward, error) {
-		opts := f.opts
-		opts.Arch = arch
+	return retune(&f.tunedFor, f, f.opts, arch, func(opts Options) (*Forward, error) {
 		g, err := CompileForward(opts, f.dim)
 		if err != nil || maps.Equal(g.res.Ident.Consts, f.res.Ident.Consts) {
 			return f, err // nothing tuned: keep f's kernels, block-mask analyzers and split-KV kernels
 		}
 		return g, nil
+	})
+}
+
+// retune is the tuned methods' common part: self when opts names an arch
+// or arch is "", else compile(opts with Arch = arch), made once per arch
+// in cache (compile returns self when nothing was tuned).
+func retune[T any](cache *perArch[T], self T, opts Options, arch string, compile func(Options) (T, error)) (T, error) {
+	if opts.Arch != "" || arch == "" {
+		return self, nil
+	}
+	return cache.get(arch, func() (T, error) {
+		opts.Arch = arch
+		return compile(opts)
 	})
 }
 

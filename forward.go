@@ -40,9 +40,11 @@ type Options struct {
 	Passes  passes.Options
 	// Arch, when set, is the GPU the kernel is built for (e.g. "sm_90a"):
 	// compile-time arguments not set in Consts then take the values the
-	// kernel's contract tunes for it (128×128 tiles on 8 warps on sm_90a's
-	// wgmma path). "" keeps the kernel's defaults. RunCUDA uses the
-	// device's arch when this is "".
+	// kernel's contract tunes for it (on sm_90a's wgmma path: the forward's
+	// 128×128 tiles on 8 warps, the backward's 64×128 on 8 or 32×128 on 4).
+	// "" keeps the kernel's defaults. RunCUDA, LaunchCUDA and the other
+	// GPU entry points (forward, backward, varlen) use the device's arch
+	// when this is "".
 	Arch string
 	// Sinks compiles flash_fwd_sinks: learnable per-head sink logits
 	// (gpt-oss) join the softmax denominator; calls then need Inputs.Sinks.

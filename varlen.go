@@ -20,7 +20,8 @@ import (
 // sequence has its own block mask (VarlenBlockMask), so empty blocks are
 // skipped and the mask is evaluated on partial blocks only.
 type ForwardVarlen struct {
-	f *Forward // the kernel, with the varlen contract
+	f        *Forward                // the kernel, with the varlen contract
+	tunedFor perArch[*ForwardVarlen] // compiled with the tiles tuned for a GPU arch (tuned)
 }
 
 // VarlenInputs are a varlen call's tensors, contiguous row-major: Q is

@@ -2,6 +2,7 @@ package fac
 
 import (
 	"context"
+	"maps"
 
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/gpu"
@@ -17,19 +18,41 @@ func (v *ForwardVarlen) RunCUDA(d *CUDA, in VarlenInputs, heads, kvHeads int) (o
 // RunCUDAContext is RunCUDA whose compile (llc, when the kernel is in no
 // bundle or cache) stops once ctx is done.
 func (v *ForwardVarlen) RunCUDAContext(ctx context.Context, d *CUDA, in VarlenInputs, heads, kvHeads int) (o, lse []float32, err error) {
-	call, host, err := v.bind(in, heads, kvHeads)
-	if err != nil {
-		return nil, nil, err
-	}
-	k, err := d.Kernel(ctx, v.f.res, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := d.Prepare(k, call, host)
+	p, err := v.prepare(ctx, d, in, heads, kvHeads)
 	if err != nil {
 		return nil, nil, err
 	}
 	return runForOutputs(d, p)
+}
+
+// BenchCUDA times the varlen kernel on the GPU (CUDA events, warmup
+// untimed launches, then reps timed ones) and returns each timed launch's
+// milliseconds. Inputs and outputs stay on the device throughout.
+func (v *ForwardVarlen) BenchCUDA(d *CUDA, in VarlenInputs, heads, kvHeads, warmup, reps int) ([]float64, error) {
+	p, err := v.prepare(context.Background(), d, in, heads, kvHeads)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Free()
+	return p.Bench(warmup, reps)
+}
+
+// prepare finds the kernel tuned for d (tuned), binds a call (building the
+// block mask on the host unless in has one) and uploads it.
+func (v *ForwardVarlen) prepare(ctx context.Context, d *CUDA, in VarlenInputs, heads, kvHeads int) (preparedCall, error) {
+	v, err := v.tuned(d.Arch)
+	if err != nil {
+		return nil, err
+	}
+	call, host, err := v.bind(in, heads, kvHeads)
+	if err != nil {
+		return nil, err
+	}
+	k, err := d.Kernel(ctx, v.f.res, nil)
+	if err != nil {
+		return nil, err
+	}
+	return d.Prepare(k, call, host)
 }
 
 // RunCUDAGrads runs the varlen backward on the GPU with host tensors
@@ -38,6 +61,10 @@ func (v *ForwardVarlen) RunCUDAContext(ctx context.Context, d *CUDA, in VarlenIn
 // device between them) and returns the gradients like RunCPU. Outputs are
 // poisoned (NaN) before the launch.
 func (bw *BackwardVarlen) RunCUDAGrads(ctx context.Context, d *CUDA, in VarlenBackwardInputs, heads, kvHeads int) (*Grads, error) {
+	bw, err := bw.tuned(d.Arch)
+	if err != nil {
+		return nil, err
+	}
 	b, err := bw.bind(in, heads, kvHeads)
 	if err != nil {
 		return nil, err
@@ -65,4 +92,30 @@ func (bw *BackwardVarlen) RunCUDAGrads(ctx context.Context, d *CUDA, in VarlenBa
 		return nil, err
 	}
 	return runGrads(d, seq, grads, false)
+}
+
+// tuned is the varlen forward the GPU of arch runs: v compiled again with
+// Options.Arch = arch when v names no arch and flash_fwd_varlen's contract
+// tunes tile arguments for arch, else v (as Forward.tuned).
+func (v *ForwardVarlen) tuned(arch string) (*ForwardVarlen, error) {
+	return retune(&v.tunedFor, v, v.f.opts, arch, func(opts Options) (*ForwardVarlen, error) {
+		g, err := CompileForwardVarlen(opts, v.f.dim)
+		if err != nil || maps.Equal(g.f.res.Ident.Consts, v.f.res.Ident.Consts) {
+			return v, err
+		}
+		return g, nil
+	})
+}
+
+// tuned is the varlen backward the GPU of arch runs: bw compiled again
+// with Options.Arch = arch when bw names no arch and flash_bwd_varlen's
+// contract tunes its tiles for arch, else bw (as Backward.tuned).
+func (bw *BackwardVarlen) tuned(arch string) (*BackwardVarlen, error) {
+	return retune(&bw.tunedFor, bw, bw.opts, arch, func(opts Options) (*BackwardVarlen, error) {
+		g, err := CompileBackwardVarlen(opts, bw.dim)
+		if err != nil || maps.Equal(g.stages[1].res.Ident.Consts, bw.stages[1].res.Ident.Consts) {
+			return bw, err
+		}
+		return g, nil
+	})
 }

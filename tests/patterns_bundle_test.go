@@ -76,8 +76,9 @@ type bundler interface {
 // addSuiteKernels adds to b, for arch, the kernels of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
 // TestGPUVarlenMatchesReference and TestGPUVarlenBackward compile (keep
-// the lists in step with them), each as compiled without an arch (as those
-// tests do) and tuned for arch.
+// the lists in step with them), and `fac bench --varlen-len`'s, each as
+// compiled without an arch and tuned for arch (RunCUDA tunes for the
+// device).
 func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool) {
 	add := func(what string, compile func(opts fac.Options) (bundler, error), opts fac.Options) {
 		for _, a := range []string{"", arch} {
@@ -109,6 +110,10 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 			}
 			vfwd := func(o fac.Options) (bundler, error) { return fac.CompileForwardVarlen(o, d) }
 			vbwd := func(o fac.Options) (bundler, error) { return fac.CompileBackwardVarlen(o, d) }
+			// fac bench --varlen-len (scripts/gpu-acceptance varlen): stdlib masks, no user sources.
+			for _, m := range []string{"none", "causal"} {
+				add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype})
+			}
 			for _, c := range varlenSparseCases {
 				src := map[string]string{"varlen_mods.fa": varlenMods}
 				add("varlen forward", vfwd, fac.Options{Mask: c.expr, DType: dtype, Sources: src})

@@ -52,7 +52,7 @@ var anchorMasks = []string{"none", "causal", "sliding_window(1023, 0)", "documen
 func benchCmd() *cobra.Command {
 	var masks, bundles, files, constFlags []string
 	var seqlens, seqQs, seqKs []int
-	var tokens, batch, heads, kvHeads, dim, warmup, reps, docLen, block int
+	var tokens, batch, heads, kvHeads, dim, warmup, reps, docLen, block, varlenLen int
 	var dtype, jsonOut, device string
 	var backward, decode bool
 	var df decodeFlags
@@ -71,13 +71,17 @@ size / t), the measure of decoding. --decode times the decoding anchors of
 ../shared/bench/decode_bench.py: B=8, 32 query heads, 8 kv heads, D=128, bf16, no mask, Sq in {1, 16},
 Sk in {8192, 32768} (each overridable by its flag); --seqlen-q/--seqlen-k give any other lengths
 (every Sk with every Sq), --batch and --kv-heads the rest of the shape. --num-splits and --pack-gqa
-choose split-KV and PackGQA (docs/decoding.md); the plan each row ran shows in its last columns.`,
+choose split-KV and PackGQA (docs/decoding.md); the plan each row ran shows in its last columns.
+--varlen-len L times the varlen kernel (docs/varlen.md) on --tokens packed as sequences of L tokens
+with the mask within each sequence: none over 1000-token sequences is the dense document(1000) anchor's
+work, as one packed batch.`,
 		Example: `  fac bench --bundle attn.bundle --json bench.json
   fac bench --seqlen 32768 --mask causal --json - > causal.json   # the table goes to stderr
   fac bench mymask.fa --mask my_mask --seqlen 4096
   fac bench --backward --seqlen 8192 --json bwd.json
   fac bench --decode --bundle decode.bundle --json decode.json
-  fac bench --decode --num-splits 8 --pack-gqa on --seqlen-q 1 --seqlen-k 8192`,
+  fac bench --decode --num-splits 8 --pack-gqa on --seqlen-q 1 --seqlen-k 8192
+  fac bench --varlen-len 1000 --mask none --tokens 16384   # varlen, as the dense document(1000) anchor`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDevice(device, "cuda"); err != nil {
 				return fmt.Errorf("%w (fac bench times GPU kernels)", err)
@@ -119,6 +123,12 @@ choose split-KV and PackGQA (docs/decoding.md); the plan each row ran shows in i
 			if backward && (len(seqQs) > 0 || len(seqKs) > 0 || kvHeads > 0 || df.changed()) {
 				return fmt.Errorf("--backward times Sq = Sk = --seqlen with Hkv = H (no --seqlen-q, --seqlen-k, --kv-heads, --decode or split-KV flags)")
 			}
+			if varlenLen != 0 {
+				if varlenLen < 0 || backward || decode || len(seqQs) > 0 || len(seqKs) > 0 || fl.Changed("seqlen") || fl.Changed("batch") || df.changed() {
+					return fmt.Errorf("--varlen-len %d: want a positive length, with --tokens, --heads, --kv-heads (no --backward, --decode, --seqlen, --seqlen-q, --seqlen-k, --batch or split-KV flags)", varlenLen)
+				}
+				shapes = []fac.Shape{{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: tokens, SeqK: tokens, Dim: dim}}
+			}
 			fwdOpts := fac.Options{}
 			if err := df.apply(&fwdOpts); err != nil {
 				return err
@@ -147,6 +157,8 @@ choose split-KV and PackGQA (docs/decoding.md); the plan each row ran shows in i
 						r, err = benchBackwardOne(gpu, opts, sh.SeqQ, sh.Batch, sh.Heads, dim, docLen, warmup, reps)
 						r.SeqLenQ, r.SeqLenK, r.KVHeads, r.NumSplits, r.PackGQA = sh.SeqQ, sh.SeqK, sh.KV(), 1, 1
 						r.KVTBps = kvTBps(sh, dtype, r.MedianMs)
+					} else if varlenLen > 0 {
+						r, err = benchVarlen(gpu, opts, varlenLen, sh, warmup, reps)
 					} else {
 						r, err = benchShape(gpu, opts, sh, docLen, warmup, reps)
 					}
@@ -184,6 +196,7 @@ choose split-KV and PackGQA (docs/decoding.md); the plan each row ran shows in i
 	fs.IntVar(&warmup, "warmup", 5, "untimed launches first")
 	fs.IntVar(&reps, "reps", 20, "timed launches (the median is reported)")
 	fs.IntVar(&docLen, "doc-len", 1000, "document length for the document mask (its doc ids are made up)")
+	fs.IntVar(&varlenLen, "varlen-len", 0, "time flash_fwd_varlen instead: --tokens packed as sequences of this many tokens (the last one shorter), the mask (none or causal) within each; rows show B = sequences")
 	fs.StringVar(&jsonOut, "json", "", "write the results as JSON to this file (- = stdout; the table then goes to stderr)")
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable)")
 	addDeviceFlag(fs, &device, "cuda", "device: cuda (fac bench times GPU kernels only)")

@@ -29,6 +29,9 @@ func compileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Tile IR runs no GPU phase, but shows the kernel the same flags
+			// build for --arch: its tuned tile arguments included.
+			req.Arch = arch
 			var text string
 			switch emit {
 			case "tir":

@@ -38,3 +38,18 @@ func TestRunVarlen(t *testing.T) {
 	wantFail(t, runFac(t, "", "run", "--cu-seqlens-q", cq), "both --cu-seqlens-q and --cu-seqlens-k")
 	wantFail(t, runFac(t, "", "run", "--cu-seqlens-q", cq, "--cu-seqlens-k", ck, "--seqlen-q", "9"), "--seqlen-q does not work")
 }
+
+// TestBenchVarlenFlags: --varlen-len refuses what it cannot time, before
+// looking for a GPU.
+func TestBenchVarlenFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--varlen-len", "-5"},
+		{"--varlen-len", "1000", "--backward"},
+		{"--varlen-len", "1000", "--decode"},
+		{"--varlen-len", "1000", "--seqlen", "4096"},
+		{"--varlen-len", "1000", "--seqlen-k", "4096"},
+		{"--varlen-len", "1000", "--num-splits", "4"},
+	} {
+		wantFail(t, runFac(t, "", append([]string{"bench"}, args...)...), "--varlen-len")
+	}
+}

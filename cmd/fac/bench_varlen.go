@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/fac-compiler/fac"
+)
+
+// benchVarlen times flash_fwd_varlen on sh.SeqQ tokens packed as sequences
+// of seqLen tokens (the last one shorter), cu_seqlens_q = cu_seqlens_k, the
+// mask applied within each sequence. TFLOPS count the kept pairs: L² per
+// sequence of L tokens for none, L(L+1)/2 for causal.
+func benchVarlen(gpu *fac.CUDA, opts fac.Options, seqLen int, sh fac.Shape, warmup, reps int) (benchResult, error) {
+	var lens []int
+	for left := sh.SeqQ; left > 0; left -= seqLen {
+		lens = append(lens, min(seqLen, left))
+	}
+	var pairs int64
+	for _, l := range lens {
+		switch opts.Mask {
+		case "none":
+			pairs += int64(l) * int64(l)
+		case "causal":
+			pairs += int64(l) * int64(l+1) / 2
+		default:
+			return benchResult{}, fmt.Errorf("--varlen-len counts the kept pairs of none and causal only, not %q", opts.Mask)
+		}
+	}
+	cu := make([]int32, len(lens)+1)
+	for i, l := range lens {
+		cu[i+1] = cu[i] + int32(l)
+	}
+	fwd, err := fac.CompileForwardVarlen(opts, sh.Dim)
+	if err != nil {
+		return benchResult{}, err
+	}
+	rng := rand.New(rand.NewPCG(uint64(seqLen), 5))
+	randn := func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = float32(rng.NormFloat64())
+		}
+		return out
+	}
+	in := fac.VarlenInputs{Q: randn(sh.SeqQ * sh.Heads * sh.Dim), K: randn(sh.SeqK * sh.KV() * sh.Dim), V: randn(sh.SeqK * sh.KV() * sh.Dim),
+		CuSeqlensQ: cu, CuSeqlensK: cu}
+	times, err := fwd.BenchCUDA(gpu, in, sh.Heads, sh.KV(), warmup, reps)
+	if err != nil {
+		return benchResult{}, err
+	}
+	sorted := slices.Clone(times)
+	slices.Sort(sorted)
+	med := sorted[len(sorted)/2]
+	tf := 4 * float64(pairs) * float64(sh.Dim) * float64(sh.Heads) / (med * 1e-3) / 1e12
+	// Pairs: per head, over every sequence (B is the sequence count, not a
+	// factor); KV TB/s over the packed K and V.
+	return benchResult{Pass: "forward varlen", Mask: opts.Mask, SeqLen: seqLen, SeqLenQ: seqLen, SeqLenK: seqLen, Batch: len(lens),
+		Heads: sh.Heads, KVHeads: sh.KV(), Dim: sh.Dim, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf,
+		KVTBps: kvTBps(sh, opts.DType, med), NumSplits: 1, PackGQA: 1, TimesMs: times}, nil
+}
