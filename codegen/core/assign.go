@@ -46,6 +46,7 @@ type assigner struct {
 	// blockOf is the block defining each value (op results, region args).
 	blockOf map[*tir.Value]*tir.Block
 	axes    map[*tir.Value]axisInfo
+	affines map[*tir.Value][]int64 // affine, memoized (nil: not affine)
 	// async marks loads staged straight to shared memory for a dot.
 	async map[*tir.Op]*Staged
 }
@@ -82,7 +83,7 @@ var scalarL Layout = scalarLayout{}
 func newAssigner(numWarps int) *assigner {
 	return &assigner{nw: numWarps, info: map[*tir.Value]*vinfo{}, forLays: map[*tir.Op][]Layout{},
 		opWants: map[*tir.Op]map[string][]Layout{}, storeLays: map[*tir.Op]Layout{}, blockOf: map[*tir.Value]*tir.Block{},
-		axes: map[*tir.Value]axisInfo{}, async: map[*tir.Op]*Staged{}}
+		axes: map[*tir.Value]axisInfo{}, affines: map[*tir.Value][]int64{}, async: map[*tir.Op]*Staged{}}
 }
 
 func (a *assigner) get(v *tir.Value) *vinfo {

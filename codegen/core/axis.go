@@ -100,3 +100,122 @@ func (a *assigner) computeAxis(v *tir.Value) axisInfo {
 	}
 	return triv
 }
+
+// affine reports whether integer (or pointer) tensor v is affine in its
+// coordinates with constant strides: v(c) − v(c′) = Σ_d strides[d]·(c_d − c′_d)
+// for any two elements, as integers (pointers count elements). The
+// lowering then addresses a thread's registers as its first register's
+// address plus constant offsets (immediates in PTX) instead of one 64-bit
+// address per register. Exact when no element's value overflows, which a
+// valid address's offset does not.
+func (a *assigner) affine(v *tir.Value) ([]int64, bool) {
+	if s, ok := a.affines[v]; ok {
+		return s, s != nil
+	}
+	s := a.computeAffine(v)
+	a.affines[v] = s
+	return s, s != nil
+}
+
+func (a *assigner) computeAffine(v *tir.Value) []int64 {
+	r := v.Type.Rank()
+	op := v.Def
+	if op == nil || r == 0 || v.Type.Elem.IsFloat() && !v.Type.Ptr {
+		return nil
+	}
+	zero := make([]int64, r)
+	switch k := op.Kind; k {
+	case tir.OpConst, tir.OpSplat:
+		return zero
+	case tir.OpArange:
+		return []int64{1}
+	case tir.OpBroadcast:
+		x, ok := a.affine(op.Args[0])
+		if !ok {
+			return nil
+		}
+		out := append([]int64(nil), x...)
+		in := op.Args[0].Type.Shape
+		for d := range out {
+			if in[d] == 1 {
+				out[d] = 0
+			}
+		}
+		return out
+	case tir.OpReshape:
+		x, ok := a.affine(op.Args[0])
+		if !ok {
+			return nil
+		}
+		in := op.Args[0].Type.Shape
+		if d, ok := expandDim(in, v.Type.Shape); ok {
+			return append(append(append([]int64(nil), x[:d]...), 0), x[d:]...)
+		}
+		return nil
+	case tir.OpTrans:
+		x, ok := a.affine(op.Args[0])
+		if !ok || r != 2 {
+			return nil
+		}
+		return []int64{x[1], x[0]}
+	case tir.OpAdd, tir.OpSub, tir.OpAddPtr:
+		x, okx := a.operandAffine(op.Args[0], r)
+		y, oky := a.operandAffine(op.Args[1], r)
+		if !okx || !oky {
+			return nil
+		}
+		out := make([]int64, r)
+		for d := range out {
+			if k == tir.OpSub {
+				out[d] = x[d] - y[d]
+			} else {
+				out[d] = x[d] + y[d]
+			}
+		}
+		return out
+	case tir.OpCast:
+		if op.Args[0].Type.Elem.IsFloat() || v.Type.Ptr {
+			return nil
+		}
+		x, ok := a.affine(op.Args[0])
+		if !ok {
+			return nil
+		}
+		return x
+	case tir.OpMul:
+		for i := 0; i < 2; i++ {
+			c, isC := constInt(op.Args[1-i])
+			x, ok := a.operandAffine(op.Args[i], r)
+			if isC && ok {
+				out := make([]int64, r)
+				for d := range out {
+					out[d] = x[d] * c
+				}
+				return out
+			}
+		}
+	}
+	return nil
+}
+
+// operandAffine is affine for an elementwise operand of a rank-r result:
+// a scalar is constant over the tile.
+func (a *assigner) operandAffine(x *tir.Value, r int) ([]int64, bool) {
+	if x.Type.IsScalar() {
+		return make([]int64, r), true
+	}
+	return a.affine(x)
+}
+
+// constInt is x's value when it is an integer constant (or a splat of
+// one).
+func constInt(x *tir.Value) (int64, bool) {
+	for x.Def != nil && x.Def.Kind == tir.OpSplat {
+		x = x.Def.Args[0]
+	}
+	if x.Def == nil || x.Def.Kind != tir.OpConst {
+		return 0, false
+	}
+	c, ok := x.Def.Attr("value").(int64)
+	return c, ok
+}
