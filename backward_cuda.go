@@ -412,19 +412,11 @@ func (bw *Backward) uploadLists(dm *DeviceBlockMask) error {
 // (for masks the analytic builder cannot bound) for arch, through the
 // cache c (which may be nil), as bundle entries.
 func (bw *Backward) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
-	out, err := bundleResults(ctx, c, stageResults(bw.stages), arch, tool)
-	if err != nil {
-		return nil, err
-	}
 	cls, err := bw.masker.classifier()
 	if err != nil {
 		return nil, err
 	}
-	a, err := compiler.Cached(ctx, c, cls, arch, tool, nil)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, a), nil
+	return bundleResults(ctx, c, append(stageResults(bw.stages), cls), arch, tool)
 }
 
 // BundleKernels compiles the varlen backward's kernels for arch, through

@@ -488,29 +488,13 @@ func (f *Forward) classifier() (*compiler.Result, error) {
 // heights, flash_fwd_combine) for arch, through the cache c (which may be
 // nil), as bundle entries.
 func (f *Forward) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
-	k, err := compiler.Cached(ctx, c, f.res, arch, tool, nil)
-	if err != nil {
-		return nil, err
-	}
 	cls, err := f.classifier()
 	if err != nil {
 		return nil, err
 	}
-	kc, err := compiler.Cached(ctx, c, cls, arch, tool, nil)
-	if err != nil {
-		return nil, err
-	}
-	out := []*artifact.Artifact{k, kc}
 	ds, err := f.decodeResults()
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range ds {
-		a, err := compiler.Cached(ctx, c, r, arch, tool, nil)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
+	return bundleResults(ctx, c, append([]*compiler.Result{f.res, cls}, ds...), arch, tool)
 }
