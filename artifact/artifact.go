@@ -91,18 +91,87 @@ func digest(s string) string {
 
 // Param is one kernel parameter in launch order, as the driver passes it.
 type Param struct {
-	Name string `json:"name"` // tile-IR name: "q", "mask.doc", "mask.doc.len"
-	Kind string `json:"kind"` // u64 (device pointer), i32, i64 or f32
-	Elem string `json:"elem"` // element type: of the pointee for pointers (bf16, i32, ...), else of the value
+	Name string `json:"name"`          // tile-IR name: "q", "mask.doc", "mask.doc.len"; codegen's for a tensor map
+	Kind string `json:"kind"`          // u64 (device pointer), i32, i64, f32 or tmap
+	Elem string `json:"elem"`          // element type: of the pointee for pointers and tensor maps (bf16, i32, ...), else of the value
+	TMA  *TMA   `json:"tma,omitempty"` // KindTensorMap only
 }
 
 // Parameter kinds.
 const (
-	KindPtr = "u64"
-	KindI32 = "i32"
-	KindI64 = "i64"
-	KindF32 = "f32"
+	KindPtr       = "u64"
+	KindI32       = "i32"
+	KindI64       = "i64"
+	KindF32       = "f32"
+	KindTensorMap = "tmap" // a CUtensorMap by value (128 bytes, grid constant), built at launch from TMA
 )
+
+// TMA describes the tiled tensor map of a tensor parameter. It names
+// parameters rather than holding sizes so that one artifact serves every
+// shape: the runtime resolves it per call.
+type TMA struct {
+	Tensor  string   `json:"tensor"`  // the pointer parameter whose memory it maps (a contract tensor: "k", "v", "q", "do")
+	Dims    []TMADim `json:"dims"`    // innermost first, 1..5
+	Box     []int    `json:"box"`     // box size per dim (elements), each 1..256; Box[0]*elem bytes == Swizzle
+	Swizzle int      `json:"swizzle"` // swizzle span in bytes: 128 (the only one used now)
+}
+
+// TMADim is one dimension: dim 0 is contiguous with a constant Extent; every
+// other dim has the stride (in elements) of the i32 parameter named Stride,
+// and an extent that is the value of the i32 parameter named Bound when set
+// (coordinates past it read zeros), else the contract tensor's dimension
+// whose stride parameter is Stride.
+type TMADim struct {
+	Stride string `json:"stride,omitempty"`
+	Bound  string `json:"bound,omitempty"`
+	Extent int    `json:"extent,omitempty"`
+}
+
+// check validates a tensor map of element type elem against the kernel's
+// parameters, by name.
+func (t *TMA) check(elem string, params map[string]Param) error {
+	var size int
+	switch elem {
+	case "bf16", "f16":
+		size = 2
+	default:
+		return fmt.Errorf("element type %q (want bf16 or f16)", elem)
+	}
+	switch {
+	case params[t.Tensor].Kind != KindPtr || params[t.Tensor].Elem != elem:
+		return fmt.Errorf("maps %q, which is not a pointer parameter to %s", t.Tensor, elem)
+	case len(t.Dims) < 1 || len(t.Dims) > 5:
+		return fmt.Errorf("%d dims (want 1..5)", len(t.Dims))
+	case len(t.Box) != len(t.Dims):
+		return fmt.Errorf("%d box sizes for %d dims", len(t.Box), len(t.Dims))
+	case t.Swizzle != 32 && t.Swizzle != 64 && t.Swizzle != 128:
+		return fmt.Errorf("swizzle %d (want 32, 64 or 128 bytes)", t.Swizzle)
+	case t.Box[0]*size != t.Swizzle:
+		return fmt.Errorf("inner box of %d %s elements is not the %d-byte swizzle span", t.Box[0], elem, t.Swizzle)
+	}
+	for i, b := range t.Box {
+		if b < 1 || b > 256 {
+			return fmt.Errorf("box size %d of dim %d (want 1..256)", b, i)
+		}
+	}
+	for i, d := range t.Dims {
+		if i == 0 {
+			if d.Extent < 1 || d.Stride != "" || d.Bound != "" {
+				return fmt.Errorf("dim 0 must be contiguous with a positive extent, got %+v", d)
+			}
+			continue
+		}
+		if d.Stride == "" || d.Extent != 0 {
+			return fmt.Errorf("dim %d needs a stride parameter and no constant extent, got %+v", i, d)
+		}
+		for _, n := range []string{d.Stride, d.Bound} {
+			if n != "" && params[n].Kind != KindI32 {
+				return fmt.Errorf("dim %d names %q, which is not an i32 parameter", i, n)
+			}
+		}
+	}
+	return nil
+}
 
 // Artifact is a kernel compiled for a GPU target.
 type Artifact struct {
@@ -136,7 +205,7 @@ func Decode(b []byte) (*Artifact, error) {
 }
 
 // Validate rejects an artifact that cannot be launched: damaged PTX, no
-// entry, no threads, parameters of unknown kinds.
+// entry, no threads, parameters of unknown kinds, malformed tensor maps.
 func (a *Artifact) Validate() error {
 	switch {
 	case a.Entry == "":
@@ -152,9 +221,23 @@ func (a *Artifact) Validate() error {
 	case a.Ident.Kernel == "" || a.Ident.Arch == "":
 		return fmt.Errorf("artifact %s: identity lacks kernel or arch", a.Entry)
 	}
+	byName := map[string]Param{}
+	for _, p := range a.Params {
+		byName[p.Name] = p
+	}
 	for _, p := range a.Params {
 		switch p.Kind {
 		case KindPtr, KindI32, KindI64, KindF32:
+			if p.TMA != nil {
+				return fmt.Errorf("artifact %s: %s parameter %s has a tensor map", a.Entry, p.Kind, p.Name)
+			}
+		case KindTensorMap:
+			if p.TMA == nil {
+				return fmt.Errorf("artifact %s: tensor-map parameter %s has no TMA description", a.Entry, p.Name)
+			}
+			if err := p.TMA.check(p.Elem, byName); err != nil {
+				return fmt.Errorf("artifact %s: tensor-map parameter %s: %w", a.Entry, p.Name, err)
+			}
 		default:
 			return fmt.Errorf("artifact %s: parameter %s has unknown kind %q", a.Entry, p.Name, p.Kind)
 		}

@@ -14,8 +14,19 @@ func sample() *Artifact {
 	}
 }
 
-func TestEncodeDecode(t *testing.T) {
-	a := sample()
+func sampleTMA() *TMA {
+	return &TMA{Tensor: "q", Dims: []TMADim{{Extent: 128}, {Stride: "n", Bound: "n"}}, Box: []int{64, 64}, Swizzle: 128}
+}
+
+// addTMap adds a tensor map of q to a and returns it for editing.
+func addTMap(a *Artifact) *Param {
+	a.Params = append(a.Params, Param{Name: "q.tmap", Kind: KindTensorMap, Elem: "bf16", TMA: sampleTMA()})
+	return &a.Params[len(a.Params)-1]
+}
+
+// roundTrip encodes and decodes a.
+func roundTrip(t *testing.T, a *Artifact) *Artifact {
+	t.Helper()
 	b, err := a.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -24,6 +35,21 @@ func TestEncodeDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return got
+}
+
+func TestTensorMapParam(t *testing.T) {
+	a := sample()
+	addTMap(a)
+	got := roundTrip(t, a)
+	if tm := got.Params[2].TMA; tm == nil || tm.Dims[1].Bound != "n" || tm.Box[1] != 64 {
+		t.Errorf("round trip: %+v", got.Params[2])
+	}
+}
+
+func TestEncodeDecode(t *testing.T) {
+	a := sample()
+	got := roundTrip(t, a)
 	if got.Ident.Key() != a.Ident.Key() || got.PTX != a.PTX || got.SHA256 != Checksum(a.PTX) {
 		t.Errorf("round trip: %+v", got)
 	}
@@ -42,6 +68,18 @@ func TestDecodeRejects(t *testing.T) {
 		"no identity":   {func(a *Artifact) { a.Ident.Kernel = "" }, "identity"},
 		"no arch":       {func(a *Artifact) { a.Ident.Arch = "" }, "identity"},
 		"negative smem": {func(a *Artifact) { a.SharedBytes = -1 }, "shared"},
+		"tma on i32":    {func(a *Artifact) { a.Params[1].TMA = sampleTMA() }, "i32 parameter n has a tensor map"},
+		"tmap no TMA":   {func(a *Artifact) { addTMap(a).TMA = nil }, "tensor-map parameter q.tmap has no TMA"},
+		"tmap elem":     {func(a *Artifact) { addTMap(a).Elem = "f32" }, `q.tmap: element type "f32"`},
+		"tmap tensor":   {func(a *Artifact) { addTMap(a).TMA.Tensor = "n" }, `maps "n", which is not a pointer`},
+		"tmap rank":     {func(a *Artifact) { addTMap(a).TMA.Dims = nil }, "0 dims"},
+		"tmap box len":  {func(a *Artifact) { addTMap(a).TMA.Box = []int{64} }, "1 box sizes for 2 dims"},
+		"tmap box":      {func(a *Artifact) { addTMap(a).TMA.Box[1] = 512 }, "box size 512 of dim 1"},
+		"tmap swizzle":  {func(a *Artifact) { addTMap(a).TMA.Swizzle = 96 }, "swizzle 96"},
+		"tmap span":     {func(a *Artifact) { addTMap(a).TMA.Box[0] = 32 }, "not the 128-byte swizzle span"},
+		"tmap dim 0":    {func(a *Artifact) { addTMap(a).TMA.Dims[0].Stride = "n" }, "dim 0 must be contiguous"},
+		"tmap stride":   {func(a *Artifact) { addTMap(a).TMA.Dims[1].Stride = "" }, "dim 1 needs a stride"},
+		"tmap bound":    {func(a *Artifact) { addTMap(a).TMA.Dims[1].Bound = "q" }, `dim 1 names "q", which is not an i32`},
 	} {
 		a := sample()
 		tc.edit(a)

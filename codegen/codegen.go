@@ -45,10 +45,11 @@ type Options struct {
 type ParamKind = core.ParamKind
 
 const (
-	ParamU64 = core.ParamU64 // a device pointer (ptr<T>)
-	ParamI32 = core.ParamI32 // i32, and i1 as 0/1
-	ParamI64 = core.ParamI64 // i64
-	ParamF32 = core.ParamF32 // f32, and f16/bf16 scalars (rounded in the kernel)
+	ParamU64       = core.ParamU64       // a device pointer (ptr<T>)
+	ParamI32       = core.ParamI32       // i32, and i1 as 0/1
+	ParamI64       = core.ParamI64       // i64
+	ParamF32       = core.ParamF32       // f32, and f16/bf16 scalars (rounded in the kernel)
+	ParamTensorMap = core.ParamTensorMap // a CUtensorMap by value (TMA)
 )
 
 // Param is one kernel parameter, in order.
@@ -68,6 +69,9 @@ type Result struct {
 	Target string
 	// Phases are the phases that ran, with their times.
 	Phases []PhaseTime
+	// Notes are the target's remarks on its choices (e.g. which staged
+	// loads stayed on cp.async instead of TMA, and why).
+	Notes []string
 }
 
 // PhaseTime is how long one phase took.
@@ -144,5 +148,6 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 		Conversions: l.Conversions(),
 		Target:      tg.name,
 		Phases:      times,
+		Notes:       l.Notes(),
 	}, nil
 }

@@ -18,6 +18,11 @@ package codegen
 // its results stay placeholders until wgmma.wait_group, and it fails on
 // shared memory written through the generic proxy without a following
 // fence.proxy.async.
+//
+// TMA (sim_tma_test.go): tensor-map parameters, mbarriers and
+// cp.async.bulk.tensor, whose copies land at the wait that sees their
+// mbarrier's arrivals in. Every wait counts its thread as blocked, so a
+// CTA whose live threads all wait fails instead of hanging.
 
 import (
 	"encoding/binary"
@@ -50,6 +55,7 @@ type simMachine struct {
 	global []byte
 	allocs []simAlloc
 	errs   []string
+	tmaps  map[uint64]*simTMap // tensor-map parameters by their (fake) address (sim_tma_test.go)
 }
 
 func (m *simMachine) fail(format string, args ...any) {
@@ -94,6 +100,7 @@ type simCTA struct {
 	warps  []*rendezvous
 	wgs    []*rendezvous // warpgroups (wgmma)
 	proxy  *proxyMarks   // nil unless the kernel uses wgmma
+	sched  *simSched     // blocked threads, and the mbarriers (sim_tma_test.go)
 	nmu    sync.Mutex
 	named  map[int]*rendezvous // named barriers (bar.sync/bar.arrive id, count), made on first use
 }
@@ -108,6 +115,7 @@ func (c *simCTA) namedBar(id, count int) *rendezvous {
 	r := c.named[id]
 	if r == nil {
 		r = newRendezvous(count)
+		r.sched = c.sched
 		c.named[id] = r
 	}
 	if r.n != count {
@@ -125,6 +133,11 @@ type rendezvous struct {
 	slots []any
 	out   []any
 	dead  bool
+	// waiting counts the participants blocked in this generation; sched
+	// (when set) counts them among the CTA's blocked threads, so that a
+	// wait every live thread is stuck in fails rather than hangs.
+	waiting int
+	sched   *simSched
 }
 
 func newRendezvous(n int) *rendezvous {
@@ -144,6 +157,10 @@ func (r *rendezvous) exchange(i int, v any) ([]any, bool) {
 	gen := r.gen
 	r.slots[i] = v
 	if !r.count1() {
+		r.waiting++
+		if r.sched != nil {
+			r.sched.block()
+		}
 		for gen == r.gen && !r.dead {
 			r.cond.Wait()
 		}
@@ -175,6 +192,10 @@ func (r *rendezvous) count1() bool {
 	}
 	r.out, r.slots = r.slots, make([]any, r.n)
 	r.count = 0
+	if r.sched != nil {
+		r.sched.unblock(r.waiting)
+	}
+	r.waiting = 0
 	r.gen++
 	r.cond.Broadcast()
 	return true
@@ -198,8 +219,12 @@ type simThread struct {
 	open    []simCopy
 	pending [][]simCopy
 	ncopies int
-	wg      simWG // wgmma state
+	wg      simWG  // wgmma state
+	local   []byte // alloca'd memory, at simLocal + offset
 }
+
+// simLocal tags the generic addresses of a thread's allocas.
+const simLocal = 1 << 48
 
 func (t *simThread) doCopy(c simCopy) {
 	var buf [16]byte
@@ -217,9 +242,9 @@ type simCopy struct {
 	n        int // bytes read from src; the rest of the 16 are zeroed
 }
 
-// simulate runs the kernel in ll on a grid; args follow res.Params: *cpu.Buffer
-// for pointers (read before, written back after), int/int32 for i32,
-// float32/float64 for f32.
+// simulate runs the kernel in ll on a grid; args follow res.Params but for
+// tensor maps (built from the others): *cpu.Buffer for pointers (read
+// before, written back after), int/int32 for i32, float32/float64 for f32.
 //
 // misalign places every buffer one element past a 256-byte boundary, so
 // vectorized accesses must take their scalar fallback.
@@ -245,8 +270,21 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 		addr uint64
 	}
 	var outs []outBuf
+	// args follow the parameters other than tensor maps, which simulate
+	// builds from those (sim_tma_test.go).
+	named := map[string]any{}
+	bufs := map[string]uint64{}
+	ai := 0
 	for i, p := range res.Params {
-		a := args[i]
+		if p.Kind == ParamTensorMap {
+			continue
+		}
+		if ai >= len(args) {
+			return fmt.Errorf("%d arguments for the %d parameters other than tensor maps", len(args), ai+1)
+		}
+		a := args[ai]
+		ai++
+		named[p.Name] = a
 		switch p.Kind {
 		case ParamU64:
 			b := a.(*cpu.Buffer)
@@ -262,6 +300,7 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 				putElem(m.global[addr+uint64(j*sz):], b.Elem, v)
 			}
 			params[fn.Params[i]] = addr
+			bufs[p.Name] = addr
 			outs = append(outs, outBuf{b, addr})
 		case ParamI32:
 			switch a := a.(type) {
@@ -287,6 +326,19 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 			params[fn.Params[i]] = uint64(a.(int64))
 		}
 	}
+	if ai != len(args) {
+		return fmt.Errorf("%d arguments for %d parameters other than tensor maps", len(args), ai)
+	}
+	for i, p := range res.Params {
+		if p.Kind == ParamTensorMap {
+			addr, err := m.tensorMap(p, res.Params, named, bufs, misalign)
+			if err != nil {
+				return fmt.Errorf("tensor map %s: %v", p.Name, err)
+			}
+			params[fn.Params[i]] = addr
+		}
+	}
+	usesTMA := strings.Contains(ll, "cp.async.bulk.tensor")
 	for z := 0; z < grid[2]; z++ {
 		for y := 0; y < grid[1]; y++ {
 			for x := 0; x < grid[0]; x++ {
@@ -300,6 +352,11 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 				}
 				if usesWGMMA {
 					cta.proxy = newProxyMarks(res.SharedBytes)
+				}
+				cta.sched = newSimSched(m, res.Threads, res.SharedBytes, usesTMA)
+				cta.bar.sched = cta.sched
+				for _, r := range append(append([]*rendezvous(nil), cta.warps...), cta.wgs...) {
+					r.sched = cta.sched
 				}
 				var wg sync.WaitGroup
 				for t := 0; t < res.Threads; t++ {
@@ -325,6 +382,7 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 									w.kill()
 								}
 								cta.nmu.Unlock()
+								cta.sched.kill()
 							}
 						}()
 						th := &simThread{cta: cta, tid: t, vals: map[value.Value]uint64{}, aggs: map[value.Value][]uint64{}}
@@ -332,9 +390,13 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 							th.vals[k] = v
 						}
 						th.run(fn)
+						cta.sched.exit()
 					}(t)
 				}
 				wg.Wait()
+				if len(m.errs) == 0 {
+					cta.sched.finish()
+				}
 				if len(m.errs) > 0 {
 					return fmt.Errorf("cta %v: %s", cta.ctaid, strings.Join(m.errs, "; "))
 				}
@@ -685,6 +747,14 @@ func (t *simThread) exec(inst ir.Instruction) {
 		}
 	case *ir.InstExtractValue:
 		set(in, t.aggs[in.X][in.Indices[0]])
+	case *ir.InstAlloca:
+		n := bitsOf(in.ElemType) / 8
+		if in.NElems != nil {
+			n *= int(t.get(in.NElems))
+		}
+		off := (len(t.local) + 15) &^ 15
+		t.local = append(t.local, make([]byte, off+n-len(t.local))...)
+		set(in, simLocal+uint64(off))
 	case *ir.InstCall:
 		t.call(in)
 	default:
@@ -720,10 +790,16 @@ func (t *simThread) mem(ptr value.Value, addr uint64, n int) []byte {
 	case 1:
 		t.cta.m.checkGlobal(addr, n)
 		return t.cta.m.global[addr : addr+uint64(n)]
+	case 0:
+		if addr >= simLocal && addr+uint64(n) <= simLocal+uint64(len(t.local)) {
+			return t.local[addr-simLocal : addr-simLocal+uint64(n)]
+		}
+		t.cta.m.fail("generic access of %d bytes at 0x%x outside the thread's allocas", n, addr)
 	case 3:
 		if addr+uint64(n) > uint64(len(t.cta.shared)) {
 			t.cta.m.fail("shared access at %d+%d beyond SharedBytes=%d", addr, n, len(t.cta.shared))
 		}
+		t.cta.sched.checkLanded("shared access", addr, n)
 		return t.cta.shared[addr : addr+uint64(n)]
 	}
 	t.cta.m.fail("access through address space %d", pt.AddrSpace)
@@ -755,6 +831,7 @@ func (t *simThread) call(in *ir.InstCall) {
 	if ia, ok := in.Callee.(*ir.InlineAsm); ok {
 		s := ia.Asm
 		switch {
+		case t.tmaAsm(in, s, args): // first: its strings hold ".global", "cp.async", "fence"
 		case strings.Contains(s, "ld.global"):
 			n, w := vecOf(s, "ld.global.")
 			switch {
@@ -961,6 +1038,7 @@ func (t *simThread) ldmatrix(in *ir.InstCall, name string, addr uint64) {
 		if a+2 > uint64(len(t.cta.shared)) {
 			t.cta.m.fail("ldmatrix read at %d beyond SharedBytes=%d", a, len(t.cta.shared))
 		}
+		t.cta.sched.checkLanded("ldmatrix read", a, 2)
 		return uint64(binary.LittleEndian.Uint16(t.cta.shared[a:]))
 	}
 	g, tt := lane/4, lane%4

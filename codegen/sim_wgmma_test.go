@@ -336,6 +336,7 @@ func (c *simCTA) descRead(desc uint64, mnMajor bool, mn, k int) uint16 {
 	if a < 0 || a+2 > len(c.shared) {
 		c.m.fail("wgmma read at %d beyond SharedBytes=%d", a, len(c.shared))
 	}
+	c.sched.checkLanded("wgmma read", uint64(a), 2)
 	if p := c.proxy; p != nil {
 		p.mu.Lock()
 		who := p.marks[a] | p.marks[a+1]

@@ -56,11 +56,19 @@ func Target(arch string) (string, error) {
 }
 
 // Variant names the code-shaping choices for arch that come from outside a
-// compile's inputs (today wgmma on sm_90a, which FAC_WGMMA=0 turns off), so that kernels built with
+// compile's inputs (wgmma on sm_90a, which FAC_WGMMA=0 turns off, and TMA staging with
+// it, which FAC_TMA=0 turns off: "wgmma-cpasync", or FAC_TMA=barrier keeps on a CTA barrier
+// per iteration: "wgmma-tmabarrier"), so that kernels built with
 // and without them never share a cache entry or a bundle slot; "" when none.
 func Variant(arch string) string {
 	if t, err := targetFor(arch); err == nil {
 		if s, ok := t.t.(*sm90.Target); ok && s.WGMMA {
+			switch {
+			case !s.TMA:
+				return "wgmma-cpasync"
+			case !s.Release:
+				return "wgmma-tmabarrier"
+			}
 			return "wgmma"
 		}
 	}

@@ -22,9 +22,9 @@ var wgmmaKernels = []string{
 
 // TestWGMMAPTX lowers the wgmma kernels for sm_90a with FAC_WGMMA=1 through
 // every installed llc and checks the PTX: wgmma.mma_async and its fences,
-// commit and wait, the proxy fence, no mma.sync, no external function;
-// the attention kernels still convert only Q and stage K and V by
-// cp.async. Without the variable sm_90a has no wgmma (TestPTX).
+// commit and wait, the proxy fence for cp.async tiles, no mma.sync, no
+// external function;
+// the attention kernels convert nothing and copy Q, K and V by TMA. Without the variable sm_90a has no wgmma (TestPTX).
 func TestWGMMAPTX(t *testing.T) {
 	t.Setenv(sm90.EnvWGMMA, "1")
 	for _, tool := range findLLCs(t) {
@@ -39,7 +39,7 @@ func TestWGMMAPTX(t *testing.T) {
 						}
 						s := string(ptx)
 						for _, want := range []string{".entry " + res.Name, "wgmma.mma_async.sync.aligned.m64n", "wgmma.fence.sync.aligned;",
-							"wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;", "fence.proxy.async.shared::cta;"} {
+							"wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"} {
 							if !strings.Contains(s, want) {
 								t.Errorf("no %q in PTX", want)
 							}
@@ -58,8 +58,22 @@ func TestWGMMAPTX(t *testing.T) {
 							if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != 5 {
 								t.Errorf("%d cp.async groups, want 5 (Q; K, V in the prologue and the prefetch)", c)
 							}
-							if res.SharedBytes%1024 != 0 {
-								t.Errorf("shared memory %d is not whole 1024-byte tiles", res.SharedBytes)
+							// The tiles (whole 1024-byte patterns), then, with TMA
+							// (tma-loads: the frontend kernels, whose addresses are
+							// tiles of their tensors), 128 bytes of mbarriers and
+							// five loads (Q; K and V in the prologue and the
+							// prefetch), a box per 64 columns.
+							n := strings.Count(s, "cp.async.bulk.tensor.4d")
+							if want := min(n, 1) * 128; res.SharedBytes%1024 != want {
+								t.Errorf("shared memory %d is not whole 1024-byte tiles and %d bytes of mbarriers", res.SharedBytes, want)
+							}
+							// cp.async tiles go to the async proxy through a fence;
+							// TMA writes through it.
+							if n == 0 && !strings.Contains(s, "fence.proxy.async.shared::cta;") {
+								t.Error("cp.async tiles and no proxy fence")
+							}
+							if n%5 != 0 || (n == 0) == strings.HasPrefix(k, "frontend") {
+								t.Errorf("%d TMA copies, want a multiple of 5 (none: the hand-written kernels)", n)
 							}
 						}
 						if dir := os.Getenv("FAC_PTX_OUT"); dir != "" {

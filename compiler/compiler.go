@@ -151,7 +151,9 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 		given[k] = v
 	}
 	if c, ok := attention.Contract(req.Kernel); ok && req.Arch != "" {
-		key := launch.TuneKey(codegen.Variant(req.Arch), req.Consts["DTYPE"], req.Consts["HEAD_DIM"])
+		// Staging choices (wgmma-cpasync) share wgmma's tuned tiles.
+		variant, _, _ := strings.Cut(codegen.Variant(req.Arch), "-")
+		key := launch.TuneKey(variant, req.Consts["DTYPE"], req.Consts["HEAD_DIM"])
 		for k, v := range c.TunedFor(key, req.Consts) {
 			given[k] = v
 		}

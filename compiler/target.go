@@ -17,6 +17,9 @@ import (
 type Timings struct {
 	Stages []Stage
 	Cache  cache.Status
+	// Notes are the code generator's remarks (codegen.Result.Notes) when
+	// it ran (not on a cache hit).
+	Notes []string
 }
 
 // Stage is one timed compile stage.
@@ -87,19 +90,37 @@ func BuildArtifact(ctx context.Context, res *Result, arch string, tool *llc.Tool
 		rest -= p.Took
 	}
 	t.Stages = append(t.Stages, Stage{"llvm text", rest})
+	t.Notes = cg.Notes
 	start = time.Now()
 	ptx, err := tool.CompileEntry(ctx, []byte(cg.LL), arch, cg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", res.Kernel, err)
 	}
 	t.add("llc", start)
+	params, err := artifactParams(res.Params(), cg.Params)
+	if err != nil {
+		return nil, fmt.Errorf("internal compiler error: kernel %s for %s: %w", res.Kernel, arch, err)
+	}
 	a := &artifact.Artifact{Ident: Identity(res, arch, tool), Entry: cg.Name, PTX: string(ptx), Threads: cg.Threads,
-		SharedBytes: cg.SharedBytes, Params: res.Params(), Attrs: res.Attrs(), LL: cg.LL}
+		SharedBytes: cg.SharedBytes, Params: params, Attrs: res.Attrs(), LL: cg.LL}
 	a.SHA256 = artifact.Checksum(a.PTX)
 	if err := a.Validate(); err != nil {
 		return nil, fmt.Errorf("internal compiler error: kernel %s for %s: %w", res.Kernel, arch, err)
 	}
 	return a, nil
+}
+
+// artifactParams are the tile-IR function's parameters followed by those
+// codegen added after them: tensor maps, which the runtime builds at launch.
+func artifactParams(tile []artifact.Param, cg []codegen.Param) ([]artifact.Param, error) {
+	out := tile
+	for _, p := range cg[min(len(tile), len(cg)):] {
+		if p.Kind != codegen.ParamTensorMap || p.TMA == nil {
+			return nil, fmt.Errorf("codegen added parameter %s of kind %s, only tensor maps are expected", p.Name, p.Kind)
+		}
+		out = append(out, artifact.Param{Name: p.Name, Kind: artifact.KindTensorMap, Elem: p.Type.Elem.String(), TMA: p.TMA})
+	}
+	return out, nil
 }
 
 // Build is the whole driver for one request on one GPU target.

@@ -10,7 +10,9 @@ import (
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/tir"
 )
 
 // TestStdlibPTX compiles flash_fwd with every stdlib mask and score to PTX
@@ -167,5 +169,25 @@ func TestIdentity(t *testing.T) {
 	other.Fac, other.LLC = "another build", "llc 99"
 	if other.PortableKey() != id.PortableKey() || other.Key() == id.Key() {
 		t.Error("build fields must change Key but not PortableKey")
+	}
+}
+
+// TestArtifactParams: codegen's tensor maps follow the tile-IR parameters;
+// any other parameter codegen adds is an internal error.
+func TestArtifactParams(t *testing.T) {
+	tile := []artifact.Param{{Name: "k", Kind: artifact.KindPtr, Elem: "bf16"}, {Name: "n", Kind: artifact.KindI32, Elem: "i32"}}
+	tma := &artifact.TMA{Tensor: "k", Dims: []artifact.TMADim{{Extent: 64}, {Stride: "n"}}, Box: []int{64, 64}, Swizzle: 128}
+	cg := []codegen.Param{{Name: "k", Type: tir.PtrTo(tir.BF16), Kind: codegen.ParamU64}, {Name: "n", Type: tir.Scalar(tir.I32), Kind: codegen.ParamI32},
+		{Name: "k.tmap", Type: tir.PtrTo(tir.BF16), Kind: codegen.ParamTensorMap, TMA: tma}}
+	got, err := artifactParams(tile, cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[2] != (artifact.Param{Name: "k.tmap", Kind: artifact.KindTensorMap, Elem: "bf16", TMA: tma}) {
+		t.Errorf("params %+v", got)
+	}
+	cg[2].Kind = codegen.ParamI32
+	if _, err := artifactParams(tile, cg); err == nil {
+		t.Error("codegen's extra i32 parameter was accepted")
 	}
 }

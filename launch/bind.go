@@ -52,11 +52,23 @@ type Buffer struct {
 	Key  string // Aux: the caller's name for it
 }
 
-// Arg is one argument in parameter order: a buffer or a scalar.
+// Arg is one argument in parameter order: a buffer, a scalar or a tensor
+// map.
 type Arg struct {
 	Param  artifact.Param
-	Buffer int // index into Call.Buffers, -1 for a scalar
-	Value  any // scalars: int32, int64 or float32
+	Buffer int // index into Call.Buffers, -1 for a scalar or a tensor map
+	Value  any // scalars: int32, int64 or float32; tensor maps: TensorMap
+}
+
+// TensorMap is a tensor-map argument resolved for one call: the runtime
+// encodes it (cuTensorMapEncodeTiled) with the device address of Buffer.
+type TensorMap struct {
+	Buffer  int      // index into Call.Buffers of the mapped tensor
+	Elem    string   // bf16, f16
+	Dims    []uint64 // extents, innermost first (each >= 1: an empty extent is raised to 1)
+	Strides []uint64 // byte strides of dims 1.. (len(Dims)-1)
+	Box     []uint32
+	Swizzle int // bytes
 }
 
 // Call is a bound launch: grid, the buffers to provide and the arguments.
@@ -65,6 +77,10 @@ type Call struct {
 	Grid    [3]int
 	Buffers []Buffer
 	Args    []Arg
+
+	// What WithTensorMaps resolves tensor maps under.
+	contract *Contract
+	problem  Problem
 }
 
 // Buffer finds a buffer by parameter name.
@@ -93,7 +109,7 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 			return nil, err
 		}
 	}
-	call := &Call{Kernel: c.Kernel, Grid: c.Grid(r.Problem)}
+	call := &Call{Kernel: c.Kernel, Grid: c.Grid(r.Problem), contract: c, problem: r.Problem}
 	for i, g := range call.Grid {
 		if g < 0 || g > math.MaxInt32 || (i > 0 && g > 65535) {
 			return nil, fmt.Errorf("kernel %s: grid %v is out of range", c.Kernel, call.Grid)
@@ -123,13 +139,16 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 	}
 	for _, p := range params {
 		arg := Arg{Param: p, Buffer: -1}
-		if p.Kind == artifact.KindPtr {
+		switch p.Kind {
+		case artifact.KindTensorMap:
+			// Resolved below, once the scalars it reads are bound.
+		case artifact.KindPtr:
 			b, err := c.buffer(p, r, auxUsed)
 			if err != nil {
 				return nil, err
 			}
 			arg.Buffer = addBuf(b)
-		} else {
+		default:
 			v, ok := scalars[p.Name]
 			if !ok {
 				switch _, aux, isLen, isMod := c.auxParam(p.Name); {
@@ -160,6 +179,9 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 		}
 		call.Args = append(call.Args, arg)
 	}
+	if err := call.resolveTensorMaps(); err != nil {
+		return nil, err
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Aux)) {
 		if !auxUsed[k] {
 			return nil, fmt.Errorf("kernel %s: aux tensor %q is not read by its mods (they read: %s)", c.Kernel, k, c.auxNames(params))
@@ -175,6 +197,119 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 		}
 	}
 	return call, nil
+}
+
+// WithTensorMaps is the call for params, a kernel's parameters: those the
+// call was bound to followed by tensor maps. An artifact's parameters are
+// its tile-IR function's plus the tensor maps codegen added, so a call
+// bound to the function (as the CPU device runs it) launches the artifact
+// through this. The tensor maps are resolved from the call's arguments.
+func (c *Call) WithTensorMaps(params []artifact.Param) (*Call, error) {
+	if len(params) < len(c.Args) {
+		return nil, fmt.Errorf("kernel %s: call has %d arguments, the kernel %d parameters", c.Kernel, len(c.Args), len(params))
+	}
+	for i, a := range c.Args {
+		if p := params[i]; p.Name != a.Param.Name || p.Kind != a.Param.Kind {
+			return nil, fmt.Errorf("kernel %s: argument %d is for %s parameter %s, the kernel's is %s %s", c.Kernel, i, a.Param.Kind, a.Param.Name, p.Kind, p.Name)
+		}
+	}
+	if len(params) == len(c.Args) {
+		return c, nil
+	}
+	if c.contract == nil {
+		return nil, fmt.Errorf("kernel %s: the call was not bound under a contract, which tensor maps need", c.Kernel)
+	}
+	if err := c.contract.CheckParams(params); err != nil {
+		return nil, err
+	}
+	out := *c
+	out.Args = slices.Clone(c.Args)
+	for _, p := range params[len(c.Args):] {
+		if p.Kind != artifact.KindTensorMap {
+			return nil, fmt.Errorf("kernel %s: parameter %s (%s) is not in the call", c.Kernel, p.Name, p.Kind)
+		}
+		out.Args = append(out.Args, Arg{Param: p, Buffer: -1})
+	}
+	if err := out.resolveTensorMaps(); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// resolveTensorMaps sets the value of every tensor-map argument, once the
+// others are bound.
+func (c *Call) resolveTensorMaps() error {
+	for i, a := range c.Args {
+		if a.Param.Kind == artifact.KindTensorMap {
+			tm, err := c.contract.tensorMap(c, a.Param, c.problem)
+			if err != nil {
+				return err
+			}
+			c.Args[i].Value = tm
+		}
+	}
+	return nil
+}
+
+// tensorMap resolves tensor-map parameter p for a call whose other
+// arguments are bound: extents from bounds or the mapped tensor's shape,
+// byte strides from the stride parameters.
+func (c *Contract) tensorMap(call *Call, p artifact.Param, prob Problem) (TensorMap, error) {
+	tm := p.TMA
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("kernel %s: tensor map %s of %s: %s", c.Kernel, p.Name, tm.Tensor, fmt.Sprintf(format, args...))
+	}
+	if p.Elem != "bf16" && p.Elem != "f16" {
+		return TensorMap{}, fail("element type %q", p.Elem)
+	}
+	const size = 2 // bytes of bf16, f16
+	scalar := func(name string) (int, error) {
+		for _, a := range call.Args {
+			if a.Param.Name == name {
+				if v, ok := a.Value.(int32); ok && v >= 0 {
+					return int(v), nil
+				}
+				return 0, fail("parameter %s = %v, want a non-negative i32", name, a.Value)
+			}
+		}
+		return 0, fail("no parameter %s", name)
+	}
+	buf := slices.IndexFunc(call.Buffers, func(b Buffer) bool { return b.Name == tm.Tensor })
+	t := c.tensor(tm.Tensor)
+	if buf < 0 || t == nil {
+		return TensorMap{}, fail("no tensor %s", tm.Tensor)
+	}
+	dims := t.Dims(prob)
+	out := TensorMap{Buffer: buf, Elem: p.Elem, Swizzle: tm.Swizzle}
+	for i, d := range tm.Dims {
+		n := d.Extent
+		if i > 0 {
+			stride, err := scalar(d.Stride)
+			if err != nil {
+				return TensorMap{}, err
+			}
+			out.Strides = append(out.Strides, uint64(stride*size))
+			if d.Bound != "" {
+				if n, err = scalar(d.Bound); err != nil {
+					return TensorMap{}, err
+				}
+			} else if k := slices.Index(t.Strides, d.Stride); k >= 0 {
+				n = dims[k]
+			} else {
+				return TensorMap{}, fail("dim %d: %s is not a stride of %s", i, d.Stride, tm.Tensor)
+			}
+		}
+		if n < 0 {
+			return TensorMap{}, fail("dim %d has extent %d", i, n)
+		}
+		// The driver takes no empty extent; a kernel reads nothing of an
+		// empty tensor.
+		out.Dims = append(out.Dims, uint64(max(n, 1)))
+	}
+	for _, b := range tm.Box {
+		out.Box = append(out.Box, uint32(b))
+	}
+	return out, nil
 }
 
 // Sizes are the problem sizes a kernel's mods may read (batch and
@@ -200,7 +335,7 @@ func problemSize(name string, p Problem) int {
 func (c *Contract) RuntimeParams(params []artifact.Param) []string {
 	var names []string
 	for _, p := range params {
-		if _, name, isLen, ok := c.auxParam(p.Name); ok && !isLen && p.Kind != artifact.KindPtr {
+		if _, name, isLen, ok := c.auxParam(p.Name); ok && !isLen && p.Kind != artifact.KindPtr && p.Kind != artifact.KindTensorMap {
 			names = append(names, name)
 		}
 	}

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -110,6 +111,87 @@ func TestCheckParams(t *testing.T) {
 	}
 	if err := toy.CheckParams(append(toyParams, artifact.Param{Name: "extra", Kind: artifact.KindI32})); err == nil {
 		t.Error("an undeclared parameter was accepted")
+	}
+}
+
+// tmapParams are toyParams with a tensor map of x: [batch, seq, dim] read
+// in boxes of 64 rows, rows bounded by n.
+func tmapParams() []artifact.Param {
+	return append(append([]artifact.Param(nil), toyParams...), artifact.Param{Name: "x.tmap", Kind: artifact.KindTensorMap, Elem: "bf16",
+		TMA: &artifact.TMA{Tensor: "x", Dims: []artifact.TMADim{{Extent: 4}, {Stride: "sx_s", Bound: "n"}, {Stride: "sx_b"}}, Box: []int{64, 64, 1}, Swizzle: 128}})
+}
+
+func TestBindTensorMap(t *testing.T) {
+	r := toyRequest()
+	r.Strides = map[string][]int{"x": {1000, 8}}
+	call, err := toy.Bind(tmapParams(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := call.Args[len(call.Args)-1]
+	want := TensorMap{Buffer: 0, Elem: "bf16", Dims: []uint64{4, 100, 2}, Strides: []uint64{16, 2000}, Box: []uint32{64, 64, 1}, Swizzle: 128}
+	if a.Buffer != -1 || !reflect.DeepEqual(a.Value, want) || call.Buffers[0].Name != "x" {
+		t.Errorf("tensor map arg %+v, want %+v", a, want)
+	}
+}
+
+// TestWithTensorMaps: a call bound to the tile-IR function's parameters
+// takes the tensor maps an artifact adds, resolved as Bind resolves them.
+func TestWithTensorMaps(t *testing.T) {
+	r := toyRequest()
+	r.Strides = map[string][]int{"x": {1000, 8}}
+	direct, err := toy.Bind(tmapParams(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := toy.Bind(toyParams, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same, err := call.WithTensorMaps(toyParams); same != call || err != nil {
+		t.Errorf("same parameters: %p %v", same, err)
+	}
+	ext, err := call.WithTensorMaps(tmapParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(call.Args) != len(toyParams) || !reflect.DeepEqual(ext.Args, direct.Args) {
+		t.Errorf("extended args %+v, want %+v", ext.Args, direct.Args)
+	}
+	other := append([]artifact.Param(nil), toyParams...)
+	other[4].Name = "m"
+	if _, err := call.WithTensorMaps(other); err == nil || !strings.Contains(err.Error(), "argument 4 is for i32 parameter n, the kernel's is i32 m") {
+		t.Errorf("a different kernel's parameters: %v", err)
+	}
+	extra := append(append([]artifact.Param(nil), toyParams...), artifact.Param{Name: "z", Kind: artifact.KindI32, Elem: "i32"})
+	if _, err := call.WithTensorMaps(extra); err == nil || !strings.Contains(err.Error(), "z is not in its launch contract") {
+		t.Errorf("an extra scalar: %v", err)
+	}
+}
+
+func TestTensorMapErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		edit func(*artifact.TMA)
+		want string
+	}{
+		"not a tensor":  {func(m *artifact.TMA) { m.Tensor = "mask.doc" }, `maps "mask.doc", which is not a tensor`},
+		"stride kind":   {func(m *artifact.TMA) { m.Dims[1].Stride = "scale" }, `dim 1's stride "scale"`},
+		"missing bound": {func(m *artifact.TMA) { m.Dims[1].Bound = "nope" }, `bound "nope" are not i32`},
+		"no extent":     {func(m *artifact.TMA) { m.Dims[2].Stride = "n" }, `dim 2 has no bound and "n" is not a stride of tensor x`},
+	} {
+		ps := tmapParams()
+		tc.edit(ps[len(ps)-1].TMA)
+		if err := toy.CheckParams(ps); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
+		}
+	}
+	// A bound bound to a negative value.
+	ps := tmapParams()
+	ps[len(ps)-1].TMA.Dims[1].Bound = "mask.doc.len"
+	r := toyRequest()
+	r.Aux["doc"] = -3
+	if _, err := toy.Bind(ps, r); err == nil || !strings.Contains(err.Error(), "kernel toy: tensor map x.tmap of x: parameter mask.doc.len = -3") {
+		t.Errorf("negative bound: %v", err)
 	}
 }
 

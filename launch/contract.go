@@ -3,6 +3,7 @@ package launch
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/fac-compiler/fac/artifact"
@@ -198,8 +199,9 @@ func (c *Contract) auxParam(param string) (mod, aux string, isLen, ok bool) {
 // CheckParams checks the contract against a kernel's parameters (from its
 // .fa signature after lowering, or from an artifact): every parameter is
 // covered by exactly one role of the contract with a matching kind, and
-// everything the contract names exists. It is what a launch and the
-// contract tests call.
+// everything the contract names exists. Tensor maps, which codegen adds,
+// are covered by the tensor and parameters they are built from. It is what
+// a launch and the contract tests call.
 func (c *Contract) CheckParams(params []artifact.Param) error {
 	have := map[string]artifact.Param{}
 	for _, p := range params {
@@ -214,6 +216,8 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 			return fmt.Errorf("kernel %s: parameter %s is %s, its contract says a tensor (pointer)", c.Kernel, name, p.Kind)
 		case kind == "scalar" && p.Kind == artifact.KindPtr:
 			return fmt.Errorf("kernel %s: parameter %s is a pointer, its contract says a scalar", c.Kernel, name)
+		case p.Kind == artifact.KindTensorMap:
+			return fmt.Errorf("kernel %s: parameter %s is a tensor map, which contracts do not name", c.Kernel, name)
 		}
 		return nil
 	}
@@ -256,6 +260,14 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 		if used[p.Name] {
 			continue
 		}
+		if p.Kind == artifact.KindTensorMap {
+			// Codegen adds these; the launch builds them from parameters
+			// the contract names.
+			if err := c.checkTMA(p, have); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, _, isLen, ok := c.auxParam(p.Name); ok {
 			if isLen && p.Kind == artifact.KindPtr {
 				return fmt.Errorf("kernel %s: aux parameter %s has kind %s", c.Kernel, p.Name, p.Kind)
@@ -269,6 +281,29 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 			continue
 		}
 		return fmt.Errorf("kernel %s: parameter %s is not in its launch contract", c.Kernel, p.Name)
+	}
+	return nil
+}
+
+// checkTMA checks that tensor-map parameter p can be built at launch: it
+// maps a contract tensor, and its strides and bounds are i32 parameters; a
+// dimension without a bound is the tensor's dimension of that stride.
+func (c *Contract) checkTMA(p artifact.Param, have map[string]artifact.Param) error {
+	tm := p.TMA
+	if tm == nil || len(tm.Dims) == 0 {
+		return fmt.Errorf("kernel %s: tensor-map parameter %s has no dimensions to map", c.Kernel, p.Name)
+	}
+	t := c.tensor(tm.Tensor)
+	if t == nil || have[tm.Tensor].Kind != artifact.KindPtr {
+		return fmt.Errorf("kernel %s: tensor-map parameter %s maps %q, which is not a tensor of its contract", c.Kernel, p.Name, tm.Tensor)
+	}
+	for i, d := range tm.Dims[1:] {
+		if have[d.Stride].Kind != artifact.KindI32 || (d.Bound != "" && have[d.Bound].Kind != artifact.KindI32) {
+			return fmt.Errorf("kernel %s: tensor-map parameter %s: dim %d's stride %q and bound %q are not i32 parameters", c.Kernel, p.Name, i+1, d.Stride, d.Bound)
+		}
+		if d.Bound == "" && !slices.Contains(t.Strides, d.Stride) {
+			return fmt.Errorf("kernel %s: tensor-map parameter %s: dim %d has no bound and %q is not a stride of tensor %s", c.Kernel, p.Name, i+1, d.Stride, t.Name)
+		}
 	}
 	return nil
 }

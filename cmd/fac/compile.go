@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,6 +83,18 @@ func compileCmd() *cobra.Command {
 				if verbose {
 					fmt.Fprintf(os.Stderr, "compile: %s (llc %s, %s, cache %s)\n", t.String(), tool.Version, arch, t.Cache)
 					fmt.Fprintf(os.Stderr, "compile: %d threads, %d bytes of dynamic shared memory\n", a.Threads, a.SharedBytes)
+					var tma []string
+					for _, p := range a.Params {
+						if p.TMA != nil {
+							tma = append(tma, p.TMA.Tensor)
+						}
+					}
+					if len(tma) > 0 {
+						fmt.Fprintf(os.Stderr, "compile: TMA loads of %s\n", strings.Join(tma, ", "))
+					}
+					for _, n := range t.Notes {
+						fmt.Fprintf(os.Stderr, "compile: note: %s\n", n)
+					}
 				}
 			default:
 				return fmt.Errorf("--emit %q: want tir, llvm or ptx", emit)

@@ -33,9 +33,9 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
 	pre.NewBr(hdr)
 	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
-	var stage *ir.InstPhi
+	var stage, phase *ir.InstPhi
 	if pl != nil {
-		stage = pipeStage(hdr, pre)
+		stage, phase = pipeStage(hdr, pre), l.pipePhase(pl, hdr, pre)
 	}
 	phis := make([][]*ir.InstPhi, len(lays))
 	for i, regs := range inits {
@@ -53,11 +53,14 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 		l.convertDemands(a)
 	}
 	if pl != nil {
-		l.pipeBodyTop(pl, iv, step, hi, stage)
+		l.pipeBodyTop(pl, iv, step, lo, hi, stage, phase)
 	}
 	y := l.lowerBlock(rb)
 	if pl != nil && l.prefetch != nil {
 		l.Barrier() // no barrier in the body: one here issues the prefetch
+	}
+	if pl != nil && l.release != nil {
+		l.releaseBuffers() // no wait in the body: the release and prefetch go here
 	}
 	l.issueArmedPrefetch(nil)
 	if y == nil || y.Kind != tir.OpYield || len(y.Args) != len(lays) {
@@ -71,6 +74,7 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	latch := l.b
 	if pl != nil {
 		stage.Incs = append(stage.Incs, ir.NewIncoming(nextStage(latch, stage, pl.stages), latch))
+		phase.Incs = append(phase.Incs, ir.NewIncoming(nextPhase(latch, phase, stage), latch))
 	}
 	latch.NewBr(hdr)
 	iv.Incs = append(iv.Incs, ir.NewIncoming(next, latch))
@@ -81,7 +85,8 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	}
 	l.b = exit
 	if pl != nil {
-		l.pipeExit(pl)
+		l.b.NewStore(phase, pl.phaseVar)
+		l.pipeExit(pl, lo, hi, stage)
 	}
 	for i, r := range op.Results {
 		l.put(r, lays[i], phiValues(phis[i]))
@@ -145,3 +150,21 @@ func (l *Lowerer) lowerIf(op *tir.Op) {
 		l.convertDemands(r)
 	}
 }
+
+// IfThen emits `if cond { then() }` at the current block (a run-time
+// branch inside one tile-IR op's lowering: then must not lower tile-IR
+// ops) and continues after it.
+func (l *Lowerer) IfThen(cond value.Value, name string, then func()) {
+	body, join := l.newBlock(name), l.newBlock(name+".end")
+	l.b.NewCondBr(cond, body, join)
+	l.b = body
+	then()
+	l.b.NewBr(join)
+	l.b = join
+}
+
+// ThreadID is the thread's index in the CTA (tid.x, entry block).
+func (l *Lowerer) ThreadID() value.Value { return l.tid }
+
+// Scalar is the lowered value of scalar v.
+func (l *Lowerer) Scalar(v *tir.Value) value.Value { return l.Get(v, scalarL)[0] }

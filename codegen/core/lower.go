@@ -46,6 +46,7 @@ func (l *Lowerer) lowerKernel() {
 		params = append(params, ir.NewParam(sanitize(p.Name), lt))
 		l.params = append(l.params, Param{Name: p.Name, Type: t, Kind: kind})
 	}
+	params = append(params, l.lowerExtraParams()...)
 	l.fn = l.mod.NewFunc(sanitize(l.f.Name), types.Void, params...)
 	l.fn.CallingConv = enum.CallingConvPTXKernel
 	l.entry = l.fn.NewBlock("entry")
@@ -66,6 +67,9 @@ func (l *Lowerer) lowerKernel() {
 		}
 		l.put(p, scalarL, []value.Value{v})
 	}
+	if pt, ok := l.target.(PrologueTarget); ok {
+		pt.Prologue(l)
+	}
 	l.lowerBlock(l.f.Body)
 	l.b.NewRet(nil)
 	l.entry.NewBr(body)
@@ -74,6 +78,11 @@ func (l *Lowerer) lowerKernel() {
 func (l *Lowerer) text() string {
 	var b strings.Builder
 	b.WriteString(l.mod.String())
+	if gc := l.gridConstants(); gc != "" {
+		fmt.Fprintf(&b, "\n!nvvm.annotations = !{!0, !1}\n!0 = !{%s %s, !\"maxntidx\", i32 %d}\n!1 = !{%s %s, !\"grid_constant\", !2}\n!2 = !%s\n",
+			l.fn.Type(), l.fn.Ident(), l.nw*32, l.fn.Type(), l.fn.Ident(), gc)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "\n!nvvm.annotations = !{!0}\n!0 = !{%s %s, !\"maxntidx\", i32 %d}\n",
 		l.fn.Type(), l.fn.Ident(), l.nw*32)
 	return b.String()

@@ -14,6 +14,7 @@ import (
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/value"
 
+	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/tir"
 )
 
@@ -21,10 +22,11 @@ import (
 type ParamKind string
 
 const (
-	ParamU64 ParamKind = "u64" // a device pointer (ptr<T>)
-	ParamI32 ParamKind = "i32" // i32, and i1 as 0/1
-	ParamI64 ParamKind = "i64" // i64
-	ParamF32 ParamKind = "f32" // f32, and f16/bf16 scalars (rounded in the kernel)
+	ParamU64       ParamKind = "u64"  // a device pointer (ptr<T>)
+	ParamI32       ParamKind = "i32"  // i32, and i1 as 0/1
+	ParamI64       ParamKind = "i64"  // i64
+	ParamF32       ParamKind = "f32"  // f32, and f16/bf16 scalars (rounded in the kernel)
+	ParamTensorMap ParamKind = "tmap" // a CUtensorMap by value (TMA)
 )
 
 // Param is one kernel parameter, in order.
@@ -32,6 +34,7 @@ type Param struct {
 	Name string   // tile-IR name, e.g. "q" or "mask.doc"
 	Type tir.Type // tile-IR type
 	Kind ParamKind
+	TMA  *artifact.TMA // ParamTensorMap: what the runtime encodes
 }
 
 // lateConversions counts conversions the demand analysis missed.
@@ -81,6 +84,8 @@ type Lowerer struct {
 	conversions     int
 	nblocks         int
 	params          []Param
+	extra           []*extraParam // parameters added by phases (params.go)
+	notes           []string      // remarks on code generation choices (Note)
 
 	// Staged tiles sit at the start of shared memory, the scratch area of
 	// conversions and reductions starts at scratchBase.
@@ -89,9 +94,10 @@ type Lowerer struct {
 	// prefetch, when set, issues a pipelined loop's next tiles at the next
 	// Barrier at region depth prefetchDepth outside any branch.
 	prefetch             func()
-	armedPrefetch        func() // the prefetch after its barrier: issued by issueArmedPrefetch
-	depth, prefetchDepth int    // tile-IR region nesting
-	branchDepth          int    // inside a run-time two-way branch (AlignedOr)
+	armedPrefetch        func()          // the prefetch after its barrier: issued by issueArmedPrefetch
+	release              *pendingRelease // a pipelined loop's buffers to hand back without a barrier (pipeline.go)
+	depth, prefetchDepth int             // tile-IR region nesting
+	branchDepth          int             // inside a run-time two-way branch (AlignedOr)
 	scratchBase          int
 	stagedIssued         int
 	regionsLowered       int

@@ -3,6 +3,7 @@ package core
 import (
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/tir"
@@ -34,6 +35,60 @@ type pipeline struct {
 	slice  []*tir.Op    // body ops the loads' operands depend on, in order
 	defs   []*tir.Value // values the slice defines, and the induction variable
 	active bool         // the loop body is being lowered
+	// phaseVar holds the buffers' fill parities between runs of the loop
+	// (pipePhase).
+	phaseVar *ir.InstAlloca
+	// release: the target hands every load's buffers back by
+	// TileWaiter.ReleaseBuffer, so the body needs no CTA barrier for them.
+	release bool
+}
+
+// pendingRelease is the release of the buffers the previous iteration
+// read, at the body's first wait for its tiles (releaseBuffers), which
+// also arms the prefetch into them.
+type pendingRelease struct {
+	p        *pipeline
+	buf      value.Value // the buffer index the previous iteration read
+	cond     value.Value // i1: there was a previous iteration
+	prefetch func()
+}
+
+// releaseBuffers runs the pending release: every asynchronous dot issued
+// so far (the previous iteration's, which read the buffers) is waited
+// for, the buffers are handed back, and the prefetch into them is armed
+// (issued after the asynchronous dots that follow; the target's fills
+// wait for the release of every warpgroup).
+func (l *Lowerer) releaseBuffers() {
+	r := l.release
+	l.release = nil
+	l.awaitForBarrier()
+	l.target.(TileWaiter).ReleaseBuffer(l, r.p.loads, r.buf, r.cond)
+	dirty := l.smemDirty // no barrier: what the body read stays unordered
+	l.armedPrefetch = func() {
+		r.prefetch()
+		l.smemDirty = dirty
+	}
+}
+
+// releases reports whether the target hands p's buffers back itself.
+func (l *Lowerer) releases(p *pipeline) bool {
+	tw, ok := l.target.(TileWaiter)
+	if !ok {
+		return false
+	}
+	for _, st := range p.loads {
+		if !tw.ReleasesBuffers(st) {
+			return false
+		}
+	}
+	return true
+}
+
+// freeParity is the parity of the release of buffer buf's previous fill,
+// from the fill parities phase: the buffer's consumed fills, minus one,
+// mod 2.
+func freeParity(b *ir.Block, phase, buf value.Value) value.Value {
+	return b.NewXor(b.NewAnd(b.NewLShr(phase, buf), ConstI32(1)), ConstI32(1))
 }
 
 // PipelineLoads is the optional phase that multi-buffers the staged loads
@@ -168,10 +223,10 @@ func (l *Lowerer) pipelineFor(loop *tir.Op) *pipeline {
 }
 
 // issueStaged lowers p's slice with the induction variable = iv and
-// issues the copies of its loads into the buffer at dyn (nil: the first),
-// under guard (nil: always). The slice's values are lowered in a private
+// issues the copies of its loads into buffer buf (nil: the first), under
+// guard (nil: always). The slice's values are lowered in a private
 // environment: the body lowers them again for its own iteration.
-func (l *Lowerer) issueStaged(p *pipeline, iv, guard value.Value, dyn func(*Staged) value.Value) {
+func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf, free value.Value) {
 	saved := make([]map[string][]value.Value, len(p.defs))
 	for i, v := range p.defs {
 		saved[i] = l.env[v]
@@ -183,12 +238,12 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard value.Value, dyn func(*Stag
 	}
 	for _, st := range p.loads {
 		st.Guard = guard
-		st.dyn = nil
-		if dyn != nil {
-			st.dyn = dyn(st)
+		st.dyn, st.buf, st.free = nil, buf, free
+		if buf != nil {
+			st.dyn = l.b.NewMul(buf, ConstI32(int64(st.Stride)))
 		}
 		l.target.LowerStagedLoad(l, st.Load, st)
-		st.Guard = nil
+		st.Guard, st.buf, st.free = nil, nil, nil
 		l.stagedIssued++
 		l.inFlight++
 	}
@@ -206,16 +261,27 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard value.Value, dyn func(*Stag
 // out of bounds for an empty loop, e.g. an empty block list); those past
 // the end are guarded off and evaluate the slice at lo.
 func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
+	p.release = l.releases(p)
 	pro, join := l.newBlock("pipe.pro"), l.newBlock("pipe.join")
 	l.b.NewCondBr(l.b.NewICmp(enum.IPredSLT, lo, hi), pro, join)
 	l.b = pro
-	l.issueStaged(p, lo, nil, nil)
+	// A fill of a released buffer waits for the release of its previous
+	// fill (a loop run again, inside another loop).
+	var phase value.Value
+	free := func(k int) value.Value {
+		if !p.release {
+			return nil
+		}
+		if phase == nil {
+			phase = l.b.NewLoad(types.I32, l.phaseVarOf(p))
+		}
+		return freeParity(l.b, phase, ConstI32(int64(k)))
+	}
+	l.issueStaged(p, lo, nil, nil, free(0))
 	for k := 1; k < p.stages-1; k++ {
 		it := l.b.NewAdd(lo, l.b.NewMul(step, ConstI32(int64(k))))
 		guard := l.b.NewICmp(enum.IPredSLT, it, hi)
-		l.issueStaged(p, l.b.NewSelect(guard, it, lo), guard, func(st *Staged) value.Value {
-			return ConstI32(int64(k * st.Stride))
-		})
+		l.issueStaged(p, l.b.NewSelect(guard, it, lo), guard, ConstI32(int64(k)), free(k))
 	}
 	l.b.NewBr(join)
 	l.b = join
@@ -231,7 +297,10 @@ func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
 // it, a thread still in the previous iteration may be reading those
 // buffers, after it none is, so the prefetch needs no barrier of its own.
 // stage (0 .. stages-1) is the buffer in use.
-func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, hi, stage value.Value) {
+//
+// phase holds, in bit s, the parity of the fills of buffer s consumed so
+// far (see pipePhase).
+func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.Value) {
 	for _, st := range p.loads {
 		st.seq = l.stagedIssued
 		st.live, st.ready = true, false
@@ -244,17 +313,27 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, hi, stage value.Value) {
 	ivc := b.NewSelect(guard, next, iv)
 	other := prevStage(b, stage, p.stages)
 	cur := map[*Staged]value.Value{}
+	parity := b.NewAnd(b.NewLShr(phase, stage), ConstI32(1))
 	for _, st := range p.loads {
 		cur[st] = b.NewMul(stage, ConstI32(int64(st.Stride)))
-		st.dyn = cur[st]
+		st.dyn, st.buf, st.parity = cur[st], stage, parity
 	}
-	l.prefetch = func() {
-		l.issueStaged(p, ivc, guard, func(st *Staged) value.Value {
-			return l.b.NewMul(other, ConstI32(int64(st.Stride)))
-		})
+	var free value.Value
+	if p.release {
+		free = freeParity(b, phase, other)
+	}
+	prefetch := func() {
+		l.issueStaged(p, ivc, guard, other, free)
 		for _, st := range p.loads {
-			st.dyn = cur[st]
+			st.dyn, st.buf = cur[st], stage
 		}
+	}
+	if p.release {
+		// Handed back at the first wait for this iteration's tiles (or at
+		// the end of the body), with no CTA barrier.
+		l.release = &pendingRelease{p: p, buf: other, cond: b.NewICmp(enum.IPredNE, iv, lo), prefetch: prefetch}
+	} else {
+		l.prefetch = prefetch
 	}
 	l.prefetchDepth = l.depth
 	p.active = true
@@ -262,11 +341,19 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, hi, stage value.Value) {
 
 // pipeExit runs after the loop: the last prefetches (guarded off, but
 // cp.async still zero-fills) must land before shared memory is reused.
-func (l *Lowerer) pipeExit(p *pipeline) {
+//
+// Released buffers: the last iteration's is handed back here (when the
+// loop ran), after its asynchronous dots, so that a later run of the loop
+// can fill it.
+func (l *Lowerer) pipeExit(p *pipeline, lo, hi, stage value.Value) {
+	if p.release {
+		l.awaitForBarrier()
+		l.target.(TileWaiter).ReleaseBuffer(l, p.loads, prevStage(l.b, stage, p.stages), l.b.NewICmp(enum.IPredSLT, lo, hi))
+	}
 	p.active = false
-	l.prefetch, l.armedPrefetch = nil, nil
+	l.prefetch, l.armedPrefetch, l.release = nil, nil, nil
 	for _, st := range p.loads {
-		st.dyn = nil
+		st.dyn, st.buf, st.parity = nil, nil, nil
 		st.live, st.ready = false, false
 	}
 	l.target.WaitStaged(l)
@@ -278,6 +365,30 @@ func (l *Lowerer) pipeExit(p *pipeline) {
 // latch (nextStage; see lowerFor).
 func pipeStage(hdr *ir.Block, pre *ir.Block) *ir.InstPhi {
 	return hdr.NewPhi(ir.NewIncoming(ConstI32(0), pre))
+}
+
+// pipePhase is the phi of the per-buffer fill parities (bit s for buffer
+// s); each iteration consumes one fill of its buffer (nextPhase). The
+// parities outlive the loop: a loop nested in another (the backward's GQA
+// loop) starts where its previous run ended, through a variable that
+// LLVM promotes to registers (0 at kernel entry; the loop's exit stores
+// it).
+func (l *Lowerer) pipePhase(p *pipeline, hdr *ir.Block, pre *ir.Block) *ir.InstPhi {
+	return hdr.NewPhi(ir.NewIncoming(pre.NewLoad(types.I32, l.phaseVarOf(p)), pre))
+}
+
+// phaseVarOf is p's variable of fill parities (0 at kernel entry).
+func (l *Lowerer) phaseVarOf(p *pipeline) *ir.InstAlloca {
+	if p.phaseVar == nil {
+		p.phaseVar = l.entry.NewAlloca(types.I32)
+		l.entry.NewStore(ConstI32(0), p.phaseVar)
+	}
+	return p.phaseVar
+}
+
+// nextPhase flips the bit of the buffer this iteration consumed.
+func nextPhase(b *ir.Block, phase, stage value.Value) value.Value {
+	return b.NewXor(phase, b.NewShl(ConstI32(1), stage))
 }
 
 // nextStage is (stage + 1) mod n.

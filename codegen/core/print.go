@@ -71,5 +71,10 @@ func (l *Lowerer) opNote(op *tir.Op, name func(*tir.Value) string) string {
 	if st.Resident {
 		s += ", resident"
 	}
+	if d, ok := st.Plan.(fmt.Stringer); ok {
+		if p := d.String(); p != "" {
+			s += ", " + p // the target's plan (sm90: "TMA via tma.k")
+		}
+	}
 	return s
 }

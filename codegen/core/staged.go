@@ -50,7 +50,61 @@ type Staged struct {
 	ready   bool        // live, and waited for by every thread behind a CTA barrier (AwaitStaged)
 	regions int         // regions lowered before it was issued (see StagedAfter)
 	dyn     value.Value // i32 bytes added to ByteOff: the buffer in use (pipelined tiles)
+	buf     value.Value // i32 index of that buffer (nil: 0)
+	parity  value.Value // i32 0/1: how many times the buffer in use was filled before, mod 2 (nil: 0)
+	free    value.Value // i32 0/1: the parity of the release a fill waits for (nil: none; FreeParity)
 	pipe    *pipeline   // the loop that prefetches it, or nil
+}
+
+// Buffer is the index (i32) of the buffer in use of a multi-buffered
+// tile: the one being filled while its copies are issued, the one read
+// while its dots are lowered (nil: buffer 0).
+func (st *Staged) Buffer() value.Value { return st.buf }
+
+// Parity is, while st's dots are lowered, the parity (i32 0/1) of the
+// fill of the buffer in use among that buffer's fills in its loop: what
+// a wait on a per-buffer mbarrier phase needs (nil: 0, the first fill).
+func (st *Staged) Parity() value.Value { return st.parity }
+
+// FreeParity is, while st's copies are issued into a buffer that
+// ReleaseBuffer hands back (TileWaiter), the parity (i32 0/1) of the
+// release of the buffer's previous fill; a fill waits for that release
+// (the first fill of a buffer waits for parity 1, which a fresh mbarrier
+// reports as complete). nil: the fill waits for nothing.
+func (st *Staged) FreeParity() value.Value { return st.free }
+
+// PipeLoop is the loop that prefetches st (pipeline-loads), or nil.
+func (st *Staged) PipeLoop() *tir.Op {
+	if st.pipe == nil {
+		return nil
+	}
+	return st.pipe.loop
+}
+
+// Stages is the number of buffers of st (1 unless pipelined).
+func (st *Staged) Stages() int {
+	if st.pipe == nil {
+		return 1
+	}
+	return st.pipe.stages
+}
+
+// TileWaiter is implemented by targets some of whose staged copies
+// complete on something other than cp.async groups (sm90's TMA, on
+// mbarriers): WaitTile waits for the buffer in use of st and reports
+// true, or reports false to leave st to cp.async.wait_group. Such copies
+// still commit a (empty) cp.async group each, so that the group counts
+// of the others stay right.
+type TileWaiter interface {
+	WaitTile(l *Lowerer, st *Staged) bool
+	// ReleasesBuffers reports whether the buffers of pipelined tile st are
+	// handed back for their next fill by ReleaseBuffer, which the fill
+	// waits for (Staged.FreeParity), instead of by a CTA barrier.
+	ReleasesBuffers(st *Staged) bool
+	// ReleaseBuffer marks buffer buf (i32) of tiles free for its next
+	// fill when cond (i1) holds: the calling thread's reads of it, its
+	// asynchronous dots included, are complete.
+	ReleaseBuffer(l *Lowerer, tiles []*Staged, buf, cond value.Value)
 }
 
 // StagedUse is one dot reading a staged tile: operand Operand of Dot,
@@ -92,6 +146,17 @@ func (l *Lowerer) StagedAddr(t types.Type, st *Staged, idx value.Value) value.Va
 		idx = l.b.NewAdd(idx, l.b.NewLShr(st.dyn, ConstI32(sh)))
 	}
 	return l.SharedAbs(t, st.ByteOff, idx)
+}
+
+// ReserveShared reserves bytes (8-byte aligned) of shared memory after
+// the staged tiles, before the scratch area, for the target's own use
+// (sm90's mbarriers), and returns their offset. Only after plan-async and
+// pipeline-loads placed the tiles.
+func (l *Lowerer) ReserveShared(bytes int) int {
+	off := roundUpTo(l.scratchBase, 8)
+	l.scratchBase = roundUpTo(off+bytes, 128)
+	l.smemBytes = max(l.smemBytes, l.scratchBase)
+	return off
 }
 
 // StagedDyn is the run-time byte offset of st's buffer in use from
@@ -213,15 +278,25 @@ func (l *Lowerer) AwaitStaged(op *tir.Op, tiles []*Staged) bool {
 			group = append(group, st)
 		}
 	}
-	last := group[0]
+	var last *Staged
+	tw, _ := l.target.(TileWaiter)
 	for _, st := range group {
 		st.ready = true
-		if st.seq > last.seq {
+		if tw != nil && tw.WaitTile(l, st) {
+			continue
+		}
+		if last == nil || st.seq > last.seq {
 			last = st
 		}
 	}
-	l.b.NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), ConstI32(int64(l.StagedAfter(last))))
-	return true
+	if last != nil {
+		l.b.NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), ConstI32(int64(l.StagedAfter(last))))
+	}
+	if r := l.release; r != nil && r.p.active && l.depth == l.prefetchDepth && l.branchDepth == 0 {
+		l.releaseBuffers()
+	}
+	// Tiles that every thread waited for itself need no CTA barrier.
+	return last != nil
 }
 
 // lowerStaged issues a staged load through the target and records it: its

@@ -46,3 +46,9 @@ type Target interface {
 	// (after a pipelined loop: its last prefetch).
 	WaitStaged(l *Lowerer)
 }
+
+// PrologueTarget is implemented by targets that emit code at the start of
+// the kernel body, before the first tile-IR op (sm90: mbarrier set-up).
+type PrologueTarget interface {
+	Prologue(l *Lowerer)
+}

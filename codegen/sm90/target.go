@@ -35,6 +35,17 @@ type Target struct {
 	Arch string
 	// WGMMA lowers eligible dots to wgmma.mma_async (sm_90a only).
 	WGMMA bool
+	// TMA copies eligible staged wgmma tiles with cp.async.bulk.tensor
+	// (tma.go; with WGMMA, unless FAC_TMA=0).
+	TMA bool
+	// Release hands a pipelined TMA tile's buffers back through empty
+	// mbarriers instead of a CTA barrier per iteration (unless
+	// FAC_TMA=barrier).
+	Release bool
+	// tmaBars are the arrival counts of the TMA tiles' mbarriers, 8 bytes
+	// each from tmaBase.
+	tmaBars []int
+	tmaBase int
 	// base holds the sm80 strategies used where Hopper's own are not.
 	base sm80.Target
 	// bases caches per-kernel tile offsets of layout bases (entry block).
@@ -52,13 +63,16 @@ var _ core.Target = (*Target)(nil)
 // New returns the target for arch (sm_90 or sm_90a), with wgmma when arch
 // is sm_90a unless FAC_WGMMA=0.
 func New(arch string) *Target {
-	return &Target{Arch: arch, WGMMA: arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"}
+	w := arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"
+	tma := w && !tmaOff()
+	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier()}
 }
 
-// Phases is sm90's phase table: today sm80's phases; warp specialization,
-// TMA lowering and fence insertion go here.
+// Phases is sm90's phase table: sm80's phases with Hopper's own operand
+// staging (select-async for shared tiles, stage-resident, tma-loads);
+// warp specialization goes here.
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, core.LowerLLVM}
+	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, core.LowerLLVM}
 }
 
 // DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.
@@ -114,9 +128,18 @@ func (t *Target) PlanStaged(l *core.Lowerer, st *core.Staged) (int, bool) {
 	return n, ok
 }
 
-// LowerStagedLoad: cp.async into the tile (swizzled for wgmma); TMA
-// (cp.async.bulk.tensor) replaces it.
+// LowerStagedLoad: TMA (tma-loads planned it), else cp.async into the
+// tile (swizzled for wgmma).
 func (t *Target) LowerStagedLoad(l *core.Lowerer, op *tir.Op, st *core.Staged) {
+	if p, ok := st.Plan.(*tilePlan); ok && p.tma != nil {
+		t.lowerTMA(l, st, p)
+		if st.Resident {
+			// Copied once, before the loop: wait for it here (TMA writes
+			// through the async proxy, which wgmma reads: no fence).
+			t.WaitTile(l, st)
+		}
+		return
+	}
 	if p, ok := st.Plan.(*tilePlan); ok {
 		t.lowerTileLoad(l, op, st, p)
 		if st.Resident {
@@ -131,5 +154,5 @@ func (t *Target) LowerStagedLoad(l *core.Lowerer, op *tir.Op, st *core.Staged) {
 	t.base.LowerStagedLoad(l, op, st)
 }
 
-// WaitStaged: cp.async groups, as sm80 (TMA would wait on its mbarriers).
+// WaitStaged: cp.async groups, as sm80 (TMA tiles: WaitTile).
 func (t *Target) WaitStaged(l *core.Lowerer) { t.base.WaitStaged(l) }

@@ -40,6 +40,7 @@ import (
 // its swizzled tile, which each use views directly or transposed.
 type tilePlan struct {
 	tile tile
+	tma  *tmaLoad // copied by TMA (tma-loads), or nil: cp.async
 }
 
 // wgmmaLayout reports whether dot op runs on wgmma, and its accumulator
@@ -140,7 +141,7 @@ func planTile(st *core.Staged) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	st.Plan = &tilePlan{v.tile}
+	st.Plan = &tilePlan{tile: v.tile}
 	return roundUp(v.bytes(), tileAlign), true
 }
 

@@ -52,7 +52,9 @@ func (d *Device) Prepare(k *Kernel, call *launch.Call, host map[string]any) (_ *
 			return nil, fmt.Errorf("kernel %s: %w", call.Kernel, err)
 		}
 	}
-	p.args = args(call, p.ptrs)
+	if p.args, err = args(k, call, p.ptrs); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -114,7 +116,12 @@ func (d *Device) Launch(k *Kernel, call *launch.Call, ptrs map[string]uintptr, s
 		}
 		dp[i] = cuda.DevicePtr(p)
 	}
-	return k.launch(call, args(call, dp), s)
+	// Tensor maps hold the addresses, so they are encoded per call.
+	a, err := args(k, call, dp)
+	if err != nil {
+		return err
+	}
+	return k.launch(call, a, s)
 }
 
 func (k *Kernel) launch(call *launch.Call, args []any, s cuda.Stream) error {
@@ -126,16 +133,69 @@ func (k *Kernel) launch(call *launch.Call, args []any, s cuda.Stream) error {
 		uint32(k.Art.SharedBytes), s, args...)
 }
 
-func args(call *launch.Call, ptrs []cuda.DevicePtr) []any {
+// args are the driver arguments of call (bound to k's parameters, or to
+// its tile-IR function's, which lack the tensor maps) with its buffers at
+// ptrs: device pointers, scalars and encoded tensor maps.
+func args(k *Kernel, call *launch.Call, ptrs []cuda.DevicePtr) ([]any, error) {
+	call, err := call.WithTensorMaps(k.Art.Params)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]any, len(call.Args))
 	for i, a := range call.Args {
-		if a.Buffer >= 0 {
+		tm, isMap := a.Value.(launch.TensorMap)
+		switch {
+		case a.Buffer >= 0:
 			out[i] = ptrs[a.Buffer]
-		} else {
+		case isMap:
+			if out[i], err = encodeTensorMap(call, tm, ptrs[tm.Buffer]); err != nil {
+				return nil, err
+			}
+		default:
 			out[i] = a.Value
 		}
 	}
-	return out
+	return out, nil
+}
+
+// tmaSwizzles are the driver's swizzle modes by span in bytes.
+var tmaSwizzles = map[int]cuda.TensorSwizzle{32: cuda.Swizzle32B, 64: cuda.Swizzle64B, 128: cuda.Swizzle128B}
+
+// encodeTensorMap builds the CUtensorMap of tm over the tensor at addr.
+func encodeTensorMap(call *launch.Call, tm launch.TensorMap, addr cuda.DevicePtr) (*cuda.TensorMap, error) {
+	tensor := call.Buffers[tm.Buffer].Name
+	// The driver's requirements, checked here to say what to do instead:
+	// the cp.async path takes any layout.
+	bad := ""
+	if addr%16 != 0 {
+		bad = fmt.Sprintf("address %#x", uint64(addr))
+	}
+	for i, st := range tm.Strides {
+		if bad == "" && st%16 != 0 {
+			bad = fmt.Sprintf("stride %d = %d bytes", i+1, st)
+		}
+	}
+	if bad != "" {
+		return nil, fmt.Errorf("kernel %s: tensor %s: TMA needs a 16-byte aligned address and strides that are multiples of 16 bytes (%s); set FAC_TMA=0 to compile the cp.async path", call.Kernel, tensor, bad)
+	}
+	dt := cuda.TensorBFloat16
+	switch tm.Elem {
+	case "bf16":
+	case "f16":
+		dt = cuda.TensorFloat16
+	default:
+		return nil, fmt.Errorf("kernel %s: tensor %s: no tensor map of %s", call.Kernel, tensor, tm.Elem)
+	}
+	sw, ok := tmaSwizzles[tm.Swizzle]
+	if !ok {
+		return nil, fmt.Errorf("kernel %s: tensor %s: no %d-byte swizzle", call.Kernel, tensor, tm.Swizzle)
+	}
+	m, err := cuda.TiledTensorMap{DataType: dt, Addr: addr, Dims: tm.Dims, Strides: tm.Strides, Box: tm.Box,
+		Swizzle: sw, L2Promotion: cuda.L2Promotion256B}.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: tensor map of %s: %w", call.Kernel, tensor, err)
+	}
+	return m, nil
 }
 
 func elemBytes(e string) (int, error) {

@@ -92,7 +92,11 @@ func (d *Device) PrepareSequence(steps []Step, host map[string]any) (_ *Sequence
 		for i, b := range st.Call.Buffers {
 			ptrs[i] = q.bufs[b.Name].ptr
 		}
-		q.args = append(q.args, args(st.Call, ptrs))
+		a, err := args(st.Kernel, st.Call, ptrs)
+		if err != nil {
+			return nil, err
+		}
+		q.args = append(q.args, a)
 	}
 	return q, nil
 }

@@ -1,0 +1,482 @@
+package sm90
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/codegen/core"
+	"github.com/fac-compiler/fac/tir"
+)
+
+// TMA staging (cp.async.bulk.tensor): a staged wgmma tile whose pointer
+// tensor is an affine tile of a kernel tensor — a kernel pointer plus
+// scalar coordinates times i32 stride parameters, plus a row vector
+// start + arange(R) times a stride parameter, plus the contiguous columns
+// arange(C) — is copied by one thread through a tensor map (a
+// grid-constant kernel parameter the runtime encodes, artifact.TMA), in
+// 64-column boxes that TMA's SWIZZLE_128B writes in exactly the panel
+// layout of tile.go. The copy completes on an mbarrier per buffer; every
+// thread waits on the buffer's phase parity (core.Staged.Parity) instead
+// of a cp.async group. Masks are the tensor map's bounds: the load's mask
+// may only be `rows < bound` for an i32 parameter bound (elements past it
+// read as zero, as the load's other = 0 says).
+//
+// The loads qualify when every thread waits on each fill of their buffers
+// exactly once: a pipelined loop's loads whose dots are in the loop's body
+// (not in a branch), and loads outside every loop (resident Q, K, V). Everything else keeps cp.async, and -v says
+// why (Result.Notes).
+
+// EnvTMA is the environment variable that turns TMA staging off ("0":
+// operands are then staged by cp.async as on sm80), or keeps a CTA
+// barrier per iteration instead of releasing buffers through empty
+// mbarriers ("barrier"). Like FAC_WGMMA, the choice is part of the
+// kernel's identity (codegen.Variant).
+const EnvTMA = "FAC_TMA"
+
+// TMA loads: the inline asm forms (the simulator knows the same strings).
+const (
+	asmMbarInit     = "mbarrier.init.shared::cta.b64 [$0], %d;" // arrivals per phase
+	asmMbarInitDone = "fence.mbarrier_init.release.cluster;"
+	asmExpectTx     = "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
+	asmArrive       = "mbarrier.arrive.shared::cta.b64 _, [$0];"
+	asmMbarWait     = "{\n.reg .pred P1;\nLAB_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;\n@!P1 bra LAB_WAIT;\n}"
+)
+
+// asmTMA is the tensor copy of an n-dim box: [$0] destination, [$1, {$2
+// .. $n+1}] tensor map and coordinates, [$n+2] mbarrier.
+func asmTMA(n int) (text, constraints string) {
+	cs := make([]string, n)
+	for i := range cs {
+		cs[i] = fmt.Sprintf("$%d", i+2)
+	}
+	text = fmt.Sprintf("cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {%s}], [$%d];",
+		n, strings.Join(cs, ", "), n+2)
+	return text, "r,l" + strings.Repeat(",r", n+1) + ",~{memory}"
+}
+
+// tmaLoad is the TMA plan of one staged tile.
+type tmaLoad struct {
+	param  int          // its tensor-map parameter (core.Lowerer.TensorMapParam)
+	coords []*tir.Value // coordinates of dims 1.. (nil: 0)
+	panels int          // 64-column boxes per tile
+	bars   int          // byte offset of its first full mbarrier (one per buffer, 8 bytes each)
+	empty  int          // byte offset of its first empty mbarrier (pipelined tiles), or -1
+}
+
+// tmaOff reports whether FAC_TMA=0 turns TMA staging off.
+func tmaOff() bool { return os.Getenv(EnvTMA) == "0" }
+
+// tmaBarrier reports whether FAC_TMA=barrier keeps the CTA barrier.
+func tmaBarrier() bool { return os.Getenv(EnvTMA) == "barrier" }
+
+// TMALoads is the phase that moves eligible staged tiles to TMA.
+var TMALoads = core.Phase{
+	Name: "tma-loads",
+	Doc:  "copy staged wgmma tiles that are affine tiles of a kernel tensor by TMA (one thread, a tensor map, an mbarrier per buffer)",
+	Run: func(l *core.Lowerer) error {
+		t, ok := l.Target().(*Target)
+		if !ok || !t.WGMMA || !t.TMA {
+			return nil
+		}
+		t.planTMA(l)
+		return nil
+	},
+}
+
+// planTMA finds the staged tiles TMA can copy and gives each a tensor-map
+// parameter and its mbarriers.
+func (t *Target) planTMA(l *core.Lowerer) {
+	loops := map[*tir.Op]int{} // op -> enclosing loops
+	parent := map[*tir.Op]*tir.Block{}
+	var walk func(b *tir.Block, depth int)
+	walk = func(b *tir.Block, depth int) {
+		for _, op := range b.Ops {
+			loops[op] = depth
+			parent[op] = b
+			d := depth
+			if op.Kind == tir.OpFor {
+				d++
+			}
+			for _, r := range op.Regions {
+				walk(r, d)
+			}
+		}
+	}
+	walk(l.Func().Body, 0)
+	var loads []*tmaLoad
+	l.Func().Body.Walk(func(op *tir.Op) bool {
+		st := l.StagedLoad(op)
+		if st == nil {
+			return true
+		}
+		p, ok := st.Plan.(*tilePlan)
+		if !ok || p.tile.w != 128 {
+			return true
+		}
+		if loop := st.PipeLoop(); loop != nil {
+			body := loop.Regions[0]
+			for _, u := range st.Uses() {
+				if parent[u.Dot] != body {
+					t.note(l, op, "cp.async: a dot reading it is in a branch")
+					return true
+				}
+			}
+		} else if loops[op] > 0 {
+			t.note(l, op, "cp.async: in a loop that does not pipeline it")
+			return true
+		}
+		spec, coords, why := matchTMA(l, op, p.tile)
+		if spec == nil {
+			t.note(l, op, "cp.async: "+why)
+			return true
+		}
+		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), empty: -1}
+		tl.param = l.AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
+		p.tma = tl
+		// Full barriers (one arrival: the fill's expect_tx), then, for a
+		// pipelined tile, empty ones (an arrival per warpgroup: its
+		// release).
+		for i := 0; i < st.Stages(); i++ {
+			t.tmaBars = append(t.tmaBars, 1)
+		}
+		if st.PipeLoop() != nil {
+			tl.empty = tl.bars + 8*st.Stages()
+			for i := 0; i < st.Stages(); i++ {
+				t.tmaBars = append(t.tmaBars, max(l.NumWarps()/4, 1))
+			}
+		}
+		loads = append(loads, tl)
+		return true
+	})
+	if len(t.tmaBars) > 0 {
+		// All mbarriers in one place after the tiles.
+		t.tmaBase = l.ReserveShared(8 * len(t.tmaBars))
+		for _, tl := range loads {
+			tl.bars += t.tmaBase
+			if tl.empty >= 0 {
+				tl.empty += t.tmaBase
+			}
+		}
+	}
+}
+
+// note records why a staged tile is not on TMA (fac compile -v prints the
+// notes).
+func (t *Target) note(l *core.Lowerer, op *tir.Op, s string) {
+	l.Note(fmt.Sprintf("load at %s: %s", op.Pos, s))
+}
+
+// matchTMA matches load op's pointer tensor and mask against the affine
+// form TMA describes (see the top of this file); it returns the tensor
+// map spec and the coordinates of dims 1.., or why not.
+func matchTMA(l *core.Lowerer, op *tir.Op, tl tile) (*artifact.TMA, []*tir.Value, string) {
+	e := op.Result().Type.Elem
+	if e != tir.BF16 && e != tir.F16 {
+		return nil, nil, "not a 16-bit tensor"
+	}
+	if len(op.Args) == 3 && !core.IsZeroConst(op.Args[2]) {
+		return nil, nil, "masked elements are not zero"
+	}
+	params := map[*tir.Value]bool{}
+	for _, p := range l.Func().Params {
+		params[p] = true
+	}
+	isParam := func(v *tir.Value, i32 bool) bool {
+		return params[v] && !v.Type.Ptr && (!i32 || v.Type.Elem == tir.I32)
+	}
+	var root *tir.Value
+	var terms []term
+	var ptr func(v *tir.Value) bool
+	ptr = func(v *tir.Value) bool {
+		switch {
+		case params[v] && v.Type.Ptr:
+			root = v
+			return true
+		case v.Def == nil:
+			return false
+		}
+		switch d := v.Def; d.Kind {
+		case tir.OpSplat, tir.OpBroadcast, tir.OpReshape:
+			return ptr(d.Args[0])
+		case tir.OpAddPtr:
+			return ptr(d.Args[0]) && offsets(d.Args[1], &terms, isParam)
+		}
+		return false
+	}
+	if !ptr(op.Args[0]) {
+		return nil, nil, "the pointer is not a kernel tensor plus offsets"
+	}
+	spec := &artifact.TMA{Tensor: root.Name, Swizzle: tl.w}
+	var row, col *vec
+	var rowStride string
+	var outer []term
+	for _, tm := range terms {
+		v, isVec := vecOf(tm.idx)
+		switch {
+		case isVec && v.dim == 0 && row == nil && tm.stride != nil:
+			row, rowStride = &v, tm.stride.Name
+		case isVec && v.dim == 1 && col == nil && tm.stride == nil && v.start == nil:
+			col = &v
+		case !isVec && tm.idx.Type.IsScalar() && tm.stride != nil:
+			outer = append(outer, tm)
+		default:
+			return nil, nil, "an offset is not a coordinate times a stride parameter"
+		}
+	}
+	switch {
+	case row == nil || col == nil:
+		return nil, nil, "no row vector times a stride parameter plus contiguous columns"
+	case row.n != tl.rows || col.n != tl.cols:
+		return nil, nil, "the tile is not the load's shape"
+	case len(outer) > 3:
+		return nil, nil, "more than five dims"
+	}
+	bound := ""
+	if len(op.Args) == 3 {
+		b, ok := rowBound(op.Args[1], *row, isParam)
+		if !ok {
+			return nil, nil, "the mask is not rows < a parameter"
+		}
+		bound = b
+	}
+	spec.Dims = []artifact.TMADim{{Extent: tl.cols}, {Stride: rowStride, Bound: bound}}
+	spec.Box = []int{tl.w / 2, tl.rows}
+	coords := []*tir.Value{row.start}
+	for _, o := range outer {
+		spec.Dims = append(spec.Dims, artifact.TMADim{Stride: o.stride.Name})
+		spec.Box = append(spec.Box, 1)
+		coords = append(coords, o.idx)
+	}
+	return spec, coords, ""
+}
+
+// term is one offset of a pointer: idx times stride (nil: 1).
+type term struct {
+	idx, stride *tir.Value
+}
+
+// offsets splits an i32 offset into terms (sums of products with a stride
+// parameter, through splats and broadcasts).
+func offsets(v *tir.Value, out *[]term, isParam func(*tir.Value, bool) bool) bool {
+	if d := v.Def; d != nil {
+		switch d.Kind {
+		case tir.OpAdd:
+			return offsets(d.Args[0], out, isParam) && offsets(d.Args[1], out, isParam)
+		case tir.OpBroadcast:
+			if s := d.Args[0]; s.Def != nil && (s.Def.Kind == tir.OpAdd || s.Def.Kind == tir.OpMul) {
+				return offsets(s, out, isParam)
+			}
+		case tir.OpMul:
+			for i := 0; i < 2; i++ {
+				if s := unsplat(d.Args[1-i]); isParam(s, true) {
+					*out = append(*out, term{idx: d.Args[i], stride: s})
+					return true
+				}
+			}
+		}
+	}
+	*out = append(*out, term{idx: v})
+	return true
+}
+
+// unsplat is v without splats and broadcasts of a scalar.
+func unsplat(v *tir.Value) *tir.Value {
+	for v.Def != nil && (v.Def.Kind == tir.OpSplat || v.Def.Kind == tir.OpBroadcast) && v.Def.Args[0].Type.IsScalar() {
+		v = v.Def.Args[0]
+	}
+	if v.Def != nil && v.Def.Kind == tir.OpSplat {
+		return v.Def.Args[0]
+	}
+	return v
+}
+
+// vec is start + arange(0, n) laid along dim of a 2-D tile (start nil: 0).
+type vec struct {
+	start *tir.Value
+	n     int
+	dim   int
+}
+
+// vecOf recognises broadcast(reshape(start + arange(0, n))) as a vec.
+func vecOf(v *tir.Value) (vec, bool) {
+	for v.Def != nil && v.Def.Kind == tir.OpBroadcast {
+		v = v.Def.Args[0]
+	}
+	d := v.Def
+	if d == nil || d.Kind != tir.OpReshape || len(v.Type.Shape) != 2 {
+		return vec{}, false
+	}
+	dim := 0
+	if v.Type.Shape[0] == 1 {
+		dim = 1
+	} else if v.Type.Shape[1] != 1 {
+		return vec{}, false
+	}
+	start, n, ok := rangeOf(d.Args[0])
+	return vec{start: start, n: n, dim: dim}, ok
+}
+
+// rangeOf recognises arange(0, n) and splat(s) + arange(0, n).
+func rangeOf(v *tir.Value) (*tir.Value, int, bool) {
+	d := v.Def
+	if d == nil {
+		return nil, 0, false
+	}
+	if d.Kind == tir.OpArange {
+		s, e := d.IntAttr("start"), d.IntAttr("end")
+		return nil, int(e - s), s == 0
+	}
+	if d.Kind != tir.OpAdd {
+		return nil, 0, false
+	}
+	for i := 0; i < 2; i++ {
+		a, s := d.Args[i], d.Args[1-i]
+		if s.Def != nil && s.Def.Kind == tir.OpSplat && a.Def != nil && a.Def.Kind == tir.OpArange && a.Def.IntAttr("start") == 0 {
+			return s.Def.Args[0], int(a.Def.IntAttr("end")), true
+		}
+	}
+	return nil, 0, false
+}
+
+// rowBound recognises mask = broadcast(row < splat(bound)) for the load's
+// row vector and an i32 parameter bound.
+func rowBound(m *tir.Value, row vec, isParam func(*tir.Value, bool) bool) (string, bool) {
+	for m.Def != nil && m.Def.Kind == tir.OpBroadcast {
+		m = m.Def.Args[0]
+	}
+	d := m.Def
+	if d == nil || d.Kind != tir.OpCmp || fmt.Sprint(d.Attr("pred")) != "lt" {
+		return "", false
+	}
+	r, ok := vecOf(d.Args[0])
+	b := unsplat(d.Args[1])
+	if !ok || r != row || !isParam(b, true) {
+		return "", false
+	}
+	return b.Name, true
+}
+
+// ---- emission ----
+
+// Prologue initialises the TMA loads' mbarriers (one thread; a CTA
+// barrier publishes them before anyone waits).
+func (t *Target) Prologue(l *core.Lowerer) {
+	if len(t.tmaBars) == 0 {
+		return
+	}
+	l.IfThen(l.Block().NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0)), "mbar.init", func() {
+		for i, n := range t.tmaBars {
+			l.Asm(types.Void, fmt.Sprintf(asmMbarInit, n), "r,~{memory}", true, sharedAddr32(l, t.tmaBase+8*i, nil))
+		}
+		l.Asm(types.Void, asmMbarInitDone, "~{memory}", true)
+	})
+	l.Barrier()
+}
+
+// sharedAddr32 is the shared-window address (i32) of byte off (+ dyn).
+func sharedAddr32(l *core.Lowerer, off int, dyn value.Value) value.Value {
+	b := l.Block()
+	a := b.NewPtrToInt(l.SharedAddress(types.I8, off, core.ConstI32(0)), types.I32)
+	if dyn != nil {
+		return b.NewAdd(a, dyn)
+	}
+	return a
+}
+
+// mbar is the address of the full mbarrier of st's buffer in use.
+func (tl *tmaLoad) mbar(l *core.Lowerer, st *core.Staged) value.Value {
+	return barOf(l, tl.bars, st.Buffer())
+}
+
+// barOf is the address of mbarrier buf (nil: 0) of the array at off.
+func barOf(l *core.Lowerer, off int, buf value.Value) value.Value {
+	var dyn value.Value
+	if buf != nil {
+		dyn = l.Block().NewShl(buf, core.ConstI32(3))
+	}
+	return sharedAddr32(l, off, dyn)
+}
+
+// lowerTMA issues the tile's copies from thread 0 (under the staged
+// load's guard): the expected bytes on the buffer's mbarrier, then one box
+// per 64-column panel. An empty cp.async group keeps the group counts of
+// cp.async tiles right (core.TileWaiter).
+func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
+	tl := p.tma
+	b := l.Block()
+	coords := make([]value.Value, len(tl.coords))
+	for i, c := range tl.coords {
+		coords[i] = core.ConstI32(0)
+		if c != nil {
+			coords[i] = l.Scalar(c)
+		}
+	}
+	var cond value.Value = b.NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0))
+	if st.Guard != nil {
+		cond = b.NewAnd(cond, st.Guard)
+	}
+	l.IfThen(cond, "tma", func() {
+		if free := st.FreeParity(); free != nil {
+			// The buffer's previous fill must have been released by
+			// every warpgroup (ReleaseBuffer).
+			l.Asm(types.Void, asmMbarWait, "r,r,~{memory}", true, barOf(l, tl.empty, st.Buffer()), free)
+		}
+		bar := tl.mbar(l, st)
+		l.Asm(types.Void, asmExpectTx, "r,r,~{memory}", true, bar, core.ConstI32(int64(p.tile.bytes())))
+		text, cons := asmTMA(1 + len(coords))
+		for k := 0; k < tl.panels; k++ {
+			dst := sharedAddr32(l, st.ByteOff+k*p.tile.rows*p.tile.w, st.StagedDyn())
+			args := append([]value.Value{dst, l.TensorMapParam(tl.param), core.ConstI32(int64(k * p.tile.w / 2))}, coords...)
+			l.Asm(types.Void, text, cons, true, append(args, bar)...)
+		}
+	})
+	l.Call("llvm.nvvm.cp.async.commit.group", types.Void)
+}
+
+// WaitTile waits on the mbarrier of a TMA tile's buffer in use.
+func (t *Target) WaitTile(l *core.Lowerer, st *core.Staged) bool {
+	p, ok := st.Plan.(*tilePlan)
+	if !ok || p.tma == nil {
+		return false
+	}
+	parity := st.Parity()
+	if parity == nil {
+		parity = core.ConstI32(0)
+	}
+	l.Asm(types.Void, asmMbarWait, "r,r,~{memory}", true, p.tma.mbar(l, st), parity)
+	return true
+}
+
+// ReleasesBuffers: a pipelined TMA tile's buffers are handed back through
+// its empty mbarriers.
+func (t *Target) ReleasesBuffers(st *core.Staged) bool {
+	p, ok := st.Plan.(*tilePlan)
+	return ok && p.tma != nil && p.tma.empty >= 0 && t.Release
+}
+
+// ReleaseBuffer arrives on the empty mbarriers of buffer buf of the tiles,
+// one thread per warpgroup (its wgmma reads are complete for the whole
+// warpgroup once any of its threads waited for them), when cond holds.
+func (t *Target) ReleaseBuffer(l *core.Lowerer, tiles []*core.Staged, buf, cond value.Value) {
+	b := l.Block()
+	lead := b.NewICmp(enum.IPredEQ, b.NewAnd(l.ThreadID(), core.ConstI32(127)), core.ConstI32(0))
+	l.IfThen(b.NewAnd(cond, lead), "release", func() {
+		for _, st := range tiles {
+			l.Asm(types.Void, asmArrive, "r,~{memory}", true, barOf(l, st.Plan.(*tilePlan).tma.empty, buf))
+		}
+	})
+}
+
+// String is the plan as --print-ir-after shows it: the copy engine.
+func (p *tilePlan) String() string {
+	if p.tma == nil {
+		return ""
+	}
+	return "TMA"
+}

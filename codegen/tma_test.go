@@ -1,0 +1,59 @@
+package codegen
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/codegen/sm90"
+)
+
+// TestTMAParams checks what tma-loads makes of the frontend flash_fwd
+// (Q resident; K and V pipelined): one tensor-map parameter per tensor,
+// described by its stride and bound parameters; none with FAC_TMA=0; and
+// a note for a load it cannot describe.
+func TestTMAParams(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	m, name := loadKernel(t, "frontend_flash_128x128")
+	res, err := Lower(m, name, Options{Arch: "sm_90a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*artifact.TMA{}
+	for _, p := range res.Params {
+		if p.Kind == ParamTensorMap {
+			got[p.TMA.Tensor] = p.TMA
+		}
+	}
+	want := &artifact.TMA{Tensor: "k", Swizzle: 128, Box: []int{64, 128, 1, 1},
+		Dims: []artifact.TMADim{{Extent: 128}, {Stride: "stride_ks", Bound: "seqlen_k"}, {Stride: "stride_kb"}, {Stride: "stride_kh"}}}
+	if len(got) != 3 || got["q"] == nil || got["v"] == nil || !reflect.DeepEqual(got["k"], want) {
+		t.Errorf("tensor maps: q %+v, k %+v, v %+v (%d), want k %+v", got["q"], got["k"], got["v"], len(got), want)
+	}
+	if !strings.Contains(res.LL, `!"grid_constant"`) || !strings.Contains(res.LL, "byval([128 x i8]) align 64") {
+		t.Error("tensor maps are not grid-constant byval parameters")
+	}
+
+	t.Setenv(sm90.EnvTMA, "0")
+	res, err = Lower(m, name, Options{Arch: "sm_90a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Params {
+		if p.Kind == ParamTensorMap || strings.Contains(res.LL, "cp.async.bulk.tensor") {
+			t.Fatalf("FAC_TMA=0: TMA parameter %s", p.Name)
+		}
+	}
+
+	// The hand-written kernel offsets its pointers by a flat scalar: no
+	// tensor map can hold that per-program offset.
+	t.Setenv(sm90.EnvTMA, "")
+	m, name = loadKernel(t, "flash_fwd_d64")
+	if res, err = Lower(m, name, Options{Arch: "sm_90a"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Notes) == 0 || !strings.Contains(res.Notes[0], "cp.async: an offset is not a coordinate times a stride parameter") {
+		t.Errorf("notes %q", res.Notes)
+	}
+}
