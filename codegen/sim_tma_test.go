@@ -374,6 +374,11 @@ func (t *simThread) tmaAsm(in *ir.InstCall, s string, args []uint64) bool {
 		strings.Contains(s, "mbarrier.arrive"),
 		strings.Contains(s, "mbarrier.init"),
 		strings.Contains(s, "fence.mbarrier_init"):
+	case s == asmCounterInit || s == asmRelease:
+		// sm90's release counters (tma.go): a shared u32 zeroed, then
+		// incremented modulo a limit by an acquire-release atomic.
+		t.counterAsm(in, s, args)
+		return true
 	default:
 		return false
 	}
@@ -892,4 +897,36 @@ func TestSimTMALand3D(t *testing.T) {
 			t.Fatalf("proxy mark of byte %d is %d after the copy", i, mk)
 		}
 	}
+}
+
+// The release counters' forms (codegen/sm90/tma.go).
+const (
+	asmCounterInit = "st.shared.u32 [$0], 0;"
+	asmRelease     = "atom.acq_rel.cta.shared::cta.inc.u32 $0, [$1], $2;"
+)
+
+// counterAsm runs a release counter's zeroing or its atom.inc: old value
+// returned, the counter set to old >= limit ? 0 : old + 1, under the
+// CTA's scheduler lock (atomic against the other threads).
+func (t *simThread) counterAsm(in *ir.InstCall, s string, args []uint64) {
+	addr := uint64(uint32(args[0])) // inputs: address (and limit)
+	sh := t.cta.shared
+	if addr%4 != 0 || addr+4 > uint64(len(sh)) {
+		t.cta.m.fail("%q: address %#x outside shared memory", s, addr)
+	}
+	sched := t.cta.sched
+	sched.mu.Lock()
+	defer sched.mu.Unlock()
+	w := sh[addr : addr+4]
+	if s == asmCounterInit {
+		binary.LittleEndian.PutUint32(w, 0)
+		return
+	}
+	old := binary.LittleEndian.Uint32(w)
+	next := old + 1
+	if old >= uint32(args[1]) {
+		next = 0
+	}
+	binary.LittleEndian.PutUint32(w, next)
+	t.vals[in] = uint64(old)
 }

@@ -86,7 +86,7 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	l.b = exit
 	if pl != nil {
 		l.b.NewStore(phase, pl.phaseVar)
-		l.pipeExit(pl, lo, hi, stage)
+		l.pipeExit(pl)
 	}
 	for i, r := range op.Results {
 		l.put(r, lays[i], phiValues(phis[i]))

@@ -44,8 +44,8 @@ type pipeline struct {
 }
 
 // pendingRelease is the release of the buffers the previous iteration
-// read, at the body's first wait for its tiles (releaseBuffers), which
-// also arms the prefetch into them.
+// read, armed at the body's first wait for its tiles (releaseBuffers);
+// the thread that releases them last refills them.
 type pendingRelease struct {
 	p        *pipeline
 	buf      value.Value // the buffer index the previous iteration read
@@ -53,19 +53,26 @@ type pendingRelease struct {
 	prefetch func()
 }
 
-// releaseBuffers runs the pending release: every asynchronous dot issued
+// releaseBuffers arms the pending release: every asynchronous dot issued
 // so far (the previous iteration's, which read the buffers) is waited
-// for, the buffers are handed back, and the prefetch into them is armed
-// (issued after the asynchronous dots that follow; the target's fills
-// wait for the release of every warpgroup).
+// for here, and after the asynchronous dots that follow, the buffers are
+// handed back, the last thread to do so issuing the prefetch into them.
+// No thread waits for another.
 func (l *Lowerer) releaseBuffers() {
 	r := l.release
 	l.release = nil
 	l.awaitForBarrier()
-	l.target.(TileWaiter).ReleaseBuffer(l, r.p.loads, r.buf, r.cond)
 	dirty := l.smemDirty // no barrier: what the body read stays unordered
 	l.armedPrefetch = func() {
-		r.prefetch()
+		l.target.(TileWaiter).ReleaseBuffer(l, r.p.loads, r.buf, r.cond, func() {
+			for _, st := range r.p.loads {
+				st.Elected = true
+			}
+			r.prefetch()
+			for _, st := range r.p.loads {
+				st.Elected = false
+			}
+		})
 		l.smemDirty = dirty
 	}
 }
@@ -82,13 +89,6 @@ func (l *Lowerer) releases(p *pipeline) bool {
 		}
 	}
 	return true
-}
-
-// freeParity is the parity of the release of buffer buf's previous fill,
-// from the fill parities phase: the buffer's consumed fills, minus one,
-// mod 2.
-func freeParity(b *ir.Block, phase, buf value.Value) value.Value {
-	return b.NewXor(b.NewAnd(b.NewLShr(phase, buf), ConstI32(1)), ConstI32(1))
 }
 
 // PipelineLoads is the optional phase that multi-buffers the staged loads
@@ -226,7 +226,7 @@ func (l *Lowerer) pipelineFor(loop *tir.Op) *pipeline {
 // issues the copies of its loads into buffer buf (nil: the first), under
 // guard (nil: always). The slice's values are lowered in a private
 // environment: the body lowers them again for its own iteration.
-func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf, free value.Value) {
+func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
 	saved := make([]map[string][]value.Value, len(p.defs))
 	for i, v := range p.defs {
 		saved[i] = l.env[v]
@@ -238,12 +238,12 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf, free value.Value) {
 	}
 	for _, st := range p.loads {
 		st.Guard = guard
-		st.dyn, st.buf, st.free = nil, buf, free
+		st.dyn, st.buf = nil, buf
 		if buf != nil {
 			st.dyn = l.b.NewMul(buf, ConstI32(int64(st.Stride)))
 		}
 		l.target.LowerStagedLoad(l, st.Load, st)
-		st.Guard, st.buf, st.free = nil, nil, nil
+		st.Guard, st.buf = nil, nil
 		l.stagedIssued++
 		l.inFlight++
 	}
@@ -265,23 +265,11 @@ func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
 	pro, join := l.newBlock("pipe.pro"), l.newBlock("pipe.join")
 	l.b.NewCondBr(l.b.NewICmp(enum.IPredSLT, lo, hi), pro, join)
 	l.b = pro
-	// A fill of a released buffer waits for the release of its previous
-	// fill (a loop run again, inside another loop).
-	var phase value.Value
-	free := func(k int) value.Value {
-		if !p.release {
-			return nil
-		}
-		if phase == nil {
-			phase = l.b.NewLoad(types.I32, l.phaseVarOf(p))
-		}
-		return freeParity(l.b, phase, ConstI32(int64(k)))
-	}
-	l.issueStaged(p, lo, nil, nil, free(0))
+	l.issueStaged(p, lo, nil, nil)
 	for k := 1; k < p.stages-1; k++ {
 		it := l.b.NewAdd(lo, l.b.NewMul(step, ConstI32(int64(k))))
 		guard := l.b.NewICmp(enum.IPredSLT, it, hi)
-		l.issueStaged(p, l.b.NewSelect(guard, it, lo), guard, ConstI32(int64(k)), free(k))
+		l.issueStaged(p, l.b.NewSelect(guard, it, lo), guard, ConstI32(int64(k)))
 	}
 	l.b.NewBr(join)
 	l.b = join
@@ -318,19 +306,15 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 		cur[st] = b.NewMul(stage, ConstI32(int64(st.Stride)))
 		st.dyn, st.buf, st.parity = cur[st], stage, parity
 	}
-	var free value.Value
-	if p.release {
-		free = freeParity(b, phase, other)
-	}
 	prefetch := func() {
-		l.issueStaged(p, ivc, guard, other, free)
+		l.issueStaged(p, ivc, guard, other)
 		for _, st := range p.loads {
 			st.dyn, st.buf = cur[st], stage
 		}
 	}
 	if p.release {
-		// Handed back at the first wait for this iteration's tiles (or at
-		// the end of the body), with no CTA barrier.
+		// Handed back after the first wait for this iteration's tiles (or
+		// at the end of the body), with no CTA barrier.
 		l.release = &pendingRelease{p: p, buf: other, cond: b.NewICmp(enum.IPredNE, iv, lo), prefetch: prefetch}
 	} else {
 		l.prefetch = prefetch
@@ -342,15 +326,14 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 // pipeExit runs after the loop: the last prefetches (guarded off, but
 // cp.async still zero-fills) must land before shared memory is reused.
 //
-// Released buffers: the last iteration's is handed back here (when the
-// loop ran), after its asynchronous dots, so that a later run of the loop
-// can fill it.
-func (l *Lowerer) pipeExit(p *pipeline, lo, hi, stage value.Value) {
-	if p.release {
-		l.awaitForBarrier()
-		l.target.(TileWaiter).ReleaseBuffer(l, p.loads, prevStage(l.b, stage, p.stages), l.b.NewICmp(enum.IPredSLT, lo, hi))
-	}
+// Released buffers: a CTA barrier here frees them all (the last
+// iteration's was not released), so that a later run of the loop (inside
+// another) fills them from its prologue without waiting.
+func (l *Lowerer) pipeExit(p *pipeline) {
 	p.active = false
+	if p.release {
+		l.Barrier()
+	}
 	l.prefetch, l.armedPrefetch, l.release = nil, nil, nil
 	for _, st := range p.loads {
 		st.dyn, st.buf, st.parity = nil, nil, nil

@@ -40,6 +40,10 @@ type Staged struct {
 	// hold for any element to be copied (a prefetch past the last
 	// iteration copies nothing).
 	Guard value.Value
+	// Elected, while the copies are issued, says that the thread lowering
+	// them is the one that issues them all (TileWaiter.ReleaseBuffer's
+	// fill), not every thread or a target-chosen one.
+	Elected bool
 	// Also are further dots of the load's block that read the same tile,
 	// in program order (sm90: the backward's Q is B of S = K·Qᵀ and of
 	// dK = dS·Q). The last of them consumes it.
@@ -52,7 +56,6 @@ type Staged struct {
 	dyn     value.Value // i32 bytes added to ByteOff: the buffer in use (pipelined tiles)
 	buf     value.Value // i32 index of that buffer (nil: 0)
 	parity  value.Value // i32 0/1: how many times the buffer in use was filled before, mod 2 (nil: 0)
-	free    value.Value // i32 0/1: the parity of the release a fill waits for (nil: none; FreeParity)
 	pipe    *pipeline   // the loop that prefetches it, or nil
 }
 
@@ -65,13 +68,6 @@ func (st *Staged) Buffer() value.Value { return st.buf }
 // fill of the buffer in use among that buffer's fills in its loop: what
 // a wait on a per-buffer mbarrier phase needs (nil: 0, the first fill).
 func (st *Staged) Parity() value.Value { return st.parity }
-
-// FreeParity is, while st's copies are issued into a buffer that
-// ReleaseBuffer hands back (TileWaiter), the parity (i32 0/1) of the
-// release of the buffer's previous fill; a fill waits for that release
-// (the first fill of a buffer waits for parity 1, which a fresh mbarrier
-// reports as complete). nil: the fill waits for nothing.
-func (st *Staged) FreeParity() value.Value { return st.free }
 
 // PipeLoop is the loop that prefetches st (pipeline-loads), or nil.
 func (st *Staged) PipeLoop() *tir.Op {
@@ -98,13 +94,15 @@ func (st *Staged) Stages() int {
 type TileWaiter interface {
 	WaitTile(l *Lowerer, st *Staged) bool
 	// ReleasesBuffers reports whether the buffers of pipelined tile st are
-	// handed back for their next fill by ReleaseBuffer, which the fill
-	// waits for (Staged.FreeParity), instead of by a CTA barrier.
+	// handed back for their next fill by ReleaseBuffer instead of by a CTA
+	// barrier.
 	ReleasesBuffers(st *Staged) bool
 	// ReleaseBuffer marks buffer buf (i32) of tiles free for its next
-	// fill when cond (i1) holds: the calling thread's reads of it, its
-	// asynchronous dots included, are complete.
-	ReleaseBuffer(l *Lowerer, tiles []*Staged, buf, cond value.Value)
+	// fill when cond (i1) holds (the calling thread's reads of it, its
+	// asynchronous dots included, are complete), and calls fill, which
+	// issues the next fill's copies from the calling thread
+	// (Staged.Elected), in the one thread that frees it last.
+	ReleaseBuffer(l *Lowerer, tiles []*Staged, buf, cond value.Value, fill func())
 }
 
 // StagedUse is one dot reading a staged tile: operand Operand of Dot,

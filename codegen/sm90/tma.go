@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
@@ -44,8 +45,11 @@ const (
 	asmMbarInit     = "mbarrier.init.shared::cta.b64 [$0], %d;" // arrivals per phase
 	asmMbarInitDone = "fence.mbarrier_init.release.cluster;"
 	asmExpectTx     = "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
-	asmArrive       = "mbarrier.arrive.shared::cta.b64 _, [$0];"
-	asmMbarWait     = "{\n.reg .pred P1;\nLAB_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;\n@!P1 bra LAB_WAIT;\n}"
+	// A release counter: zeroed, then counted up modulo the warpgroups;
+	// the thread that wraps it around frees the buffer last.
+	asmCounterInit = "st.shared.u32 [$0], 0;"
+	asmRelease     = "atom.acq_rel.cta.shared::cta.inc.u32 $0, [$1], $2;"
+	asmMbarWait    = "{\n.reg .pred P1;\nLAB_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;\n@!P1 bra LAB_WAIT;\n}"
 )
 
 // asmTMA is the tensor copy of an n-dim box: [$0] destination, [$1, {$2
@@ -66,7 +70,7 @@ type tmaLoad struct {
 	coords []*tir.Value // coordinates of dims 1.. (nil: 0)
 	panels int          // 64-column boxes per tile
 	bars   int          // byte offset of its first full mbarrier (one per buffer, 8 bytes each)
-	empty  int          // byte offset of its first empty mbarrier (pipelined tiles), or -1
+	empty  int          // byte offset of its first release counter (pipelined tiles; 8 bytes each), or -1
 }
 
 // tmaOff reports whether FAC_TMA=0 turns TMA staging off.
@@ -140,15 +144,14 @@ func (t *Target) planTMA(l *core.Lowerer) {
 		tl.param = l.AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
 		p.tma = tl
 		// Full barriers (one arrival: the fill's expect_tx), then, for a
-		// pipelined tile, empty ones (an arrival per warpgroup: its
-		// release).
+		// pipelined tile, release counters (ReleaseBuffer).
 		for i := 0; i < st.Stages(); i++ {
 			t.tmaBars = append(t.tmaBars, 1)
 		}
 		if st.PipeLoop() != nil {
 			tl.empty = tl.bars + 8*st.Stages()
 			for i := 0; i < st.Stages(); i++ {
-				t.tmaBars = append(t.tmaBars, max(l.NumWarps()/4, 1))
+				t.tmaBars = append(t.tmaBars, 0)
 			}
 		}
 		loads = append(loads, tl)
@@ -364,15 +367,20 @@ func rowBound(m *tir.Value, row vec, isParam func(*tir.Value, bool) bool) (strin
 
 // ---- emission ----
 
-// Prologue initialises the TMA loads' mbarriers (one thread; a CTA
-// barrier publishes them before anyone waits).
+// Prologue initialises the TMA loads' mbarriers and release counters (one
+// thread; a CTA barrier publishes them before anyone waits).
 func (t *Target) Prologue(l *core.Lowerer) {
 	if len(t.tmaBars) == 0 {
 		return
 	}
 	l.IfThen(l.Block().NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0)), "mbar.init", func() {
 		for i, n := range t.tmaBars {
-			l.Asm(types.Void, fmt.Sprintf(asmMbarInit, n), "r,~{memory}", true, sharedAddr32(l, t.tmaBase+8*i, nil))
+			a := sharedAddr32(l, t.tmaBase+8*i, nil)
+			if n == 0 {
+				l.Asm(types.Void, asmCounterInit, "r,~{memory}", true, a)
+				continue
+			}
+			l.Asm(types.Void, fmt.Sprintf(asmMbarInit, n), "r,~{memory}", true, a)
 		}
 		l.Asm(types.Void, asmMbarInitDone, "~{memory}", true)
 	})
@@ -417,16 +425,15 @@ func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 			coords[i] = l.Scalar(c)
 		}
 	}
-	var cond value.Value = b.NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0))
+	// Thread 0 issues the copies, or the thread ReleaseBuffer elected.
+	var cond value.Value = constant.True
+	if !st.Elected {
+		cond = b.NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0))
+	}
 	if st.Guard != nil {
 		cond = b.NewAnd(cond, st.Guard)
 	}
 	l.IfThen(cond, "tma", func() {
-		if free := st.FreeParity(); free != nil {
-			// The buffer's previous fill must have been released by
-			// every warpgroup (ReleaseBuffer).
-			l.Asm(types.Void, asmMbarWait, "r,r,~{memory}", true, barOf(l, tl.empty, st.Buffer()), free)
-		}
 		bar := tl.mbar(l, st)
 		l.Asm(types.Void, asmExpectTx, "r,r,~{memory}", true, bar, core.ConstI32(int64(p.tile.bytes())))
 		text, cons := asmTMA(1 + len(coords))
@@ -460,17 +467,34 @@ func (t *Target) ReleasesBuffers(st *core.Staged) bool {
 	return ok && p.tma != nil && p.tma.empty >= 0 && t.Release
 }
 
-// ReleaseBuffer arrives on the empty mbarriers of buffer buf of the tiles,
-// one thread per warpgroup (its wgmma reads are complete for the whole
-// warpgroup once any of its threads waited for them), when cond holds.
-func (t *Target) ReleaseBuffer(l *core.Lowerer, tiles []*core.Staged, buf, cond value.Value) {
+// ReleaseBuffer counts the release of buffer buf on the first tile's
+// release counter, from one thread per warpgroup (its wgmma reads are
+// complete for the whole warpgroup once any of its threads waited for
+// them), when cond holds; the thread whose count wraps the counter around
+// (the last warpgroup to release the buffer) refills it (fill). The
+// counter's acquire-release atomic orders every warpgroup's reads before
+// that thread's copies; no thread waits for another.
+//
+// Where there is nothing to release (cond false: the loop's first
+// iteration), thread 0 fills.
+func (t *Target) ReleaseBuffer(l *core.Lowerer, tiles []*core.Staged, buf, cond value.Value, fill func()) {
 	b := l.Block()
-	lead := b.NewICmp(enum.IPredEQ, b.NewAnd(l.ThreadID(), core.ConstI32(127)), core.ConstI32(0))
+	tid := l.ThreadID()
+	lead := b.NewICmp(enum.IPredEQ, b.NewAnd(tid, core.ConstI32(127)), core.ConstI32(0))
+	last := int64(max(l.NumWarps()/4, 1) - 1)
+	// The last count's old value, through a variable LLVM promotes to a
+	// register (-1: not counted here).
+	oldVar := l.Entry().NewAlloca(types.I32)
+	b.NewStore(core.ConstI32(-1), oldVar)
 	l.IfThen(b.NewAnd(cond, lead), "release", func() {
-		for _, st := range tiles {
-			l.Asm(types.Void, asmArrive, "r,~{memory}", true, barOf(l, st.Plan.(*tilePlan).tma.empty, buf))
-		}
+		old := l.Asm(types.I32, asmRelease, "=r,r,r,~{memory}", true,
+			barOf(l, tiles[0].Plan.(*tilePlan).tma.empty, buf), core.ConstI32(last))
+		l.Block().NewStore(old, oldVar)
 	})
+	b = l.Block()
+	isLast := b.NewICmp(enum.IPredEQ, b.NewLoad(types.I32, oldVar), core.ConstI32(last))
+	first := b.NewICmp(enum.IPredEQ, tid, core.ConstI32(0))
+	l.IfThen(b.NewSelect(cond, isLast, first), "refill", fill)
 }
 
 // String is the plan as --print-ir-after shows it: the copy engine.
