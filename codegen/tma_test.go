@@ -1,6 +1,8 @@
 package codegen
 
 import (
+	"bytes"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -56,4 +58,20 @@ func TestTMAParams(t *testing.T) {
 	if len(res.Notes) == 0 || !strings.Contains(res.Notes[0], "cp.async: an offset is not a coordinate times a stride parameter") {
 		t.Errorf("notes %q", res.Notes)
 	}
+}
+
+// TestTMAPrintGolden compares the layout-annotated IR of the frontend
+// flash_fwd after tma-loads (sm_90a, wgmma) with testdata/golden/phases: Q,
+// K and V staged "…, TMA".
+func TestTMAPrintGolden(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	m, k := loadKernel(t, "frontend_flash_128x128")
+	var out bytes.Buffer
+	if _, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "tma-loads", Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), ", TMA"); n != 3 {
+		t.Errorf("%d loads staged by TMA, want 3 (Q, K, V)", n)
+	}
+	checkGolden(t, filepath.Join("testdata", "golden", "phases", "frontend_flash_128x128.sm_90a-wgmma.tma-loads.txt"), out.Bytes())
 }
