@@ -24,7 +24,9 @@ import (
 // 64-column boxes that TMA's SWIZZLE_128B writes in exactly the panel
 // layout of tile.go. The copy completes on an mbarrier per buffer; every
 // thread waits on the buffer's phase parity (core.Staged.Parity) instead
-// of a cp.async group. Masks are the tensor map's bounds: the load's mask
+// of a cp.async group, and a pipelined loop's buffers go back through
+// release counters, the last warpgroup to release one refilling it
+// (ReleaseBuffer), with no CTA barrier per iteration. Masks are the tensor map's bounds: the load's mask
 // may only be `rows < bound` for an i32 parameter bound (elements past it
 // read as zero, as the load's other = 0 says).
 //
@@ -411,9 +413,9 @@ func barOf(l *core.Lowerer, off int, buf value.Value) value.Value {
 	return sharedAddr32(l, off, dyn)
 }
 
-// lowerTMA issues the tile's copies from thread 0 (under the staged
-// load's guard): the expected bytes on the buffer's mbarrier, then one box
-// per 64-column panel. An empty cp.async group keeps the group counts of
+// lowerTMA issues the tile's copies from thread 0, or from the thread
+// ReleaseBuffer elected (under the staged load's guard): the expected bytes
+// on the buffer's full mbarrier, then one box per 64-column panel. An empty cp.async group keeps the group counts of
 // cp.async tiles right (core.TileWaiter).
 func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 	tl := p.tma
@@ -461,7 +463,7 @@ func (t *Target) WaitTile(l *core.Lowerer, st *core.Staged) bool {
 }
 
 // ReleasesBuffers: a pipelined TMA tile's buffers are handed back through
-// its empty mbarriers.
+// its release counters (unless FAC_TMA=barrier).
 func (t *Target) ReleasesBuffers(st *core.Staged) bool {
 	p, ok := st.Plan.(*tilePlan)
 	return ok && p.tma != nil && p.tma.empty >= 0 && t.Release
