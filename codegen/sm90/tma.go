@@ -37,8 +37,8 @@ import (
 
 // EnvTMA is the environment variable that turns TMA staging off ("0":
 // operands are then staged by cp.async as on sm80), or keeps a CTA
-// barrier per iteration instead of releasing buffers through empty
-// mbarriers ("barrier"). Like FAC_WGMMA, the choice is part of the
+// barrier per iteration instead of releasing buffers through release
+// counters ("barrier"). Like FAC_WGMMA, the choice is part of the
 // kernel's identity (codegen.Variant).
 const EnvTMA = "FAC_TMA"
 
@@ -68,11 +68,11 @@ func asmTMA(n int) (text, constraints string) {
 
 // tmaLoad is the TMA plan of one staged tile.
 type tmaLoad struct {
-	param  int          // its tensor-map parameter (core.Lowerer.TensorMapParam)
-	coords []*tir.Value // coordinates of dims 1.. (nil: 0)
-	panels int          // 64-column boxes per tile
-	bars   int          // byte offset of its first full mbarrier (one per buffer, 8 bytes each)
-	empty  int          // byte offset of its first release counter (pipelined tiles; 8 bytes each), or -1
+	param    int          // its tensor-map parameter (core.Lowerer.TensorMapParam)
+	coords   []*tir.Value // coordinates of dims 1.. (nil: 0)
+	panels   int          // 64-column boxes per tile
+	bars     int          // byte offset of its first full mbarrier (one per buffer, 8 bytes each)
+	counters int          // byte offset of its loop's release counters (one per buffer, 8 bytes each), or -1
 }
 
 // tmaOff reports whether FAC_TMA=0 turns TMA staging off.
@@ -116,6 +116,7 @@ func (t *Target) planTMA(l *core.Lowerer) {
 	}
 	walk(l.Func().Body, 0)
 	var loads []*tmaLoad
+	counters := map[*tir.Op]int{} // pipelined loop -> its release counters
 	l.Func().Body.Walk(func(op *tir.Op) bool {
 		st := l.StagedLoad(op)
 		if st == nil {
@@ -142,19 +143,25 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			t.note(l, op, "cp.async: "+why)
 			return true
 		}
-		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), empty: -1}
+		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), counters: -1}
 		tl.param = l.AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
 		p.tma = tl
-		// Full barriers (one arrival: the fill's expect_tx), then, for a
-		// pipelined tile, release counters (ReleaseBuffer).
+		// Full barriers (one arrival: the fill's expect_tx); a pipelined
+		// loop's tiles share one release counter per buffer
+		// (ReleaseBuffer), made with its first tile.
 		for i := 0; i < st.Stages(); i++ {
 			t.tmaBars = append(t.tmaBars, 1)
 		}
-		if st.PipeLoop() != nil {
-			tl.empty = tl.bars + 8*st.Stages()
-			for i := 0; i < st.Stages(); i++ {
-				t.tmaBars = append(t.tmaBars, 0)
+		if loop := st.PipeLoop(); loop != nil {
+			c, ok := counters[loop]
+			if !ok {
+				c = 8 * len(t.tmaBars)
+				counters[loop] = c
+				for i := 0; i < st.Stages(); i++ {
+					t.tmaBars = append(t.tmaBars, 0)
+				}
 			}
+			tl.counters = c
 		}
 		loads = append(loads, tl)
 		return true
@@ -164,8 +171,8 @@ func (t *Target) planTMA(l *core.Lowerer) {
 		t.tmaBase = l.ReserveShared(8 * len(t.tmaBars))
 		for _, tl := range loads {
 			tl.bars += t.tmaBase
-			if tl.empty >= 0 {
-				tl.empty += t.tmaBase
+			if tl.counters >= 0 {
+				tl.counters += t.tmaBase
 			}
 		}
 	}
@@ -415,8 +422,9 @@ func barOf(l *core.Lowerer, off int, buf value.Value) value.Value {
 
 // lowerTMA issues the tile's copies from thread 0, or from the thread
 // ReleaseBuffer elected (under the staged load's guard): the expected bytes
-// on the buffer's full mbarrier, then one box per 64-column panel. An empty cp.async group keeps the group counts of
-// cp.async tiles right (core.TileWaiter).
+// on the buffer's full mbarrier, then one box per 64-column panel. An
+// empty cp.async group keeps the group counts of cp.async tiles right
+// (core.TileWaiter).
 func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 	tl := p.tma
 	b := l.Block()
@@ -466,11 +474,11 @@ func (t *Target) WaitTile(l *core.Lowerer, st *core.Staged) bool {
 // its release counters (unless FAC_TMA=barrier).
 func (t *Target) ReleasesBuffers(st *core.Staged) bool {
 	p, ok := st.Plan.(*tilePlan)
-	return ok && p.tma != nil && p.tma.empty >= 0 && t.Release
+	return ok && p.tma != nil && p.tma.counters >= 0 && t.Release
 }
 
-// ReleaseBuffer counts the release of buffer buf on the first tile's
-// release counter, from one thread per warpgroup (its wgmma reads are
+// ReleaseBuffer counts the release of buffer buf on the tiles' (their
+// loop's) release counter, from one thread per warpgroup (its wgmma reads are
 // complete for the whole warpgroup once any of its threads waited for
 // them), when cond holds; the thread whose count wraps the counter around
 // (the last warpgroup to release the buffer) refills it (fill). The
@@ -490,7 +498,7 @@ func (t *Target) ReleaseBuffer(l *core.Lowerer, tiles []*core.Staged, buf, cond 
 	b.NewStore(core.ConstI32(-1), oldVar)
 	l.IfThen(b.NewAnd(cond, lead), "release", func() {
 		old := l.Asm(types.I32, asmRelease, "=r,r,r,~{memory}", true,
-			barOf(l, tiles[0].Plan.(*tilePlan).tma.empty, buf), core.ConstI32(last))
+			barOf(l, tiles[0].Plan.(*tilePlan).tma.counters, buf), core.ConstI32(last))
 		l.Block().NewStore(old, oldVar)
 	})
 	b = l.Block()
