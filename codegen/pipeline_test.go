@@ -26,21 +26,22 @@ func TestPipelineLoads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g := groups(res.LL); g != 5 {
-			t.Errorf("%s: %d commit groups, want 5 (resident Q; K and V in the prologue and the prefetch)", name, g)
+		loops := kvLoops(m, k)
+		if g := groups(res.LL); g != 1+4*loops {
+			t.Errorf("%s: %d commit groups, want %d (resident Q; K and V in the prologue and the prefetch of each loop)", name, g, 1+4*loops)
 		}
 		if !strings.Contains(print.String(), "resident") {
 			t.Errorf("%s: Q is not resident (stage-resident) in the print after pipeline-loads", name)
 		}
-		if n := strings.Count(print.String(), "2 buffers"); n != 2 {
-			t.Errorf("%s: %d double-buffered tiles in the print after pipeline-loads, want 2:\n%s", name, n, print.String())
+		if n := strings.Count(print.String(), "2 buffers"); n != 2*loops {
+			t.Errorf("%s: %d double-buffered tiles in the print after pipeline-loads, want %d:\n%s", name, n, 2*loops, print.String())
 		}
 		off, err := Lower(m, k, Options{Arch: "sm_90a", Disable: map[string]bool{"pipeline-loads": true}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g := groups(off.LL); g != 3 {
-			t.Errorf("%s without pipeline-loads: %d commit groups, want 3", name, g)
+		if g := groups(off.LL); g != 1+2*loops {
+			t.Errorf("%s without pipeline-loads: %d commit groups, want %d (Q; K, V per loop)", name, g, 1+2*loops)
 		}
 		if off.SharedBytes >= res.SharedBytes {
 			t.Errorf("%s: shared memory %d pipelined, %d not: want more when double-buffered", name, res.SharedBytes, off.SharedBytes)

@@ -880,6 +880,10 @@ func (t *simThread) call(in *ir.InstCall) {
 			}
 		case strings.HasPrefix(s, "cvt.rn.bf16.f32"):
 			set(uint64(half.F32ToBF16(f32(args[0]))))
+		case strings.HasPrefix(s, "cvt.rn.bf16x2.f32"): // d = {a: upper, b: lower}
+			set(uint64(half.F32ToBF16(f32(args[0])))<<16 | uint64(half.F32ToBF16(f32(args[1]))))
+		case strings.HasPrefix(s, "cvt.rn.f16x2.f32"):
+			set(uint64(half.F32ToF16(f32(args[0])))<<16 | uint64(half.F32ToF16(f32(args[1]))))
 		case strings.HasPrefix(s, "tanh.approx.f32"):
 			set(uf32(float32(math.Tanh(float64(f32(args[0]))))))
 		case s == "bar.sync $0, 256;":

@@ -54,15 +54,15 @@ func TestWGMMAPTX(t *testing.T) {
 							if res.Conversions != 0 {
 								t.Errorf("%d shared-memory conversions, want 0 (Q resident)", res.Conversions)
 							}
-							// Q once; K and V each issued by the prologue and by the prefetch (pipeline-loads).
-							if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != 5 {
-								t.Errorf("%d cp.async groups, want 5 (Q; K, V in the prologue and the prefetch)", c)
+							// Q once; K and V each issued by the prologue and by the prefetch (pipeline-loads) of each loop.
+							loads := 1 + 4*kvLoops(m, name)
+							if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != loads {
+								t.Errorf("%d cp.async groups, want %d (Q; K, V in the prologue and the prefetch of each loop)", c, loads)
 							}
 							// The tiles (whole 1024-byte patterns), then, with TMA
 							// (tma-loads: the frontend kernels, whose addresses are
 							// tiles of their tensors), 128 bytes of mbarriers and
-							// five loads (Q; K and V in the prologue and the
-							// prefetch), a box per 64 columns.
+							// those loads, a box per 64 columns.
 							n := strings.Count(s, "cp.async.bulk.tensor.4d")
 							if want := min(n, 1) * 128; res.SharedBytes%1024 != want {
 								t.Errorf("shared memory %d is not whole 1024-byte tiles and %d bytes of mbarriers", res.SharedBytes, want)
@@ -72,8 +72,8 @@ func TestWGMMAPTX(t *testing.T) {
 							if n == 0 && !strings.Contains(s, "fence.proxy.async.shared::cta;") {
 								t.Error("cp.async tiles and no proxy fence")
 							}
-							if n%5 != 0 || (n == 0) == strings.HasPrefix(k, "frontend") {
-								t.Errorf("%d TMA copies, want a multiple of 5 (none: the hand-written kernels)", n)
+							if n%loads != 0 || (n == 0) == strings.HasPrefix(k, "frontend") {
+								t.Errorf("%d TMA copies, want a multiple of %d (none: the hand-written kernels)", n, loads)
 							}
 						}
 						if dir := os.Getenv("FAC_PTX_OUT"); dir != "" {
@@ -118,5 +118,13 @@ func TestWGMMAGoldenPTX(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkGolden(t, filepath.Join("testdata", "golden", "ptx", golden), ptx)
+		if kernel == "frontend_flash_128x128_pingpong" {
+			// One turn per kv block: Q·Kᵀ and the previous P·V together.
+			text := string(ptx)
+			loop := text[strings.Index(text, "// %for.hdr"):strings.Index(text, "// %for.exit")]
+			if s, a := strings.Count(loop, "bar.sync %r"), strings.Count(loop, "bar.arrive %r"); s != 1 || a != 1 {
+				t.Errorf("pingpong loop has %d turn waits and %d hand-overs, want 1 and 1", s, a)
+			}
+		}
 	}
 }

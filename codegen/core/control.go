@@ -36,6 +36,10 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	var stage, phase *ir.InstPhi
 	if pl != nil {
 		stage, phase = pipeStage(hdr, pre), l.pipePhase(pl, hdr, pre)
+		pl.aheadPhis = nil
+		for _, v := range pl.aheadNext {
+			pl.aheadPhis = append(pl.aheadPhis, hdr.NewPhi(ir.NewIncoming(v, pre)))
+		}
 	}
 	phis := make([][]*ir.InstPhi, len(lays))
 	for i, regs := range inits {
@@ -75,6 +79,9 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	if pl != nil {
 		stage.Incs = append(stage.Incs, ir.NewIncoming(nextStage(latch, stage, pl.stages), latch))
 		phase.Incs = append(phase.Incs, ir.NewIncoming(nextPhase(latch, phase, stage), latch))
+		for i, ph := range pl.aheadPhis {
+			ph.Incs = append(ph.Incs, ir.NewIncoming(pl.aheadNext[i], latch))
+		}
 	}
 	latch.NewBr(hdr)
 	iv.Incs = append(iv.Incs, ir.NewIncoming(next, latch))

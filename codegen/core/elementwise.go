@@ -150,7 +150,7 @@ func (l *Lowerer) unary(k tir.Kind, e tir.Elem, x value.Value) value.Value {
 	case tir.OpLog2:
 		r = l.Call("llvm.nvvm.lg2.approx.f", types.Float, f)
 	case tir.OpTanh:
-		r = l.asm(types.Float, "tanh.approx.f32 $0, $1;", "=f,f", false, f)
+		r = l.pure(types.Float, "tanh.approx.f32 $0, $1;", "=f,f", f)
 	case tir.OpSqrt:
 		r = l.Call("llvm.sqrt.f32", types.Float, f)
 	default:

@@ -71,6 +71,7 @@ func (l *Lowerer) lowerKernel() {
 		pt.Prologue(l)
 	}
 	l.lowerBlock(l.f.Body)
+	l.fusePhiPacks()
 	l.b.NewRet(nil)
 	l.entry.NewBr(body)
 }
@@ -145,13 +146,28 @@ func (l *Lowerer) Lin(lay Layout, shape []int) *Linear {
 // lowerBlock lowers b's ops and returns its terminator (or nil).
 func (l *Lowerer) lowerBlock(b *tir.Block) *tir.Op {
 	defer l.awaitBlockEnd()
-	for _, op := range b.Ops {
+	outer, outerIdx := l.curOps, l.curIdx
+	defer func() { l.curOps, l.curIdx = outer, outerIdx }()
+	for i, op := range b.Ops {
 		if op.Kind.IsTerminator() {
 			return op
 		}
+		l.curOps, l.curIdx = b.Ops, i
 		l.lowerOp(op)
 	}
 	return nil
+}
+
+// Neighbor returns the op d places from the one being lowered in its block
+// (d = -1: the one before), or nil past either end or at the terminator.
+// Targets use it to group adjacent ops (sm90: one pingpong turn for the
+// dots issued back to back).
+func (l *Lowerer) Neighbor(d int) *tir.Op {
+	i := l.curIdx + d
+	if l.curOps == nil || i < 0 || i >= len(l.curOps) || l.curOps[i].Kind.IsTerminator() {
+		return nil
+	}
+	return l.curOps[i]
 }
 
 func (l *Lowerer) lowerOp(op *tir.Op) {

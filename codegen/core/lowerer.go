@@ -106,7 +106,12 @@ type Lowerer struct {
 	// smemDirty: shared memory may have been accessed since the last
 	// barrier on some path to here (a staged load must then sync first).
 	smemDirty bool
-	barriers  int // CTA barriers emitted (Barriers)
+	barriers  int       // CTA barriers emitted (Barriers)
+	packs     []phiPack // packs of two loop-carried halves, fused when the kernel is done (pack.go)
+	// The ops of the block being lowered and the index of the current one
+	// (Neighbor).
+	curOps []*tir.Op
+	curIdx int
 }
 
 // NewLowerer starts the lowering of kernel f for arch on target with nw

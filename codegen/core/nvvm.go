@@ -140,14 +140,35 @@ func (l *Lowerer) Call(name string, ret types.Type, args ...value.Value) value.V
 // asm emits an inline-asm call. sideEffect marks asm that writes memory
 // or must not move (stores); pure=true marks it readnone (arithmetic).
 func (l *Lowerer) asm(ret types.Type, text, constraints string, sideEffect bool, args ...value.Value) value.Value {
+	c := newAsm(ret, text, constraints, sideEffect, args...)
+	l.b.Insts = append(l.b.Insts, c)
+	return c
+}
+
+// pure emits an inline-asm call that computes its result from its operands
+// alone (readnone), so LLVM drops it when the result is unused and may
+// hoist or merge it.
+func (l *Lowerer) pure(ret types.Type, text, constraints string, args ...value.Value) value.Value {
+	c := newPureAsm(ret, text, constraints, args...)
+	l.b.Insts = append(l.b.Insts, c)
+	return c
+}
+
+func newPureAsm(ret types.Type, text, constraints string, args ...value.Value) *ir.InstCall {
+	c := newAsm(ret, text, constraints, false, args...)
+	c.FuncAttrs = append(c.FuncAttrs, enum.FuncAttrReadNone)
+	return c
+}
+
+// newAsm returns an inline-asm call, not yet in a block.
+func newAsm(ret types.Type, text, constraints string, sideEffect bool, args ...value.Value) *ir.InstCall {
 	pts := make([]types.Type, len(args))
 	for i, a := range args {
 		pts[i] = a.Type()
 	}
-	ft := types.NewFunc(ret, pts...)
-	ia := ir.NewInlineAsm(types.NewPointer(ft), text, constraints)
+	ia := ir.NewInlineAsm(types.NewPointer(types.NewFunc(ret, pts...)), text, constraints)
 	ia.SideEffect = sideEffect
-	c := l.b.NewCall(ia, args...)
+	c := ir.NewCall(ia, args...)
 	if !sideEffect {
 		c.FuncAttrs = append(c.FuncAttrs, enum.FuncAttrNoUnwind)
 	}
@@ -216,7 +237,7 @@ func (l *Lowerer) fromF32(v value.Value, e tir.Elem) value.Value {
 	case tir.F16:
 		return l.b.NewBitCast(l.b.NewFPTrunc(v, types.Half), types.I16)
 	case tir.BF16:
-		return l.asm(types.I16, "cvt.rn.bf16.f32 $0, $1;", "=h,f", false, v)
+		return l.pure(types.I16, "cvt.rn.bf16.f32 $0, $1;", "=h,f", v)
 	}
 	Fail("fromF32 to %s", e)
 	return nil

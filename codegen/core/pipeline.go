@@ -2,6 +2,7 @@ package core
 
 import (
 	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
@@ -41,6 +42,16 @@ type pipeline struct {
 	// release: the target hands every load's buffers back by
 	// TileWaiter.ReleaseBuffer, so the body needs no CTA barrier for them.
 	release bool
+	// ahead are the slice's scalar loads (the block-list entries of the
+	// attention kernels) and aheadSlice the slice ops they depend on, in
+	// order. They are read one iteration before the prefetch that needs
+	// them (readAhead): aheadPhis carry the values into the iteration that
+	// prefetches, aheadNext are the next iteration's.
+	ahead      []*tir.Op
+	aheadSlice []*tir.Op
+	aheadPhis  []*ir.InstPhi
+	aheadNext  []value.Value
+	aheadCur   []value.Value // the values for this iteration's prefetch
 }
 
 // pendingRelease is the release of the buffers the previous iteration
@@ -217,9 +228,45 @@ func (l *Lowerer) pipelineFor(loop *tir.Op) *pipeline {
 		if need[op] {
 			p.slice = append(p.slice, op)
 			p.defs = append(p.defs, op.Results...)
+			if op.Kind == tir.OpLoad && op.Result().Type.IsScalar() {
+				p.ahead = append(p.ahead, op)
+			}
 		}
 	}
+	p.aheadSlice = sliceOf(p.slice, p.ahead)
 	return p
+}
+
+// sliceOf returns the ops of slice (in order) that roots depend on, roots
+// included.
+func sliceOf(slice, roots []*tir.Op) []*tir.Op {
+	in := map[*tir.Op]bool{}
+	for _, op := range slice {
+		in[op] = true
+	}
+	need := map[*tir.Op]bool{}
+	var visit func(op *tir.Op)
+	visit = func(op *tir.Op) {
+		if !in[op] || need[op] {
+			return
+		}
+		need[op] = true
+		for _, a := range op.Args {
+			if a.Def != nil {
+				visit(a.Def)
+			}
+		}
+	}
+	for _, r := range roots {
+		visit(r)
+	}
+	var out []*tir.Op
+	for _, op := range slice {
+		if need[op] {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 // issueStaged lowers p's slice with the induction variable = iv and
@@ -233,7 +280,17 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
 		delete(l.env, v)
 	}
 	l.put(p.defs[0], scalarL, []value.Value{iv})
+	read := map[*tir.Op]value.Value{}
+	if p.aheadCur != nil {
+		for i, op := range p.ahead {
+			read[op] = p.aheadCur[i]
+		}
+	}
 	for _, op := range p.slice {
+		if v, ok := read[op]; ok {
+			l.put(op.Result(), scalarL, []value.Value{v})
+			continue
+		}
 		l.lowerOp(op)
 	}
 	for _, st := range p.loads {
@@ -256,6 +313,40 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
 	}
 }
 
+// readAhead returns the values of p's scalar loads in iteration iv,
+// lowered in a private environment like issueStaged's.
+func (l *Lowerer) readAhead(p *pipeline, iv value.Value) []value.Value {
+	saved := make([]map[string][]value.Value, len(p.defs))
+	for i, v := range p.defs {
+		saved[i] = l.env[v]
+		delete(l.env, v)
+	}
+	l.put(p.defs[0], scalarL, []value.Value{iv})
+	for _, op := range p.aheadSlice {
+		l.lowerOp(op)
+	}
+	out := make([]value.Value, len(p.ahead))
+	for i, op := range p.ahead {
+		out[i] = l.Get(op.Result(), scalarL)[0]
+	}
+	for i, v := range p.defs {
+		if saved[i] == nil {
+			delete(l.env, v)
+		} else {
+			l.env[v] = saved[i]
+		}
+	}
+	return out
+}
+
+// aheadIter is the iteration k steps after iv, or iv when that is past the
+// end (so that the slice reads what a real iteration reads).
+func aheadIter(b *ir.Block, iv, step, hi value.Value, k int) (it, guard value.Value) {
+	next := b.NewAdd(iv, b.NewMul(step, ConstI32(int64(k))))
+	guard = b.NewICmp(enum.IPredSLT, next, hi)
+	return b.NewSelect(guard, next, iv), guard
+}
+
 // pipePrologue issues the copies of iterations lo .. lo+(stages-2)·step
 // into buffers 0 .. stages-2 when the loop runs at all (the slice may read
 // out of bounds for an empty loop, e.g. an empty block list); those past
@@ -263,17 +354,43 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
 func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
 	p.release = l.releases(p)
 	pro, join := l.newBlock("pipe.pro"), l.newBlock("pipe.join")
+	pre := l.b
 	l.b.NewCondBr(l.b.NewICmp(enum.IPredSLT, lo, hi), pro, join)
 	l.b = pro
 	l.issueStaged(p, lo, nil, nil)
 	for k := 1; k < p.stages-1; k++ {
-		it := l.b.NewAdd(lo, l.b.NewMul(step, ConstI32(int64(k))))
-		guard := l.b.NewICmp(enum.IPredSLT, it, hi)
-		l.issueStaged(p, l.b.NewSelect(guard, it, lo), guard, ConstI32(int64(k)))
+		it, guard := aheadIter(l.b, lo, step, hi, k)
+		l.issueStaged(p, it, guard, ConstI32(int64(k)))
 	}
+	// The block-list entries of the loop's first prefetch.
+	var first []value.Value
+	if len(p.ahead) > 0 {
+		it, _ := aheadIter(l.b, lo, step, hi, p.stages-1)
+		first = l.readAhead(p, it)
+	}
+	proEnd := l.b
 	l.b.NewBr(join)
 	l.b = join
+	p.aheadNext = nil
+	for i, v := range first {
+		p.aheadNext = append(p.aheadNext, join.NewPhi(ir.NewIncoming(v, proEnd), ir.NewIncoming(zeroOf(p.ahead[i].Result().Type), pre)))
+	}
 	l.smemDirty = true
+}
+
+// zeroOf is the zero register of scalar type t.
+func zeroOf(t tir.Type) value.Value {
+	switch {
+	case t.Ptr:
+		return constant.NewNull(ptrType(t.Elem))
+	case t.Elem == tir.I1:
+		return constant.False
+	case t.Elem == tir.I64:
+		return constant.NewInt(types.I64, 0)
+	case t.Elem == tir.F32:
+		return constant.NewFloat(types.Float, 0)
+	}
+	return ConstI32(0)
 }
 
 // pipeBodyTop runs at the top of the loop body: the current tiles are
@@ -296,9 +413,14 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 	}
 	l.stagedIssued += (p.stages - 2) * len(p.loads) // the later iterations' groups
 	b := l.b
-	next := b.NewAdd(iv, b.NewMul(step, ConstI32(int64(p.stages-1))))
-	guard := b.NewICmp(enum.IPredSLT, next, hi)
-	ivc := b.NewSelect(guard, next, iv)
+	ivc, guard := aheadIter(b, iv, step, hi, p.stages-1)
+	if len(p.ahead) > 0 {
+		// The next iteration's prefetch reads its block-list entries now,
+		// so that the thread issuing it does not wait for global memory.
+		p.aheadCur = phiValues(p.aheadPhis)
+		it, _ := aheadIter(b, iv, step, hi, p.stages)
+		p.aheadNext = l.readAhead(p, it)
+	}
 	other := prevStage(b, stage, p.stages)
 	cur := map[*Staged]value.Value{}
 	parity := b.NewAnd(b.NewLShr(phase, stage), ConstI32(1))
@@ -335,6 +457,7 @@ func (l *Lowerer) pipeExit(p *pipeline) {
 		l.Barrier()
 	}
 	l.prefetch, l.armedPrefetch, l.release = nil, nil, nil
+	p.aheadCur, p.aheadNext, p.aheadPhis = nil, nil, nil
 	for _, st := range p.loads {
 		st.dyn, st.buf, st.parity = nil, nil, nil
 		st.live, st.ready = false, false

@@ -74,7 +74,7 @@ func mmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.V
 	f16 := at.Elem == tir.F16
 	half2 := types.NewVector(2, types.Half)
 	pack := func(lo, hi value.Value) value.Value {
-		w := l.Block().NewOr(l.Block().NewZExt(lo, types.I32), l.Block().NewShl(l.Block().NewZExt(hi, types.I32), core.ConstI32(16)))
+		w := l.PackHalves(lo, hi)
 		if f16 {
 			return l.Block().NewBitCast(w, half2)
 		}

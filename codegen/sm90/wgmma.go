@@ -249,10 +249,18 @@ func (t *Target) storeTile(l *core.Lowerer, src []value.Value, x *core.Linear, t
 			b.NewStore(src[r], b.NewBitCast(a, core.SharedPtr(types.I16)))
 			continue
 		}
-		vt := types.NewVector(uint64(v), types.I16)
-		var vec value.Value = undefOf(vt)
-		for i := 0; i < v; i++ {
-			vec = b.NewInsertElement(vec, src[r+i], core.ConstI32(int64(i)))
+		// Pairs packed into i32 (one cvt.rn.*x2 each where they are
+		// roundings: the backward's dS).
+		var vec value.Value
+		vt := types.Type(types.I32)
+		if v == 2 {
+			vec = l.PackHalves(src[r], src[r+1])
+		} else {
+			vt = types.NewVector(uint64(v/2), types.I32)
+			vec = undefOf(vt)
+			for i := 0; i < v/2; i++ {
+				vec = b.NewInsertElement(vec, l.PackHalves(src[r+2*i], src[r+2*i+1]), core.ConstI32(int64(i)))
+			}
 		}
 		b.NewStore(vec, b.NewBitCast(a, core.SharedPtr(vt))).Align = alignOf(2 * v)
 	}
@@ -337,10 +345,8 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 			core.Fail("internal error: wgmma A operand has %d registers", len(a))
 		}
 		aRegs = make([]value.Value, len(a)/2)
-		b := l.Block()
 		for i := range aRegs {
-			lo, hi := b.NewZExt(a[2*i], types.I32), b.NewZExt(a[2*i+1], types.I32)
-			aRegs[i] = b.NewOr(lo, b.NewShl(hi, core.ConstI32(16)))
+			aRegs[i] = l.PackHalves(a[2*i], a[2*i+1])
 		}
 		aRegs = pin(l, aRegs, types.I32, "r")
 	}
@@ -357,9 +363,11 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 	pp := t.pingpong(l)
 	var wg value.Value
 	if pp {
+		wg = l.Block().NewLShr(l.WarpID(), core.ConstI32(2))
+	}
+	if pp && !t.isWGMMA(l, l.Neighbor(-1)) {
 		// Wait for this warpgroup's turn to issue (named barrier 1 + g,
 		// which the other warpgroup arrives at after its own issue).
-		wg = l.Block().NewLShr(l.WarpID(), core.ConstI32(2))
 		l.Asm(types.Void, "bar.sync $0, 256;", "r,~{memory}", true, l.Block().NewAdd(wg, core.ConstI32(1)))
 	}
 	l.Asm(types.Void, "wgmma.fence.sync.aligned;", "~{memory}", true)
@@ -397,7 +405,7 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 	if len(writes) > 0 {
 		t.scratchRead, t.scratchBar = true, l.Barriers()
 	}
-	if pp {
+	if pp && !t.isWGMMA(l, l.Neighbor(1)) {
 		// The other warpgroup's turn: barrier 2 - g.
 		l.Asm(types.Void, "bar.arrive $0, 256;", "r,~{memory}", true, l.Block().NewSub(core.ConstI32(2), wg))
 	}
@@ -413,14 +421,26 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 	return acc
 }
 
+// isWGMMA reports whether op is a dot lowered to wgmma.
+func (t *Target) isWGMMA(l *core.Lowerer, op *tir.Op) bool {
+	if op == nil || op.Kind != tir.OpDot {
+		return false
+	}
+	_, ok := t.wgmmaLayout(l, op)
+	return ok
+}
+
 // pingpong reports whether the kernel's wgmma dots run in pingpong (its
 // compile-time argument pingpong = true, on exactly two warpgroups): the
 // two warpgroups issue their GEMMs in turn, ordered by named barriers 1
 // and 2, so that one warpgroup's GEMMs run on the tensor cores while the
 // other computes its softmax (FlashAttention-3's pingpong schedule). The
 // first turn is warpgroup 0's: warpgroup 1 arrives at barrier 1 on entry.
-// Every dot is a turn, so both warpgroups must run the same sequence of
-// wgmma dots (uniform control flow, as the attention kernels have).
+// A turn is a run of wgmma dots adjacent in their block (with
+// overlap-softmax, Q·Kᵀ of one kv block and P·V of the one before: the
+// softmax of one warpgroup then runs under both GEMMs of the other, as in
+// FlashAttention-3), so both warpgroups must run the same sequence of turns
+// (uniform control flow, as the attention kernels have).
 func (t *Target) pingpong(l *core.Lowerer) bool {
 	on, _ := l.Func().Attr("pingpong").(bool)
 	if !on || l.NumWarps() != 8 {

@@ -30,7 +30,7 @@ body1:
 	%22 = bitcast i32 %21 to float
 	%23 = fadd float %13, %22
 	%24 = call float @llvm.nvvm.ex2.approx.ftz.f(float %23)
-	%25 = call i16 asm "cvt.rn.bf16.f32 $0, $1;", "=h,f"(float %24) nounwind
+	%25 = call i16 asm "cvt.rn.bf16.f32 $0, $1;", "=h,f"(float %24) nounwind readnone
 	%26 = sext i32 %3 to i64
 	%27 = mul i64 %26, 2
 	%28 = ptrtoint i16 addrspace(1)* %out to i64
