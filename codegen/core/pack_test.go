@@ -69,7 +69,7 @@ func TestPairwise(t *testing.T) {
 			in[i] = string(rune('a' + i))
 		}
 		depth := map[string]int{}
-		got := pairwiseOf(in, func(a, b string) string {
+		got := pairwise(in, func(a, b string) string {
 			s := "(" + a + b + ")"
 			depth[s] = max(depth[a], depth[b]) + 1
 			return s

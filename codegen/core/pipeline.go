@@ -2,7 +2,6 @@ package core
 
 import (
 	"github.com/llir/llvm/ir"
-	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
@@ -271,39 +270,47 @@ func sliceOf(slice, roots []*tir.Op) []*tir.Op {
 
 // issueStaged lowers p's slice with the induction variable = iv and
 // issues the copies of its loads into buffer buf (nil: the first), under
-// guard (nil: always). The slice's values are lowered in a private
-// environment: the body lowers them again for its own iteration.
+// guard (nil: always), in the slice environment (inSliceEnv).
 func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
+	l.inSliceEnv(p, iv, func() {
+		read := map[*tir.Op]value.Value{}
+		if p.aheadCur != nil {
+			for i, op := range p.ahead {
+				read[op] = p.aheadCur[i]
+			}
+		}
+		for _, op := range p.slice {
+			if v, ok := read[op]; ok {
+				l.put(op.Result(), scalarL, []value.Value{v})
+				continue
+			}
+			l.lowerOp(op)
+		}
+		for _, st := range p.loads {
+			st.Guard = guard
+			st.dyn, st.buf = nil, buf
+			if buf != nil {
+				st.dyn = l.b.NewMul(buf, ConstI32(int64(st.Stride)))
+			}
+			l.target.LowerStagedLoad(l, st.Load, st)
+			st.Guard, st.buf = nil, nil
+			l.stagedIssued++
+			l.inFlight++
+		}
+	})
+}
+
+// inSliceEnv runs lower with p's slice values in a private environment and
+// the induction variable = iv: the body lowers them again for its own
+// iteration.
+func (l *Lowerer) inSliceEnv(p *pipeline, iv value.Value, lower func()) {
 	saved := make([]map[string][]value.Value, len(p.defs))
 	for i, v := range p.defs {
 		saved[i] = l.env[v]
 		delete(l.env, v)
 	}
 	l.put(p.defs[0], scalarL, []value.Value{iv})
-	read := map[*tir.Op]value.Value{}
-	if p.aheadCur != nil {
-		for i, op := range p.ahead {
-			read[op] = p.aheadCur[i]
-		}
-	}
-	for _, op := range p.slice {
-		if v, ok := read[op]; ok {
-			l.put(op.Result(), scalarL, []value.Value{v})
-			continue
-		}
-		l.lowerOp(op)
-	}
-	for _, st := range p.loads {
-		st.Guard = guard
-		st.dyn, st.buf = nil, buf
-		if buf != nil {
-			st.dyn = l.b.NewMul(buf, ConstI32(int64(st.Stride)))
-		}
-		l.target.LowerStagedLoad(l, st.Load, st)
-		st.Guard, st.buf = nil, nil
-		l.stagedIssued++
-		l.inFlight++
-	}
+	lower()
 	for i, v := range p.defs {
 		if saved[i] == nil {
 			delete(l.env, v)
@@ -314,28 +321,17 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
 }
 
 // readAhead returns the values of p's scalar loads in iteration iv,
-// lowered in a private environment like issueStaged's.
+// lowered in the slice environment (inSliceEnv).
 func (l *Lowerer) readAhead(p *pipeline, iv value.Value) []value.Value {
-	saved := make([]map[string][]value.Value, len(p.defs))
-	for i, v := range p.defs {
-		saved[i] = l.env[v]
-		delete(l.env, v)
-	}
-	l.put(p.defs[0], scalarL, []value.Value{iv})
-	for _, op := range p.aheadSlice {
-		l.lowerOp(op)
-	}
 	out := make([]value.Value, len(p.ahead))
-	for i, op := range p.ahead {
-		out[i] = l.Get(op.Result(), scalarL)[0]
-	}
-	for i, v := range p.defs {
-		if saved[i] == nil {
-			delete(l.env, v)
-		} else {
-			l.env[v] = saved[i]
+	l.inSliceEnv(p, iv, func() {
+		for _, op := range p.aheadSlice {
+			l.lowerOp(op)
 		}
-	}
+		for i, op := range p.ahead {
+			out[i] = l.Get(op.Result(), scalarL)[0]
+		}
+	})
 	return out
 }
 
@@ -373,24 +369,9 @@ func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
 	l.b = join
 	p.aheadNext = nil
 	for i, v := range first {
-		p.aheadNext = append(p.aheadNext, join.NewPhi(ir.NewIncoming(v, proEnd), ir.NewIncoming(zeroOf(p.ahead[i].Result().Type), pre)))
+		p.aheadNext = append(p.aheadNext, join.NewPhi(ir.NewIncoming(v, proEnd), ir.NewIncoming(l.constant(p.ahead[i].Result().Type, int64(0)), pre)))
 	}
 	l.smemDirty = true
-}
-
-// zeroOf is the zero register of scalar type t.
-func zeroOf(t tir.Type) value.Value {
-	switch {
-	case t.Ptr:
-		return constant.NewNull(ptrType(t.Elem))
-	case t.Elem == tir.I1:
-		return constant.False
-	case t.Elem == tir.I64:
-		return constant.NewInt(types.I64, 0)
-	case t.Elem == tir.F32:
-		return constant.NewFloat(types.Float, 0)
-	}
-	return ConstI32(0)
 }
 
 // pipeBodyTop runs at the top of the loop body: the current tiles are

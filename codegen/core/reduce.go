@@ -138,11 +138,7 @@ func (l *Lowerer) lowerReduce(op *tir.Op, lay Layout, ws []Layout) []value.Value
 // pairwise folds vs as a balanced tree: the dependent chain is log2(n)
 // long instead of n (a 128-wide row of the attention softmax: 6 steps, not
 // 63), which leaves the scheduler independent instructions to interleave.
-func pairwise(vs []value.Value, combine func(a, b value.Value) value.Value) value.Value {
-	return pairwiseOf(vs, combine)
-}
-
-func pairwiseOf[T any](vs []T, combine func(a, b T) T) T {
+func pairwise[T any](vs []T, combine func(a, b T) T) T {
 	for len(vs) > 1 {
 		next := make([]T, 0, (len(vs)+1)/2)
 		for i := 0; i+1 < len(vs); i += 2 {
