@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -113,11 +114,31 @@ func TestWGMMAGoldenPTX(t *testing.T) {
 		"frontend_flash_128x128_overlap":  "flash_fwd_bf16_d128_causal_128x128_overlap.sm_90a-wgmma.ptx",
 	} {
 		m, k := loadKernel(t, kernel)
-		ptx, _, err := CompilePTX(context.Background(), m, k, Options{Arch: "sm_90a"}, tool)
+		ptx, res, err := CompilePTX(context.Background(), m, k, Options{Arch: "sm_90a"}, tool)
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkGolden(t, filepath.Join("testdata", "golden", "ptx", golden), ptx)
+		if kernel == "frontend_flash_128x128_overlap" {
+			// Q (32 KB) and two stages of K and V (128 KB); the V of the last
+			// P·V, after the loop, takes the loop's buffers (placeStaged).
+			if most := 160<<10 + 1024; res.SharedBytes > most {
+				t.Errorf("%s: %d bytes of shared memory, want at most %d", kernel, res.SharedBytes, most)
+			}
+		}
+		// The driver's JIT (cuLink, relocatable code) serializes every wgmma
+		// of a kernel that calls a function (ptxas C7509); an IEEE f32
+		// division has an out-of-line slow path, so none may appear.
+		if text := string(ptx); strings.Contains(text, "div.rn.f32") || regexp.MustCompile(`\bcall(\.uni)?\s`).MatchString(text) {
+			t.Errorf("%s: the PTX divides with div.rn.f32 or calls a function", kernel)
+		}
+		if strings.HasSuffix(kernel, "overlap") || strings.HasSuffix(kernel, "pingpong") {
+			// The wait for the previous P·V (RS form) sits behind a scheduling
+			// fence (core.SchedulingFence), after the softmax.
+			if !strings.Contains(string(ptx), "// %sched.fence") {
+				t.Errorf("%s: no scheduling fence before the P·V wait", kernel)
+			}
+		}
 		if kernel == "frontend_flash_128x128_pingpong" {
 			// One turn per kv block: Q·Kᵀ and the previous P·V together.
 			text := string(ptx)

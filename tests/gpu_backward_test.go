@@ -29,11 +29,7 @@ func openTestGPU(t *testing.T) *fac.CUDA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := filepath.SplitList(os.Getenv("FAC_BUNDLE_EXTRA"))
-	if path := os.Getenv("FAC_BUNDLE"); path != "" {
-		paths = append(paths, path)
-	}
-	for _, path := range paths {
+	for _, path := range testBundlePaths() {
 		b, err := bundle.Read(path)
 		if err != nil {
 			t.Fatal(err)
@@ -41,6 +37,16 @@ func openTestGPU(t *testing.T) *fac.CUDA {
 		gpu.AddBundle(b)
 	}
 	return gpu
+}
+
+// testBundlePaths are the bundles the GPU tests load: FAC_BUNDLE_EXTRA's,
+// then FAC_BUNDLE.
+func testBundlePaths() []string {
+	paths := filepath.SplitList(os.Getenv("FAC_BUNDLE_EXTRA"))
+	if path := os.Getenv("FAC_BUNDLE"); path != "" {
+		paths = append(paths, path)
+	}
+	return paths
 }
 
 // bwdGPUCase is one backward configuration of the GPU suite.

@@ -2,7 +2,9 @@ package core
 
 import (
 	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/tir"
@@ -175,3 +177,22 @@ func (l *Lowerer) ThreadID() value.Value { return l.tid }
 
 // Scalar is the lowered value of scalar v.
 func (l *Lowerer) Scalar(v *tir.Value) value.Value { return l.Get(v, scalarL)[0] }
+
+// SchedulingFence ends the current basic block with a branch ptxas cannot
+// resolve: a kernel parameter compared with a value no launch passes
+// (-0x7fffffff), whose taken arm is an empty `membar.cta`. ptxas schedules
+// within basic blocks, so nothing after the fence moves above it. The sm90
+// target puts one before the wait for a wgmma whose A operand is in
+// registers: without it ptxas packed the next P into the registers the
+// in-flight P·V still reads, which drags the wait (and with it the whole
+// P·V) above the softmax it should overlap. The arm costs nothing when not
+// taken, and is harmless if it ever were. No i32 parameter: no fence.
+func (l *Lowerer) SchedulingFence() {
+	for _, p := range l.fn.Params {
+		if p.Type().Equal(types.I32) {
+			cond := l.b.NewICmp(enum.IPredEQ, p, constant.NewInt(types.I32, -0x7fffffff))
+			l.IfThen(cond, "sched.fence", func() { l.Asm(types.Void, "membar.cta;", "~{memory}", true) })
+			return
+		}
+	}
+}

@@ -41,6 +41,9 @@ type pipeline struct {
 	// release: the target hands every load's buffers back by
 	// TileWaiter.ReleaseBuffer, so the body needs no CTA barrier for them.
 	release bool
+	// reused: staged tiles after the loop take its buffers (placeStaged),
+	// so its exit frees them with a CTA barrier.
+	reused bool
 	// ahead are the slice's scalar loads (the block-list entries of the
 	// attention kernels) and aheadSlice the slice ops they depend on, in
 	// order. They are read one iteration before the prefetch that needs
@@ -446,6 +449,9 @@ func (l *Lowerer) pipeExit(p *pipeline) {
 	l.target.WaitStaged(l)
 	l.inFlight -= (p.stages - 1) * len(p.loads)
 	l.smemDirty = true
+	if p.reused && !p.release {
+		l.Barrier()
+	}
 }
 
 // pipeStage is the phi of the buffer in use: 0 on entry, advanced by the

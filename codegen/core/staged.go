@@ -337,10 +337,16 @@ func (l *Lowerer) planAsync() {
 
 // placeStaged places the staged tiles (Bytes set; double-buffered ones
 // take two buffers, 1024-aligned so that swizzled tiles keep their
-// pattern) at the start of shared memory in program order.
+// pattern) at the start of shared memory in program order. Tiles after a
+// pipelined loop of the kernel's top level reuse its buffers (the
+// overlapped forward's last P·V reads its V there): the loop's exit waits
+// for its copies and then a CTA barrier frees them (pipeExit). That keeps
+// the forward's 128×128 tiles at three stages inside the 227 KB a block
+// may have.
 func (l *Lowerer) placeStaged() {
-	off := 0
-	l.f.Body.Walk(func(op *tir.Op) bool {
+	off, end := 0, 0
+	var after *pipeline // the top-level pipelined loop whose buffers off reuses
+	place := func(op *tir.Op) bool {
 		st := l.a.async[op]
 		if st == nil {
 			return true
@@ -350,10 +356,29 @@ func (l *Lowerer) placeStaged() {
 		}
 		st.ByteOff = off
 		off = (off + st.Bytes + 127) &^ 127
+		end = max(end, off)
+		if after != nil {
+			after.reused = true
+		}
 		return true
-	})
-	l.scratchBase = off
-	l.smemBytes = off
+	}
+	for _, op := range l.f.Body.Ops {
+		p := l.pipes[op]
+		start := roundUpTo(off, 1024)
+		if p != nil {
+			p.reused, after = false, nil
+		}
+		if place(op) {
+			for _, r := range op.Regions {
+				r.Walk(place)
+			}
+		}
+		if p != nil {
+			off, after = start, p
+		}
+	}
+	l.scratchBase = end
+	l.smemBytes = end
 }
 
 func roundUpTo(n, a int) int { return (n + a - 1) / a * a }

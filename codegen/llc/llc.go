@@ -201,7 +201,15 @@ func Args(arch string, extraArgs ...string) []string {
 	// -fp-contract=fast: a multiply feeding one add becomes an FMA (as
 	// Triton's enable_fp_fusion default and nvcc's -fmad=true); without it
 	// NVPTX writes .rn on every mul and add, which forbids ptxas to fuse.
-	args := []string{"-O3", "-mtriple=nvptx64-nvidia-cuda", "-mcpu=" + arch, "-fp-contract=fast"}
+	// -nvptx-prec-divf32=1, -nvptx-prec-sqrtf32=0: f32 division is
+	// div.full.f32 (2 ulp) and square root sqrt.approx.f32, Triton's
+	// defaults. IEEE div.rn.f32 has an out-of-line slow path, and the
+	// driver's JIT (which compiles through cuLink, as relocatable code)
+	// then serializes every wgmma of the kernel (ptxas C7509, "due to the
+	// presence of Extern calls"): the forward's final O / l alone cost it
+	// its wgmma overlap.
+	args := []string{"-O3", "-mtriple=nvptx64-nvidia-cuda", "-mcpu=" + arch, "-fp-contract=fast",
+		"-nvptx-prec-divf32=1", "-nvptx-prec-sqrtf32=0"}
 	if f, ok := ptxFeature[arch]; ok {
 		args = append(args, "-mattr="+f)
 	}

@@ -160,7 +160,7 @@ func TestFindNone(t *testing.T) {
 
 func TestArgs(t *testing.T) {
 	got := strings.Join(Args("sm_90a", "-mattr=+ptx86"), " ")
-	want := "-O3 -mtriple=nvptx64-nvidia-cuda -mcpu=sm_90a -fp-contract=fast -mattr=+ptx80 -mattr=+ptx86 - -o -"
+	want := "-O3 -mtriple=nvptx64-nvidia-cuda -mcpu=sm_90a -fp-contract=fast -nvptx-prec-divf32=1 -nvptx-prec-sqrtf32=0 -mattr=+ptx80 -mattr=+ptx86 - -o -"
 	if got != want {
 		t.Errorf("Args = %q, want %q", got, want)
 	}

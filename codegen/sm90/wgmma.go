@@ -416,6 +416,11 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 			l.Asm(types.Void, text, "~{memory}", true)
 			return nil
 		}
+		if aRegs != nil {
+			// Keep ptxas from reusing the in-flight A registers (and so
+			// hoisting this wait) above the work that should overlap it.
+			l.SchedulingFence()
+		}
 		return tied(l, text, regs, types.Float, "f")
 	})
 	return acc

@@ -15,6 +15,7 @@ const (
 	jitInfoLogBufferSizeBytes = 4
 	jitErrorLogBuffer         = 5
 	jitErrorLogBufferSize     = 6
+	jitLogVerbose             = 12
 )
 
 // jitLogSize is the size of each JIT log buffer. A variable, not a
@@ -42,12 +43,12 @@ func LoadModule(image []byte) (*Module, error) {
 
 	errLog := make([]byte, jitLogSize)
 	infoLog := make([]byte, jitLogSize)
-	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSizeBytes}
+	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSizeBytes, jitLogVerbose}
 	// Size options are passed by value in the void* slot, and the driver
 	// writes back how much of the log it used.
 	vals := []uintptr{
 		uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog)),
-		uintptr(unsafe.Pointer(&infoLog[0])), uintptr(len(infoLog)),
+		uintptr(unsafe.Pointer(&infoLog[0])), uintptr(len(infoLog)), 1,
 	}
 	var h uintptr
 	err := ctxCall(fModuleLoadDataEx, uintptr(unsafe.Pointer(&h)), uintptr(unsafe.Pointer(&img[0])),
@@ -222,26 +223,31 @@ const jitInputPTX = 1
 // returns the cubin, so a kernel cache can keep machine code: loading a
 // cubin takes about a millisecond where loading PTX runs ptxas, which can
 // take a second for a large kernel. The JIT error log is in the error.
-func CompilePTX(ptx []byte) ([]byte, error) {
+// The second result is the JIT's verbose information log (ptxas -v's
+// lines, and its performance warnings such as C7509, wgmma serialized).
+func CompilePTX(ptx []byte) ([]byte, string, error) {
 	if len(ptx) == 0 {
-		return nil, errors.New("cuda: CompilePTX: empty PTX")
+		return nil, "", errors.New("cuda: CompilePTX: empty PTX")
 	}
 	img := make([]byte, len(ptx)+1)
 	copy(img, ptx)
 	errLog := make([]byte, jitLogSize)
-	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize}
-	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog))}
+	infoLog := make([]byte, jitLogSize)
+	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSizeBytes, jitLogVerbose}
+	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog)),
+		uintptr(unsafe.Pointer(&infoLog[0])), uintptr(len(infoLog)), 1}
 	var state uintptr
-	// The link state keeps the option arrays and the log buffer (the
-	// driver writes the log through vals until cuLinkDestroy): keep them
+	// The link state keeps the option arrays and the log buffers (the
+	// driver writes the logs through vals until cuLinkDestroy): keep them
 	// alive past the destroy below (defers run last first): a GC between
 	// the calls could otherwise hand the driver freed memory (several
 	// links at once crashed in cuLinkAddData on the H200 without it).
 	defer runtime.KeepAlive(errLog)
+	defer runtime.KeepAlive(infoLog)
 	defer runtime.KeepAlive(opts)
 	defer runtime.KeepAlive(vals)
 	if err := ctxCall(fLinkCreate, uintptr(len(opts)), uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])), uintptr(unsafe.Pointer(&state))); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer ctxCall(fLinkDestroy, state)
 	name := []byte("fac.ptx\x00")
@@ -255,14 +261,24 @@ func CompilePTX(ptx []byte) ([]byte, error) {
 			// The cubin belongs to the link state: copy it out before destroy.
 			out := make([]byte, size)
 			copy(out, unsafe.Slice((*byte)(cubin), size))
-			runtime.KeepAlive(errLog)
-			return out, nil
+			return out, strings.TrimSpace(goString(infoLog)), nil
 		}
 	}
-	runtime.KeepAlive(errLog)
 	var ce *Error
 	if errors.As(err, &ce) {
 		ce.Log = strings.TrimSpace(goString(errLog))
 	}
-	return nil, err
+	return nil, "", err
+}
+
+// PerformanceWarnings returns the lines of a JIT log that report a
+// performance loss (ptxas's C75xx codes: wgmma serialized, and the like).
+func PerformanceWarnings(log string) []string {
+	var w []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "(C75") {
+			w = append(w, strings.TrimSpace(line))
+		}
+	}
+	return w
 }

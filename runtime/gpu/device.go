@@ -32,6 +32,11 @@ type Device struct {
 	Arch  string // sm_90a for an H100/H200, ...
 	Name  string
 	Cache *cache.Cache // nil: no disk cache
+	// Warn receives the JIT's performance warnings (ptxas C75xx, e.g.
+	// wgmma serialized) when it compiles a kernel; nil writes them to
+	// standard error. A cached cubin is not compiled again, so each is
+	// reported once.
+	Warn func(kernel, warning string)
 
 	mu      sync.Mutex
 	llc     *llc.Tool
@@ -187,7 +192,9 @@ func (d *Device) cubin(a *artifact.Artifact) ([]byte, error) {
 		return nil
 	}
 	cubin, _, err := d.Cache.GetOrBuildChecked(d.cubinKey(a), "cubin "+a.Entry+" "+d.Arch, func() ([]byte, error) {
-		return cuda.CompilePTX([]byte(a.PTX))
+		cubin, log, err := cuda.CompilePTX([]byte(a.PTX))
+		d.warn(a.Entry, log)
+		return cubin, err
 	}, isELF)
 	if cubin == nil {
 		return nil, fmt.Errorf("compiling for %s: %w", d.Name, err)
@@ -195,12 +202,27 @@ func (d *Device) cubin(a *artifact.Artifact) ([]byte, error) {
 	return cubin, nil
 }
 
+// warn reports the performance warnings of a JIT log for kernel.
+func (d *Device) warn(kernel, log string) {
+	for _, w := range cuda.PerformanceWarnings(log) {
+		if d.Warn != nil {
+			d.Warn(kernel, w)
+		} else {
+			fmt.Fprintf(os.Stderr, "fac: warning: kernel %s: %s\n", kernel, w)
+		}
+	}
+}
+
 // loadImage loads a's machine code: the cached cubin of its PTX when there
 // is a disk cache (made by the driver's JIT on a miss), else the PTX. A
 // cached cubin the driver refuses is removed and made again once.
 func (d *Device) loadImage(a *artifact.Artifact) (*cuda.Module, error) {
 	if d.Cache == nil {
-		return cuda.LoadModule([]byte(a.PTX))
+		mod, err := cuda.LoadModule([]byte(a.PTX))
+		if err == nil {
+			d.warn(a.Entry, mod.InfoLog)
+		}
+		return mod, err
 	}
 	for try := 0; ; try++ {
 		cubin, err := d.cubin(a)
