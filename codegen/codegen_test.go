@@ -336,6 +336,7 @@ type simCase struct {
 	numWarps   int
 	misalign   bool // buffers off vector alignment (scalar fallbacks)
 	disable    map[string]bool
+	env        map[string]string // set while lowering (code-shaping choices, e.g. FAC_DQ_BULK)
 }
 
 func simCases() []simCase {
@@ -427,6 +428,9 @@ func simCases() []simCase {
 		bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true),
 		bwdCase("frontend_bwd_32x128_s3", 128, 4, 64, 1, 2, 2, 600, 140, false),
+		// dQ added through shared memory by cp.reduce.async.bulk.
+		withEnv(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), sm90.EnvDQBulk, "1"),
+		withEnv(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), sm90.EnvDQBulk, "1"),
 		// Atomics from 3 programs: sums of exactly representable products
 		// (bf16 inputs of few bits) so any order of the adds gives one result.
 		{kernel: "atomic_dot", grid: [3]int{3, 1, 1}, rtol: 1e-6, atol: 1e-6, args: func(rng *rand.Rand) []any {
@@ -478,6 +482,11 @@ func without(c simCase, phase string) simCase {
 
 func misaligned(c simCase) simCase {
 	c.misalign = true
+	return c
+}
+
+func withEnv(c simCase, k, v string) simCase {
+	c.env = map[string]string{k: v}
 	return c
 }
 
@@ -588,6 +597,9 @@ func TestSimulate(t *testing.T) {
 			for _, arch := range append(simArchs, wgmmaArch) {
 				t.Run(arch, func(t *testing.T) {
 					simArgs := cloneArgs(inputs)
+					for k, v := range c.env {
+						t.Setenv(k, v)
+					}
 					opts := Options{Arch: arch, NumWarps: c.numWarps, Disable: c.disable}
 					if arch == wgmmaArch {
 						t.Setenv(sm90.EnvWGMMA, "1")

@@ -219,8 +219,9 @@ type simThread struct {
 	open    []simCopy
 	pending [][]simCopy
 	ncopies int
-	wg      simWG  // wgmma state
-	local   []byte // alloca'd memory, at simLocal + offset
+	wg      simWG     // wgmma state
+	local   []byte    // alloca'd memory, at simLocal + offset
+	bulk    []simBulk // bulk reductions in flight (sim_bulk_test.go)
 }
 
 // simLocal tags the generic addresses of a thread's allocas.
@@ -556,6 +557,9 @@ func (t *simThread) run(fn *ir.Func) {
 		prev = b
 		switch term := b.Term.(type) {
 		case *ir.TermRet:
+			if len(t.bulk) > 0 {
+				t.cta.m.fail("thread %d exits with %d bulk reductions in flight (no cp.async.bulk.wait_group)", t.tid, len(t.bulk))
+			}
 			return
 		case *ir.TermBr:
 			b = term.Target.(*ir.Block)
@@ -898,6 +902,7 @@ func (t *simThread) call(in *ir.InstCall) {
 			if args[0] == 1 && !t.cta.namedBar(1, 256).arrive() {
 				panic(simAbort{})
 			}
+		case t.bulkAsm(in, s, args):
 		case t.wgmmaAsm(in, ia, args):
 		default:
 			m.fail("unknown inline asm %q", s)

@@ -68,6 +68,8 @@ func Variant(arch string) string {
 				return "wgmma-cpasync"
 			case !s.Release:
 				return "wgmma-tmabarrier"
+			case s.DQBulk:
+				return "wgmma-dqbulk"
 			}
 			return "wgmma"
 		}

@@ -19,6 +19,12 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	defer func() { l.depth-- }()
 	l.smemDirty = true
 	defer func() { l.smemDirty = true }()
+	if l.bulkIn(op.Regions[0]) {
+		// The previous iteration's bulk reductions may still read their
+		// staging area: the body's first barrier waits for them.
+		l.bulkPending = true
+		defer func() { l.bulkPending = true }()
+	}
 	lays := l.a.forLays[op]
 	lo := l.Get(op.Args[0], scalarL)[0]
 	hi := l.Get(op.Args[1], scalarL)[0]
@@ -122,12 +128,13 @@ func (l *Lowerer) lowerIf(op *tir.Op) {
 	// Each arm starts from the state before the if; after it, shared
 	// memory is dirty when either arm left it so.
 	before, dirty := l.smemDirty, false
+	bulkBefore, bulk := l.bulkPending, false
 	thenB, elseB, merge := l.newBlock("if.then"), l.newBlock("if.else"), l.newBlock("if.end")
 	l.b.NewCondBr(cond, thenB, elseB)
 	arm := func(i int, start *ir.Block) ([][]value.Value, *ir.Block) {
 		l.b = start
-		l.smemDirty = before
-		defer func() { dirty = dirty || l.smemDirty }()
+		l.smemDirty, l.bulkPending = before, bulkBefore
+		defer func() { dirty, bulk = dirty || l.smemDirty, bulk || l.bulkPending }()
 		var ys [][]value.Value
 		if i < len(op.Regions) {
 			y := l.lowerBlock(op.Regions[i])
@@ -149,7 +156,7 @@ func (l *Lowerer) lowerIf(op *tir.Op) {
 	ty, te := arm(0, thenB)
 	ey, ee := arm(1, elseB)
 	l.b = merge
-	l.smemDirty = dirty
+	l.smemDirty, l.bulkPending = dirty, bulk
 	for i, r := range op.Results {
 		regs := make([]value.Value, len(ty[i]))
 		for j := range regs {
@@ -195,4 +202,22 @@ func (l *Lowerer) SchedulingFence() {
 			return
 		}
 	}
+}
+
+// bulkIn reports that b holds an atomic_add the target may lower to bulk
+// reductions (atomicAddBulk).
+func (l *Lowerer) bulkIn(b *tir.Block) bool {
+	t, ok := l.target.(BulkReduceTarget)
+	if !ok {
+		return false
+	}
+	if _, ok := t.BulkReduce(l); !ok {
+		return false
+	}
+	found := false
+	b.Walk(func(op *tir.Op) bool {
+		found = found || op.Kind == tir.OpAtomicAdd
+		return !found
+	})
+	return found
 }

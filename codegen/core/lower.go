@@ -71,6 +71,10 @@ func (l *Lowerer) lowerKernel() {
 		pt.Prologue(l)
 	}
 	l.lowerBlock(l.f.Body)
+	if l.bulkUsed {
+		// Shared memory must outlive the bulk reductions that read it.
+		l.asm(types.Void, "cp.async.bulk.wait_group 0;", "~{memory}", true)
+	}
 	l.fusePhiPacks()
 	l.b.NewRet(nil)
 	l.entry.NewBr(body)

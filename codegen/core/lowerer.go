@@ -106,8 +106,13 @@ type Lowerer struct {
 	// smemDirty: shared memory may have been accessed since the last
 	// barrier on some path to here (a staged load must then sync first).
 	smemDirty bool
-	barriers  int       // CTA barriers emitted (Barriers)
-	packs     []phiPack // packs of two loop-carried halves, fused when the kernel is done (pack.go)
+	barriers  int // CTA barriers emitted (Barriers)
+	// bulkPending: bulk reductions read the staging area since the last
+	// barrier (their threads wait for the reads before the next one);
+	// bulkUsed: some were issued (the kernel waits for them before it
+	// exits).
+	bulkPending, bulkUsed bool
+	packs                 []phiPack // packs of two loop-carried halves, fused when the kernel is done (pack.go)
 	// The ops of the block being lowered and the index of the current one
 	// (Neighbor).
 	curOps []*tir.Op

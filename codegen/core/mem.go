@@ -245,6 +245,21 @@ func (l *Lowerer) MaskedLoad(p, m, other value.Value, e tir.Elem) value.Value {
 // zero. It returns the block to branch to after the write, or nil when
 // every thread holds distinct elements.
 func (l *Lowerer) guardCopies(x *Linear, name string) *ir.Block {
+	cond := l.copyOwner(x)
+	if cond == nil {
+		return nil
+	}
+	then := l.newBlock(name)
+	cont := l.newBlock(name + ".end")
+	l.b.NewCondBr(cond, then, cont)
+	l.b = then
+	return cont
+}
+
+// copyOwner is the i1 that holds in the thread that owns its elements
+// among the copies layout x replicates over lanes or warps, or nil when x
+// has no copies.
+func (l *Lowerer) copyOwner(x *Linear) value.Value {
 	zl, zw := x.zeroLaneMask(), x.zeroWarpMask()
 	if zl == 0 && zw == 0 {
 		return nil
@@ -261,11 +276,7 @@ func (l *Lowerer) guardCopies(x *Linear, name string) *ir.Block {
 			cond = l.b.NewAnd(cond, c)
 		}
 	}
-	then := l.newBlock(name)
-	cont := l.newBlock(name + ".end")
-	l.b.NewCondBr(cond, then, cont)
-	l.b = then
-	return cont
+	return cond
 }
 
 func (l *Lowerer) lowerStore(op *tir.Op) {

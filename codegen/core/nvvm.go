@@ -201,6 +201,13 @@ func (l *Lowerer) AtEntry(emit func()) {
 // (issueArmedPrefetch), else at once.
 func (l *Lowerer) Barrier() {
 	l.awaitForBarrier()
+	if l.bulkPending {
+		// The bulk reductions must have read their rows before anyone
+		// writes shared memory past this barrier (a no-op in threads
+		// that issued none).
+		l.asm(types.Void, "cp.async.bulk.wait_group.read 0;", "~{memory}", true)
+		l.bulkPending = false
+	}
 	l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
 	l.smemDirty = false
 	l.barriers++

@@ -28,6 +28,23 @@ import (
 // identity, so the two paths never share a cache entry or bundle slot.
 const EnvWGMMA = "FAC_WGMMA"
 
+// EnvDQBulk ("1") makes atomic_add of f32 tiles go through shared memory
+// and cp.reduce.async.bulk (the backward's dQ) where its pointers allow;
+// its own identity (variant "wgmma-dqbulk").
+const EnvDQBulk = "FAC_DQ_BULK"
+
+// BulkReduce: core.BulkReduceTarget. The scratch bytes a wgmma read since
+// the last CTA barrier (the backward's dS) are busy.
+func (t *Target) BulkReduce(l *core.Lowerer) (int, bool) {
+	if !t.DQBulk {
+		return 0, false
+	}
+	if t.scratchRead && t.scratchBar == l.Barriers() {
+		return t.scratchUsed, true
+	}
+	return 0, true
+}
+
 // Target is the sm90 target for one arch: wgmma and setmaxnreg need the
 // arch-specific sm_90a, so the choice of strategy depends on it.
 type Target struct {
@@ -42,6 +59,10 @@ type Target struct {
 	// mbarriers instead of a CTA barrier per iteration (unless
 	// FAC_TMA=barrier).
 	Release bool
+	// DQBulk adds f32 atomic_add tiles through shared memory with
+	// cp.reduce.async.bulk (core.BulkReduceTarget; FAC_DQ_BULK=1, with
+	// TMA: not yet timed, so not the default).
+	DQBulk bool
 	// tmaBars are the arrival counts of the TMA tiles' mbarriers, 8 bytes
 	// each from tmaBase.
 	tmaBars []int
@@ -56,6 +77,8 @@ type Target struct {
 	// no CTA barrier since (core.Lowerer.Barriers was scratchBar then).
 	scratchRead bool
 	scratchBar  int
+	// scratchUsed: the bytes of the scratch area that wgmma operands took.
+	scratchUsed int
 }
 
 var _ core.Target = (*Target)(nil)
@@ -65,7 +88,7 @@ var _ core.Target = (*Target)(nil)
 func New(arch string) *Target {
 	w := arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"
 	tma := w && !tmaOff()
-	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier()}
+	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) == "1"}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
