@@ -83,3 +83,19 @@ func TestTensorMapValidation(t *testing.T) {
 		t.Errorf("Encode with missing strides: %v", err)
 	}
 }
+
+// The driver's JIT log as the H200 printed it for a kernel whose wgmma were
+// serialized (session 9): only the C75xx line is a performance warning.
+func TestPerformanceWarnings(t *testing.T) {
+	log := `ptxas info    : (C7509) Potential Performance Loss: wgmma.mma_async instructions are serialized due to the presence of Extern calls in the function 'flash_fwd'
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'flash_fwd' for 'sm_90a'
+ptxas info    : Used 206 registers, used 1 barriers`
+	w := PerformanceWarnings(log)
+	if len(w) != 1 || !strings.HasPrefix(w[0], "ptxas info    : (C7509)") {
+		t.Fatalf("PerformanceWarnings = %q, want the C7509 line", w)
+	}
+	if w := PerformanceWarnings("ptxas info    : Used 234 registers, used 1 barriers"); len(w) != 0 {
+		t.Fatalf("PerformanceWarnings of a clean log = %q", w)
+	}
+}
