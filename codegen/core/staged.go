@@ -366,7 +366,7 @@ func (l *Lowerer) placeStaged() {
 		p := l.pipes[op]
 		start := roundUpTo(off, 1024)
 		if p != nil {
-			p.reused, after = false, nil
+			p.reused = false // set if a later tile takes its buffers; a loop's own tiles may take an earlier loop's
 		}
 		if place(op) {
 			for _, r := range op.Regions {
