@@ -431,6 +431,10 @@ func simCases() []simCase {
 		// dQ added through shared memory by cp.reduce.async.bulk.
 		withEnv(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), sm90.EnvDQBulk, "1"),
 		withEnv(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), sm90.EnvDQBulk, "1"),
+		// Two pipelined loops sharing their buffers (placeStaged).
+		{kernel: "two_loops", grid: [3]int{1, 1, 1}, rtol: 1e-2, atol: 1e-2, args: func(rng *rand.Rand) []any {
+			return []any{buf("a", tir.BF16, 64*64, 1)(rng), buf("b", tir.BF16, 3*64*64, 1)(rng), zeros("c", tir.F32, 64*64), 3}
+		}},
 		// Atomics from 3 programs: sums of exactly representable products
 		// (bf16 inputs of few bits) so any order of the adds gives one result.
 		{kernel: "atomic_dot", grid: [3]int{3, 1, 1}, rtol: 1e-6, atol: 1e-6, args: func(rng *rand.Rand) []any {

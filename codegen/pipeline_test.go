@@ -3,6 +3,7 @@ package codegen
 import (
 	"bytes"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -69,5 +70,33 @@ func TestPipelinePrintGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkGolden(t, filepath.Join("testdata", "golden", "phases", "flash_fwd_d64.sm_90a-wgmma."+phase+".txt"), out.Bytes())
+	}
+}
+
+// TestSiblingLoopsShareBuffers: the second of two pipelined loops at the
+// kernel's top level takes the first one's buffers (placeStaged), and the
+// first loop's exit then frees them with a CTA barrier even on cp.async
+// (no release counters). TestSimulate runs the kernel.
+func TestSiblingLoopsShareBuffers(t *testing.T) {
+	m, k := loadKernel(t, "two_loops")
+	var print bytes.Buffer
+	res, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "pipeline-loads", Out: &print})
+	if err != nil {
+		t.Fatal(err)
+	}
+	places := regexp.MustCompile(`staged: [^\n]*smem (\[\d+, \d+\))`).FindAllStringSubmatch(print.String(), -1)
+	if len(places) != 2 || places[0][1] != places[1][1] {
+		t.Errorf("the two loops' tiles are placed at %v, want one place for both:\n%s", places, print.String())
+	}
+	i := strings.Index(res.LL, "\nfor.exit")
+	if i < 0 {
+		t.Fatal("no for.exit block")
+	}
+	block := res.LL[i+1:]
+	if j := strings.Index(block, "\n\n"); j >= 0 {
+		block = block[:j]
+	}
+	if !strings.Contains(block, "@llvm.nvvm.barrier0()") {
+		t.Errorf("the first loop's exit has no CTA barrier before the second loop reuses its buffers:\n%s", block)
 	}
 }
