@@ -41,28 +41,46 @@ func LoadModule(image []byte) (*Module, error) {
 	img := make([]byte, len(image)+1)
 	copy(img, image)
 
-	errLog := make([]byte, jitLogSize)
-	infoLog := make([]byte, jitLogSize)
-	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSizeBytes, jitLogVerbose}
-	// Size options are passed by value in the void* slot, and the driver
-	// writes back how much of the log it used.
-	vals := []uintptr{
-		uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog)),
-		uintptr(unsafe.Pointer(&infoLog[0])), uintptr(len(infoLog)), 1,
-	}
+	j := newJITLogs()
 	var h uintptr
 	err := ctxCall(fModuleLoadDataEx, uintptr(unsafe.Pointer(&h)), uintptr(unsafe.Pointer(&img[0])),
-		uintptr(len(opts)), uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])))
-	runtime.KeepAlive(errLog)
-	runtime.KeepAlive(infoLog)
+		uintptr(len(j.opts)), uintptr(unsafe.Pointer(&j.opts[0])), uintptr(unsafe.Pointer(&j.vals[0])))
+	runtime.KeepAlive(j)
 	if err != nil {
-		var ce *Error
-		if errors.As(err, &ce) {
-			ce.Log = strings.TrimSpace(goString(errLog))
-		}
-		return nil, err
+		return nil, j.withErrorLog(err)
 	}
-	return &Module{h: h, InfoLog: strings.TrimSpace(goString(infoLog))}, nil
+	return &Module{h: h, InfoLog: j.info()}, nil
+}
+
+// jitLogs are the JIT options both compile paths pass: an error log, and a
+// verbose information log (ptxas -v's lines and its performance warnings).
+type jitLogs struct {
+	errLog, infoLog []byte
+	opts            []uint32
+	vals            []uintptr
+}
+
+func newJITLogs() *jitLogs {
+	j := &jitLogs{errLog: make([]byte, jitLogSize), infoLog: make([]byte, jitLogSize)}
+	j.opts = []uint32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSizeBytes, jitLogVerbose}
+	// Size options are passed by value in the void* slot, and the driver
+	// writes back how much of the log it used.
+	j.vals = []uintptr{
+		uintptr(unsafe.Pointer(&j.errLog[0])), uintptr(len(j.errLog)),
+		uintptr(unsafe.Pointer(&j.infoLog[0])), uintptr(len(j.infoLog)), 1,
+	}
+	return j
+}
+
+func (j *jitLogs) info() string { return strings.TrimSpace(goString(j.infoLog)) }
+
+// withErrorLog puts the JIT error log into err when it is a driver error.
+func (j *jitLogs) withErrorLog(err error) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		ce.Log = strings.TrimSpace(goString(j.errLog))
+	}
+	return err
 }
 
 // Function looks up a kernel by its PTX entry name.
@@ -231,22 +249,15 @@ func CompilePTX(ptx []byte) ([]byte, string, error) {
 	}
 	img := make([]byte, len(ptx)+1)
 	copy(img, ptx)
-	errLog := make([]byte, jitLogSize)
-	infoLog := make([]byte, jitLogSize)
-	opts := []uint32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSizeBytes, jitLogVerbose}
-	vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog)),
-		uintptr(unsafe.Pointer(&infoLog[0])), uintptr(len(infoLog)), 1}
+	j := newJITLogs()
 	var state uintptr
 	// The link state keeps the option arrays and the log buffers (the
 	// driver writes the logs through vals until cuLinkDestroy): keep them
 	// alive past the destroy below (defers run last first): a GC between
 	// the calls could otherwise hand the driver freed memory (several
 	// links at once crashed in cuLinkAddData on the H200 without it).
-	defer runtime.KeepAlive(errLog)
-	defer runtime.KeepAlive(infoLog)
-	defer runtime.KeepAlive(opts)
-	defer runtime.KeepAlive(vals)
-	if err := ctxCall(fLinkCreate, uintptr(len(opts)), uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])), uintptr(unsafe.Pointer(&state))); err != nil {
+	defer runtime.KeepAlive(j)
+	if err := ctxCall(fLinkCreate, uintptr(len(j.opts)), uintptr(unsafe.Pointer(&j.opts[0])), uintptr(unsafe.Pointer(&j.vals[0])), uintptr(unsafe.Pointer(&state))); err != nil {
 		return nil, "", err
 	}
 	defer ctxCall(fLinkDestroy, state)
@@ -261,14 +272,10 @@ func CompilePTX(ptx []byte) ([]byte, string, error) {
 			// The cubin belongs to the link state: copy it out before destroy.
 			out := make([]byte, size)
 			copy(out, unsafe.Slice((*byte)(cubin), size))
-			return out, strings.TrimSpace(goString(infoLog)), nil
+			return out, j.info(), nil
 		}
 	}
-	var ce *Error
-	if errors.As(err, &ce) {
-		ce.Log = strings.TrimSpace(goString(errLog))
-	}
-	return nil, "", err
+	return nil, "", j.withErrorLog(err)
 }
 
 // PerformanceWarnings returns the lines of a JIT log that report a
