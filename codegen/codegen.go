@@ -65,6 +65,10 @@ type Result struct {
 	// Conversions counts layout conversions through shared memory emitted
 	// (a cost indicator; register re-indexing is not counted).
 	Conversions int
+	// CoalescedStores counts stored tiles converted through shared memory
+	// into 16-byte vectors first (the attention epilogues; not counted in
+	// Conversions).
+	CoalescedStores int
 	// Target is the target package that lowered the kernel ("sm80", "sm90").
 	Target string
 	// Phases are the phases that ran, with their times.
@@ -140,14 +144,15 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 		}
 	}
 	return &Result{
-		LL:          l.Text(),
-		Name:        l.EntryName(),
-		Threads:     nw * 32,
-		SharedBytes: l.SharedBytes(),
-		Params:      l.Params(),
-		Conversions: l.Conversions(),
-		Target:      tg.name,
-		Phases:      times,
-		Notes:       l.Notes(),
+		LL:              l.Text(),
+		Name:            l.EntryName(),
+		Threads:         nw * 32,
+		SharedBytes:     l.SharedBytes(),
+		Params:          l.Params(),
+		Conversions:     l.Conversions(),
+		CoalescedStores: l.CoalescedStores(),
+		Target:          tg.name,
+		Phases:          times,
+		Notes:           l.Notes(),
 	}, nil
 }

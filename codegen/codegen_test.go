@@ -175,8 +175,9 @@ func testPTX(t *testing.T, tool *llc.Tool) {
 
 // TestConversions guards the layout assignment: the attention kernels
 // convert only Q through shared memory (K and V go there by cp.async, P
-// stays in registers, softmax runs in the accumulator layout, O and LSE
-// are stored from it), and the demand analysis never misses a conversion.
+// stays in registers, softmax runs in the accumulator layout, LSE is
+// stored from it; O's conversion into 16-byte vectors, coalesceStore, is
+// counted apart), and the demand analysis never misses a conversion.
 func TestConversions(t *testing.T) {
 	before := core.LateConversions()
 	for _, k := range kernels {
@@ -186,7 +187,7 @@ func TestConversions(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", n, err)
 			}
-			t.Logf("%-24s %-16s conversions=%d shared=%d", k.name, n, res.Conversions, res.SharedBytes)
+			t.Logf("%-24s %-16s conversions=%d coalesced=%d shared=%d", k.name, n, res.Conversions, res.CoalescedStores, res.SharedBytes)
 			if k.mma && strings.Contains(k.name, "flash") {
 				if res.Conversions != 1 {
 					t.Errorf("%s/%s: %d shared-memory conversions, want 1 (Q)", k.name, n, res.Conversions)

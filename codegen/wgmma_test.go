@@ -18,7 +18,7 @@ import (
 var wgmmaKernels = []string{
 	"dot_bf16", "dot_f16", "flash_fwd_d64", "flash_fwd_d128_causal", "flash_fwd_ifmask",
 	"frontend_flash_none", "frontend_flash_causal", "frontend_flash_document", "frontend_flash_window",
-	"frontend_flash_128x128", "atomic_dot", "dot_wgmma",
+	"frontend_flash_128x128", "frontend_flash_128x128_overlap", "frontend_flash_128x128_pingpong", "atomic_dot", "dot_wgmma",
 }
 
 // TestWGMMAPTX lowers the wgmma kernels for sm_90a with FAC_WGMMA=1 through
@@ -55,8 +55,28 @@ func TestWGMMAPTX(t *testing.T) {
 							if res.Conversions != 0 {
 								t.Errorf("%d shared-memory conversions, want 0 (Q resident)", res.Conversions)
 							}
-							// Q once; K and V each issued by the prologue and by the prefetch (pipeline-loads) of each loop.
+							// O leaves the accumulator layout through shared
+							// memory, then goes out in 16-byte vectors
+							// (coalesceStore); f32 fragments already fill sectors.
+							if want := strings.Count(s, "st.global.v4.b32"); res.CoalescedStores != min(want, 1) {
+								t.Errorf("%d coalesced stores, %d 16-byte vector stores in PTX", res.CoalescedStores, want)
+							}
+							t.Logf("coalesced stores %d, shared %d", res.CoalescedStores, res.SharedBytes)
+							// The overlapped forward's last V is issued by the kv
+							// loop's last iteration (pipetail.go), not after it.
+							tail := false
+							for _, n := range res.Notes {
+								tail = tail || strings.Contains(n, "issued by the last iteration of the loop")
+							}
+							if want := strings.Contains(k, "overlap") || strings.Contains(k, "pingpong"); tail != want { // both snapshots are overlapped
+								t.Errorf("tail issued by the loop: %v, want %v (notes %q)", tail, want, res.Notes)
+							}
+							// Q once; K and V each issued by the prologue and by the prefetch (pipeline-loads) of each loop;
+							// with overlap-softmax, the last V (the loop's tail) once more.
 							loads := 1 + 4*kvLoops(m, name)
+							if tail {
+								loads++
+							}
 							if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != loads {
 								t.Errorf("%d cp.async groups, want %d (Q; K, V in the prologue and the prefetch of each loop)", c, loads)
 							}
@@ -72,6 +92,20 @@ func TestWGMMAPTX(t *testing.T) {
 							// TMA writes through it.
 							if n == 0 && !strings.Contains(s, "fence.proxy.async.shared::cta;") {
 								t.Error("cp.async tiles and no proxy fence")
+							}
+							if n > 0 {
+								// The resident Q is waited for after the loop's prologue
+								// has issued the first K and V (DeferToRegion).
+								w := strings.Index(s, "mbarrier.try_wait")
+								if c := strings.Count(s[:max(w, 0)], "cp.async.bulk.tensor.4d"); c < 3 {
+									t.Errorf("%d TMA copies before the first mbarrier wait, want Q, K and V's", c)
+								}
+							}
+							if strings.HasPrefix(k, "frontend_flash_128x128") && res.SharedBytes != 5*32768+128 {
+								// Q, two K and two V buffers and the mbarriers: the
+								// overlapped loop's tail and the epilogue's store
+								// conversion take no more (placeStaged, retireResident).
+								t.Errorf("shared memory %d, want %d", res.SharedBytes, 5*32768+128)
 							}
 							if n%loads != 0 || (n == 0) == strings.HasPrefix(k, "frontend") {
 								t.Errorf("%d TMA copies, want a multiple of %d (none: the hand-written kernels)", n, loads)

@@ -43,6 +43,8 @@ type assigner struct {
 	opWants map[*tir.Op]map[string][]Layout
 	// storeLays records the layout each store writes from.
 	storeLays map[*tir.Op]Layout
+	// loopOps are the ops inside for loops (inLoop).
+	loopOps map[*tir.Op]bool
 	// blockOf is the block defining each value (op results, region args).
 	blockOf map[*tir.Value]*tir.Block
 	axes    map[*tir.Value]axisInfo
@@ -378,6 +380,9 @@ func (a *assigner) storeLayout(op *tir.Op) Layout {
 		return scalarL
 	}
 	if in := a.get(v); !in.flex {
+		if c, ok := a.coalesceStore(op, in.lay); ok {
+			return c
+		}
 		return in.lay
 	}
 	if in := a.get(p); !in.flex {

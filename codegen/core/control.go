@@ -1,6 +1,8 @@
 package core
 
 import (
+	"slices"
+
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -37,6 +39,9 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	if pl != nil {
 		l.pipePrologue(pl, lo, hi, step)
 	}
+	// Waits put off until this loop go after its prologue's copies, so
+	// that their latencies overlap.
+	l.runDeferred(l.depth - 1)
 	pre := l.b
 	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
 	pre.NewBr(hdr)
@@ -101,11 +106,41 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	l.b = exit
 	if pl != nil {
 		l.b.NewStore(phase, pl.phaseVar)
+		pl.exitStage = stage
 		l.pipeExit(pl)
 	}
+	l.retireResident(op)
 	for i, r := range op.Results {
 		l.put(r, lays[i], phiValues(phis[i]))
 		l.convertDemands(r)
+	}
+}
+
+// retireResident ends the life of the resident tiles that only loop op's
+// dots read and that were loaded in op's block (not in an enclosing loop,
+// which runs op again): past the loop their shared memory is free, so the
+// scratch area of the conversions after it (the epilogue's stores) starts
+// at 0 again instead of past every tile.
+func (l *Lowerer) retireResident(op *tir.Op) {
+	inside := map[*tir.Op]bool{}
+	op.Regions[0].Walk(func(o *tir.Op) bool { inside[o] = true; return true })
+	seen := map[*Staged]bool{}
+	for _, st := range l.smemTiles {
+		if !st.Resident || !st.live || seen[st] {
+			continue
+		}
+		seen[st] = true
+		if blk := l.a.blockOf[st.Load.Result()]; blk == nil || !slices.Contains(blk.Ops, op) {
+			continue
+		}
+		all := true
+		for _, u := range st.Uses() {
+			all = all && inside[u.Dot]
+		}
+		if all {
+			st.live = false
+			l.inFlight--
+		}
 	}
 }
 
@@ -220,4 +255,39 @@ func (l *Lowerer) bulkIn(b *tir.Block) bool {
 		return !found
 	})
 	return found
+}
+
+// deferredEmit is code put off by DeferToRegion, with the region depth of
+// the block it was put off in.
+type deferredEmit struct {
+	depth int
+	emit  func()
+}
+
+// DeferToRegion puts emit off until just before the next op with regions
+// of the current block (for a pipelined loop: after its prologue has
+// issued its copies), or the block's end. sm90 waits there for the TMA
+// copy of a resident tile (read only inside loops nested in its block),
+// so that the copy's latency overlaps the scalar loads and copies issued
+// in between instead of stalling the block at the load.
+func (l *Lowerer) DeferToRegion(emit func()) {
+	l.deferred = append(l.deferred, deferredEmit{l.depth, emit})
+}
+
+// runDeferred emits, in order, what was put off at region depth depth or
+// deeper.
+func (l *Lowerer) runDeferred(depth int) {
+	var keep []deferredEmit
+	var run []func()
+	for _, d := range l.deferred {
+		if d.depth >= depth {
+			run = append(run, d.emit)
+		} else {
+			keep = append(keep, d)
+		}
+	}
+	l.deferred = keep
+	for _, f := range run {
+		f()
+	}
 }

@@ -89,6 +89,24 @@ func (b Blocked) permute(perm []int) Blocked {
 // first. It does not depend on the element type, so that loads of
 // different types feeding one elementwise op agree without conversions.
 func DefaultBlocked(shape []int, numWarps int) Blocked {
+	return blockedVec(shape, numWarps, 4)
+}
+
+// StoreVec is the layout a store converts narrow fragments to
+// (coalesceStore): DefaultBlocked with vec contiguous elements (16 bytes)
+// per thread, so that each thread writes 16 bytes at once and a warp whole
+// sectors. Its own type, so that the conversion into it pads shared
+// memory for the fragments' writes and is counted apart.
+type StoreVec struct{ Blocked }
+
+// NewStoreVec is StoreVec on shape with up to vec elements per thread.
+func NewStoreVec(shape []int, numWarps, vec int) StoreVec {
+	return StoreVec{blockedVec(shape, numWarps, vec)}
+}
+
+func (s StoreVec) String() string { return "store" + s.Blocked.String() }
+
+func blockedVec(shape []int, numWarps, maxVec int) Blocked {
 	r := len(shape)
 	b := Blocked{make([]int, r), make([]int, r), make([]int, r), make([]int, r)}
 	n := 1
@@ -101,7 +119,7 @@ func DefaultBlocked(shape []int, numWarps int) Blocked {
 		b.ThreadsPerWarp[i] = 1
 		b.WarpsPerCTA[i] = 1
 	}
-	vec := min(max(1, n/(32*numWarps)), 4, shape[r-1])
+	vec := min(max(1, n/(32*numWarps)), maxVec, shape[r-1])
 	b.SizePerThread[r-1] = vec
 	lanes := 32
 	for d := r - 1; d >= 0 && lanes > 1; d-- {

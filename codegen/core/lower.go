@@ -150,6 +150,7 @@ func (l *Lowerer) Lin(lay Layout, shape []int) *Linear {
 // lowerBlock lowers b's ops and returns its terminator (or nil).
 func (l *Lowerer) lowerBlock(b *tir.Block) *tir.Op {
 	defer l.awaitBlockEnd()
+	defer l.runDeferred(l.depth)
 	outer, outerIdx := l.curOps, l.curIdx
 	defer func() { l.curOps, l.curIdx = outer, outerIdx }()
 	for i, op := range b.Ops {
@@ -182,6 +183,7 @@ func (l *Lowerer) lowerOp(op *tir.Op) {
 		l.lowerFor(op)
 		return
 	case tir.OpIf:
+		l.runDeferred(l.depth)
 		l.lowerIf(op)
 		return
 	case tir.OpStore:

@@ -82,6 +82,7 @@ type Lowerer struct {
 	smem            *ir.Global
 	smemBytes       int
 	conversions     int
+	coalesced       int // conversions of stored values into 16-byte vectors (coalesceStore)
 	nblocks         int
 	params          []Param
 	extra           []*extraParam // parameters added by phases (params.go)
@@ -113,6 +114,9 @@ type Lowerer struct {
 	// exits).
 	bulkPending, bulkUsed bool
 	packs                 []phiPack // packs of two loop-carried halves, fused when the kernel is done (pack.go)
+	// deferred are emissions put off until the next op with regions in
+	// their block, or its end (DeferToRegion).
+	deferred []deferredEmit
 	// The ops of the block being lowered and the index of the current one
 	// (Neighbor).
 	curOps []*tir.Op
@@ -165,8 +169,13 @@ func (l *Lowerer) SharedBytes() int { return l.smemBytes }
 // Params are the kernel's parameters and how to pass them.
 func (l *Lowerer) Params() []Param { return l.params }
 
-// Conversions counts layout conversions through shared memory emitted.
+// Conversions counts layout conversions through shared memory emitted,
+// those of CoalescedStores aside.
 func (l *Lowerer) Conversions() int { return l.conversions }
+
+// CoalescedStores counts the stored values converted through shared
+// memory into 16-byte vectors (coalesceStore).
+func (l *Lowerer) CoalescedStores() int { return l.coalesced }
 
 // ---- assignment queries (after assign-layouts) ----
 

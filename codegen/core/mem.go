@@ -207,6 +207,18 @@ func ptxBits(e tir.Elem) (suffix, constraint string, rt *types.IntType) {
 }
 
 // toBits/fromBits move a register to and from the integer type of ptxBits.
+// pairWords packs 16-bit registers two to an i32, the first in the low
+// half (the element at the lower address).
+func (l *Lowerer) pairWords(h []value.Value) []value.Value {
+	out := make([]value.Value, len(h)/2)
+	for i := range out {
+		lo := l.b.NewZExt(h[2*i], types.I32)
+		hi := l.b.NewShl(l.b.NewZExt(h[2*i+1], types.I32), ConstI32(16))
+		out[i] = l.b.NewOr(lo, hi)
+	}
+	return out
+}
+
 func (l *Lowerer) toBits(v value.Value, e tir.Elem) value.Value {
 	switch e {
 	case tir.I1:
@@ -327,14 +339,23 @@ func (l *Lowerer) lowerStore(op *tir.Op) {
 					continue
 				}
 				sfx, c, _ := ptxBits(e)
-				ins := make([]string, v)
+				bits := make([]value.Value, v)
+				for i := range bits {
+					bits[i] = l.toBits(vals[g+i], e)
+				}
+				if v == 8 && e.Bytes() == 2 {
+					// No .v8.b16: the pairs go as four 32-bit words.
+					bits = l.pairWords(bits)
+					sfx, c = "b32", "r"
+				}
+				ins := make([]string, len(bits))
 				args := []value.Value{ptrs[g], l.b.NewZExt(mask[g], types.I32)}
 				for i := range ins {
 					ins[i] = fmt.Sprintf("$%d", i+2)
-					args = append(args, l.toBits(vals[g+i], e))
+					args = append(args, bits[i])
 				}
-				text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p st.global.v%d.%s [$0], {%s};\n\t}", v, sfx, strings.Join(ins, ", "))
-				l.asm(types.Void, text, "l,r"+strings.Repeat(","+c, v)+",~{memory}", true, args...)
+				text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p st.global.v%d.%s [$0], {%s};\n\t}", len(ins), sfx, strings.Join(ins, ", "))
+				l.asm(types.Void, text, "l,r"+strings.Repeat(","+c, len(ins))+",~{memory}", true, args...)
 			}
 			return nil
 		}, scalar)
@@ -407,6 +428,17 @@ func (l *Lowerer) convert(src []value.Value, from, to Layout, t tir.Type) []valu
 		return out
 	}
 	st := rowMajorStrides(t.Shape)
+	if _, ok := to.(StoreVec); ok && len(st) == 2 {
+		// Into a store's 16-byte vectors (coalesceStore): rows of 128
+		// bytes or more padded by 16, so that the source fragments' writes,
+		// a few elements of each of 8 rows, fall in different banks.
+		l.coalesced++
+		if sz := typeBytes(l.sharedRepr(t)); t.Shape[1]*sz >= 128 {
+			st[0] += 16 / sz
+		}
+		return l.exchange(src, lin, st, lout, st, t)
+	}
+	l.conversions++
 	return l.exchange(src, lin, st, lout, st, t)
 }
 
@@ -457,6 +489,7 @@ func (l *Lowerer) shapeOp(op *tir.Op, inLay, outLay Layout) []value.Value {
 			return regs
 		}
 	}
+	l.conversions++
 	return l.exchange(src, lin, inSt, lout, outSt, x.Type)
 }
 
@@ -506,7 +539,6 @@ func (l *Lowerer) AddOff(base value.Value, off int64) value.Value {
 // registers are consecutive and aligned in shared memory; there is no
 // swizzling yet, so some layout pairs have bank conflicts.
 func (l *Lowerer) exchange(src []value.Value, lin *Linear, inSt []int, lout *Linear, outSt []int, t tir.Type) []value.Value {
-	l.conversions++
 	n := 1
 	for d, s := range lin.shape {
 		n += (s - 1) * inSt[d]

@@ -54,6 +54,11 @@ type pipeline struct {
 	aheadPhis  []*ir.InstPhi
 	aheadNext  []value.Value
 	aheadCur   []value.Value // the values for this iteration's prefetch
+	// tail is the staged load after the loop that its last iteration
+	// issues (pipetail.go), or nil; exitStage the buffer index the loop
+	// exits with (the header's phi).
+	tail      *pipeTail
+	exitStage value.Value
 }
 
 // pendingRelease is the release of the buffers the previous iteration
@@ -149,6 +154,7 @@ func (l *Lowerer) planPipelines() {
 	})
 	if len(l.pipes) > 0 {
 		l.placeStaged()
+		l.planTails()
 	}
 }
 
@@ -406,6 +412,8 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 		p.aheadNext = l.readAhead(p, it)
 	}
 	other := prevStage(b, stage, p.stages)
+	// The last iteration (iv + step >= hi) also issues the loop's tail.
+	last := b.NewICmp(enum.IPredSGE, b.NewAdd(iv, step), hi)
 	cur := map[*Staged]value.Value{}
 	parity := b.NewAnd(b.NewLShr(phase, stage), ConstI32(1))
 	for _, st := range p.loads {
@@ -414,6 +422,9 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 	}
 	prefetch := func() {
 		l.issueStaged(p, ivc, guard, other)
+		if p.release {
+			l.issueTail(p, last, other)
+		}
 		for _, st := range p.loads {
 			st.dyn, st.buf = cur[st], stage
 		}

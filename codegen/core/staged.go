@@ -57,6 +57,7 @@ type Staged struct {
 	buf     value.Value // i32 index of that buffer (nil: 0)
 	parity  value.Value // i32 0/1: how many times the buffer in use was filled before, mod 2 (nil: 0)
 	pipe    *pipeline   // the loop that prefetches it, or nil
+	tailOf  *pipeline   // the loop whose last iteration issues it (pipetail.go), or nil
 }
 
 // Buffer is the index (i32) of the buffer in use of a multi-buffered
@@ -103,6 +104,11 @@ type TileWaiter interface {
 	// issues the next fill's copies from the calling thread
 	// (Staged.Elected), in the one thread that frees it last.
 	ReleaseBuffer(l *Lowerer, tiles []*Staged, buf, cond value.Value, fill func())
+	// OwnCompletion reports whether st's copies complete on their own
+	// barrier (WaitTile waits for them wherever they were issued, by
+	// whichever thread), so that they may be issued early from inside a
+	// loop (a pipelined loop's tail, pipetail.go).
+	OwnCompletion(st *Staged) bool
 }
 
 // StagedUse is one dot reading a staged tile: operand Operand of Dot,
@@ -300,6 +306,10 @@ func (l *Lowerer) AwaitStaged(op *tir.Op, tiles []*Staged) bool {
 // lowerStaged issues a staged load through the target and records it: its
 // tile is in flight until its dot is lowered.
 func (l *Lowerer) lowerStaged(op *tir.Op, st *Staged) {
+	if l.tailIssued(st) {
+		l.smemTiles[op.Result()] = st
+		return
+	}
 	if st.pipe != nil && st.pipe.active {
 		// Prefetched by the loop (issued in the previous iteration or the
 		// prologue, counted at the top of the body).

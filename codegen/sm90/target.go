@@ -157,9 +157,11 @@ func (t *Target) LowerStagedLoad(l *core.Lowerer, op *tir.Op, st *core.Staged) {
 	if p, ok := st.Plan.(*tilePlan); ok && p.tma != nil {
 		t.lowerTMA(l, st, p)
 		if st.Resident {
-			// Copied once, before the loop: wait for it here (TMA writes
-			// through the async proxy, which wgmma reads: no fence).
-			t.WaitTile(l, st)
+			// Copied once, before the loops that read it: wait for it
+			// just before the first of them (TMA writes through the async
+			// proxy, which wgmma reads: no fence), so that the copy lands
+			// while the scalar loads and the loop's first copies issue.
+			l.DeferToRegion(func() { t.WaitTile(l, st) })
 		}
 		return
 	}

@@ -470,6 +470,12 @@ func (t *Target) WaitTile(l *core.Lowerer, st *core.Staged) bool {
 	return true
 }
 
+// OwnCompletion: a TMA tile completes on its mbarrier.
+func (t *Target) OwnCompletion(st *core.Staged) bool {
+	p, ok := st.Plan.(*tilePlan)
+	return ok && p.tma != nil
+}
+
 // ReleasesBuffers: a pipelined TMA tile's buffers are handed back through
 // its release counters (unless FAC_TMA=barrier).
 func (t *Target) ReleasesBuffers(st *core.Staged) bool {
