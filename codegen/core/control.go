@@ -53,6 +53,14 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 		for _, v := range pl.aheadNext {
 			pl.aheadPhis = append(pl.aheadPhis, hdr.NewPhi(ir.NewIncoming(v, pre)))
 		}
+		pl.bodyPhis = nil
+		for _, vs := range pl.bodyNext {
+			var ps []*ir.InstPhi
+			for _, v := range vs {
+				ps = append(ps, hdr.NewPhi(ir.NewIncoming(v, pre)))
+			}
+			pl.bodyPhis = append(pl.bodyPhis, ps)
+		}
 	}
 	phis := make([][]*ir.InstPhi, len(lays))
 	for i, regs := range inits {
@@ -94,6 +102,17 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 		phase.Incs = append(phase.Incs, ir.NewIncoming(nextPhase(latch, phase, stage), latch))
 		for i, ph := range pl.aheadPhis {
 			ph.Incs = append(ph.Incs, ir.NewIncoming(pl.aheadNext[i], latch))
+		}
+		// The body's entries shift by one iteration; the last come from
+		// this iteration's prefetch (read one iteration before).
+		for k, ps := range pl.bodyPhis {
+			for i, ph := range ps {
+				var v value.Value = pl.aheadPhis[i]
+				if k+1 < len(pl.bodyPhis) {
+					v = pl.bodyPhis[k+1][i]
+				}
+				ph.Incs = append(ph.Incs, ir.NewIncoming(v, latch))
+			}
 		}
 	}
 	latch.NewBr(hdr)

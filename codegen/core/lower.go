@@ -178,6 +178,11 @@ func (l *Lowerer) Neighbor(d int) *tir.Op {
 func (l *Lowerer) lowerOp(op *tir.Op) {
 	l.issueArmedPrefetch(op)
 	l.awaitUses(op)
+	if v, ok := l.bodyAhead[op]; ok && l.inSlice == 0 {
+		// A block-list entry a pipelined loop read iterations ago.
+		l.put(op.Result(), scalarL, []value.Value{v})
+		return
+	}
 	switch op.Kind {
 	case tir.OpFor:
 		l.lowerFor(op)

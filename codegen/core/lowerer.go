@@ -114,6 +114,11 @@ type Lowerer struct {
 	// exits).
 	bulkPending, bulkUsed bool
 	packs                 []phiPack // packs of two loop-carried halves, fused when the kernel is done (pack.go)
+	// bodyAhead are the values of a pipelined loop's scalar slice loads
+	// for the iteration being lowered, read iterations before (pipeline.go);
+	// inSlice > 0 while a slice is lowered for another iteration.
+	bodyAhead map[*tir.Op]value.Value
+	inSlice   int
 	// deferred are emissions put off until the next op with regions in
 	// their block, or its end (DeferToRegion).
 	deferred []deferredEmit

@@ -54,6 +54,12 @@ type pipeline struct {
 	aheadPhis  []*ir.InstPhi
 	aheadNext  []value.Value
 	aheadCur   []value.Value // the values for this iteration's prefetch
+	// bodyPhis carry the same entries on to the iterations that use them
+	// in their own body (bodyPhis[k]: iteration i+k's, k < stages-1), so
+	// that the body's block-list loads do not wait for global memory
+	// either; bodyNext are their values on entry (from the prologue).
+	bodyPhis [][]*ir.InstPhi
+	bodyNext [][]value.Value
 	// tail is the staged load after the loop that its last iteration
 	// issues (pipetail.go), or nil; exitStage the buffer index the loop
 	// exits with (the header's phi).
@@ -279,8 +285,10 @@ func sliceOf(slice, roots []*tir.Op) []*tir.Op {
 
 // issueStaged lowers p's slice with the induction variable = iv and
 // issues the copies of its loads into buffer buf (nil: the first), under
-// guard (nil: always), in the slice environment (inSliceEnv).
-func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
+// guard (nil: always), in the slice environment (inSliceEnv). It returns
+// the values of the slice's scalar loads (p.ahead) at iv.
+func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) []value.Value {
+	var ahead []value.Value
 	l.inSliceEnv(p, iv, func() {
 		read := map[*tir.Op]value.Value{}
 		if p.aheadCur != nil {
@@ -295,6 +303,9 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
 			}
 			l.lowerOp(op)
 		}
+		for _, op := range p.ahead {
+			ahead = append(ahead, l.Get(op.Result(), scalarL)[0])
+		}
 		for _, st := range p.loads {
 			st.Guard = guard
 			st.dyn, st.buf = nil, buf
@@ -307,6 +318,7 @@ func (l *Lowerer) issueStaged(p *pipeline, iv, guard, buf value.Value) {
 			l.inFlight++
 		}
 	})
+	return ahead
 }
 
 // inSliceEnv runs lower with p's slice values in a private environment and
@@ -319,7 +331,9 @@ func (l *Lowerer) inSliceEnv(p *pipeline, iv value.Value, lower func()) {
 		delete(l.env, v)
 	}
 	l.put(p.defs[0], scalarL, []value.Value{iv})
+	l.inSlice++
 	lower()
+	l.inSlice--
 	for i, v := range p.defs {
 		if saved[i] == nil {
 			delete(l.env, v)
@@ -362,10 +376,12 @@ func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
 	pre := l.b
 	l.b.NewCondBr(l.b.NewICmp(enum.IPredSLT, lo, hi), pro, join)
 	l.b = pro
-	l.issueStaged(p, lo, nil, nil)
+	// The block-list entries of iterations lo .. lo+stages-2 for their
+	// bodies (bodyPhis).
+	entries := [][]value.Value{l.issueStaged(p, lo, nil, nil)}
 	for k := 1; k < p.stages-1; k++ {
 		it, guard := aheadIter(l.b, lo, step, hi, k)
-		l.issueStaged(p, it, guard, ConstI32(int64(k)))
+		entries = append(entries, l.issueStaged(p, it, guard, ConstI32(int64(k))))
 	}
 	// The block-list entries of the loop's first prefetch.
 	var first []value.Value
@@ -376,9 +392,19 @@ func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
 	proEnd := l.b
 	l.b.NewBr(join)
 	l.b = join
-	p.aheadNext = nil
-	for i, v := range first {
-		p.aheadNext = append(p.aheadNext, join.NewPhi(ir.NewIncoming(v, proEnd), ir.NewIncoming(l.constant(p.ahead[i].Result().Type, int64(0)), pre)))
+	merge := func(vs []value.Value) []value.Value {
+		var out []value.Value
+		for i, v := range vs {
+			out = append(out, join.NewPhi(ir.NewIncoming(v, proEnd), ir.NewIncoming(l.constant(p.ahead[i].Result().Type, int64(0)), pre)))
+		}
+		return out
+	}
+	p.aheadNext = merge(first)
+	p.bodyNext = nil
+	if len(p.ahead) > 0 {
+		for _, e := range entries {
+			p.bodyNext = append(p.bodyNext, merge(e))
+		}
 	}
 	l.smemDirty = true
 }
@@ -410,6 +436,11 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 		p.aheadCur = phiValues(p.aheadPhis)
 		it, _ := aheadIter(b, iv, step, hi, p.stages)
 		p.aheadNext = l.readAhead(p, it)
+		// This iteration's own entries, read stages iterations ago.
+		l.bodyAhead = map[*tir.Op]value.Value{}
+		for i, op := range p.ahead {
+			l.bodyAhead[op] = p.bodyPhis[0][i]
+		}
 	}
 	other := prevStage(b, stage, p.stages)
 	// The last iteration (iv + step >= hi) also issues the loop's tail.
@@ -453,6 +484,7 @@ func (l *Lowerer) pipeExit(p *pipeline) {
 	}
 	l.prefetch, l.armedPrefetch, l.release = nil, nil, nil
 	p.aheadCur, p.aheadNext, p.aheadPhis = nil, nil, nil
+	p.bodyPhis, p.bodyNext, l.bodyAhead = nil, nil, nil
 	for _, st := range p.loads {
 		st.dyn, st.buf, st.parity = nil, nil, nil
 		st.live, st.ready = false, false
