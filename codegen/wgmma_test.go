@@ -11,6 +11,7 @@ import (
 
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/codegen/sm90"
+	"github.com/fac-compiler/fac/tir"
 )
 
 // wgmmaKernels are the testdata kernels whose every dot runs on wgmma with
@@ -181,5 +182,54 @@ func TestWGMMAGoldenPTX(t *testing.T) {
 				t.Errorf("pingpong loop has %d turn waits and %d hand-overs, want 1 and 1", s, a)
 			}
 		}
+	}
+}
+
+// TestPipelineTailConditions checks that the overlapped loop's tail is
+// issued by the loop only where an issued copy is sure to be waited for by
+// the thread that freed its buffer: with two stages and buffers released
+// without a CTA barrier (pipetail.go); otherwise it is loaded after the
+// loop as before. The simulator runs the cases that take it
+// (frontend_flash_128x128_overlap, _pingpong).
+func TestPipelineTailConditions(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	src, err := os.ReadFile(filepath.Join("testdata", "frontend_flash_128x128_overlap.tir"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, from, to, env string
+		tail                bool
+	}{
+		{"two stages", "", "", "", true},
+		{"three stages", "num_stages = 2", "num_stages = 3", "", false},
+		{"CTA barrier per iteration", "", "", "barrier", false},
+		{"cp.async", "", "", "0", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(sm90.EnvTMA, c.env)
+			text := string(src)
+			if c.from != "" {
+				if !strings.Contains(text, c.from) {
+					t.Fatalf("no %q in the snapshot", c.from)
+				}
+				text = strings.ReplaceAll(text, c.from, c.to)
+			}
+			m, err := tir.Parse("overlap.tir", text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Lower(m, "flash_fwd", Options{Arch: "sm_90a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tail := false
+			for _, n := range res.Notes {
+				tail = tail || strings.Contains(n, "(its tail)")
+			}
+			if tail != c.tail {
+				t.Errorf("tail issued by the loop: %v, want %v (notes %q)", tail, c.tail, res.Notes)
+			}
+		})
 	}
 }
