@@ -138,12 +138,7 @@ func inlineAll(m *tir.Module, b *tir.Block) error {
 }
 
 func hasCalls(b *tir.Block) bool {
-	found := false
-	b.Walk(func(op *tir.Op) bool {
-		found = found || op.Kind == tir.OpCall
-		return !found
-	})
-	return found
+	return b.Any(func(op *tir.Op) bool { return op.Kind == tir.OpCall })
 }
 
 type differ struct {

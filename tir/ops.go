@@ -318,6 +318,22 @@ func (b *Block) Walk(fn func(*Op) bool) {
 	}
 }
 
+// Any reports whether pred holds for some op in b or its nested regions,
+// stopping at the first.
+func (b *Block) Any(pred func(*Op) bool) bool {
+	for _, op := range b.Ops {
+		if pred(op) {
+			return true
+		}
+		for _, r := range op.Regions {
+			if r.Any(pred) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ReplaceAllUses replaces every use of old by new in b and nested regions.
 func (b *Block) ReplaceAllUses(old, new *Value) {
 	b.Walk(func(op *Op) bool {

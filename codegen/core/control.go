@@ -268,12 +268,7 @@ func (l *Lowerer) bulkIn(b *tir.Block) bool {
 	if _, ok := t.BulkReduce(l); !ok {
 		return false
 	}
-	found := false
-	b.Walk(func(op *tir.Op) bool {
-		found = found || op.Kind == tir.OpAtomicAdd
-		return !found
-	})
-	return found
+	return b.Any(func(op *tir.Op) bool { return op.Kind == tir.OpAtomicAdd })
 }
 
 // deferredEmit is code put off by DeferToRegion, with the region depth of

@@ -181,12 +181,7 @@ func (l *Lowerer) pipelineFor(loop *tir.Op) *pipeline {
 			loads = append(loads, st)
 		}
 		for _, r := range op.Regions {
-			r.Walk(func(o *tir.Op) bool {
-				if l.a.async[o] != nil {
-					nested = true
-				}
-				return true
-			})
+			nested = nested || r.Any(func(o *tir.Op) bool { return l.a.async[o] != nil })
 		}
 	}
 	if len(loads) == 0 || nested {

@@ -41,7 +41,7 @@ func (l *Lowerer) planTails() {
 	ops := l.f.Body.Ops
 	for i, op := range ops {
 		p := l.pipes[op]
-		if p == nil || p.stages != 2 || writes(op.Regions[0]) {
+		if p == nil || p.stages != 2 || op.Regions[0].Any(func(o *tir.Op) bool { return o.Kind.IsMemWrite() }) {
 			continue
 		}
 		for _, next := range ops[i+1:] {
@@ -72,16 +72,6 @@ func runsWith(op, loop *tir.Op) bool {
 		c.Args[0] == loop.Args[1] && c.Args[1] == loop.Args[0]
 }
 
-// writes reports whether b writes memory.
-func writes(b *tir.Block) bool {
-	w := false
-	b.Walk(func(op *tir.Op) bool {
-		w = w || op.Kind.IsMemWrite()
-		return !w
-	})
-	return w
-}
-
 // tailIn is the tail in branch r of the loop whose preceding top-level ops
 // are before, or nil.
 func (l *Lowerer) tailIn(p *pipeline, before []*tir.Op, r *tir.Block) *pipeTail {
@@ -93,15 +83,10 @@ func (l *Lowerer) tailIn(p *pipeline, before []*tir.Op, r *tir.Block) *pipeTail 
 			}
 			st = s
 		}
-		nested := false
 		for _, rr := range op.Regions {
-			rr.Walk(func(o *tir.Op) bool {
-				nested = nested || l.a.async[o] != nil
-				return !nested
-			})
-		}
-		if nested {
-			return nil
+			if rr.Any(func(o *tir.Op) bool { return l.a.async[o] != nil }) {
+				return nil
+			}
 		}
 	}
 	if st == nil || st.Stride != 0 || st.Resident {
