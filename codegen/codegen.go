@@ -146,7 +146,7 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	return &Result{
 		LL:              l.Text(),
 		Name:            l.EntryName(),
-		Threads:         nw * 32,
+		Threads:         l.Threads(),
 		SharedBytes:     l.SharedBytes(),
 		Params:          l.Params(),
 		Conversions:     l.Conversions(),

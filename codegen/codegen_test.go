@@ -423,6 +423,11 @@ func simCases() []simCase {
 		withWarps(frontend("frontend_flash_128x128_s3", "", tir.BF16, 128, 1, 1, 1, 400, 520, false), 8),
 		withWarps(frontend("frontend_flash_128x128_overlap", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
 		withWarps(frontend("frontend_flash_128x128_overlap", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8),
+		// A producer warpgroup issues the copies (warp-specialize); with
+		// pingpong consumers too. Odd lengths: the tail and the row bounds.
+		withWarps(frontend("frontend_flash_128x128_ws", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
+		withWarps(frontend("frontend_flash_128x128_ws", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8),
+		withWarps(frontend("frontend_flash_128x128_ws_pingpong", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
 		// flash_fwd_varlen in the tuned sm_90a set (128×128, 8 warps, overlap):
 		// three sequences, one of them empty, GQA 2.
 		varlenCase("frontend_varlen_128x128", 128, 2, 2, []int{100, 0, 40}, []int{150, 30, 140}),

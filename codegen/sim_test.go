@@ -30,7 +30,9 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -44,6 +46,11 @@ import (
 	"github.com/fac-compiler/fac/internal/half"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
+)
+
+var (
+	barCountRE   = regexp.MustCompile(`^bar\.sync (\d+), (\d+);$`)
+	setMaxNRegRE = regexp.MustCompile(`^setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);$`)
 )
 
 type simAlloc struct {
@@ -890,6 +897,19 @@ func (t *simThread) call(in *ir.InstCall) {
 			set(uint64(half.F32ToF16(f32(args[0])))<<16 | uint64(half.F32ToF16(f32(args[1]))))
 		case strings.HasPrefix(s, "tanh.approx.f32"):
 			set(uf32(float32(math.Tanh(float64(f32(args[0]))))))
+		case barCountRE.MatchString(s): // the consumers' CTA barrier beside a producer warpgroup
+			sm := barCountRE.FindStringSubmatch(s)
+			id, _ := strconv.Atoi(sm[1])
+			n, _ := strconv.Atoi(sm[2])
+			if _, ok := t.cta.namedBar(id, n).exchange(t.tid%n, nil); !ok {
+				panic(simAbort{})
+			}
+		case setMaxNRegRE.MatchString(s):
+			// A warpgroup-wide instruction: every thread of the warpgroup
+			// executes it, converged.
+			if _, ok := t.cta.wgs[t.tid/128].exchange(t.tid%128, nil); !ok {
+				panic(simAbort{})
+			}
 		case s == "bar.sync $0, 256;":
 			if _, ok := t.cta.namedBar(int(args[0]), 256).exchange(t.tid, nil); !ok {
 				panic(simAbort{})

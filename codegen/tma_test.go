@@ -75,3 +75,24 @@ func TestTMAPrintGolden(t *testing.T) {
 	}
 	checkGolden(t, filepath.Join("testdata", "golden", "phases", "frontend_flash_128x128.sm_90a-wgmma.tma-loads.txt"), out.Bytes())
 }
+
+// TestWarpSpecializePrintGolden compares the frontend flash_fwd with
+// warp_specialize after warp-specialize (sm_90a) with
+// testdata/golden/phases: every TMA load issued by the producer, which
+// runs the ops marked "producer".
+func TestWarpSpecializePrintGolden(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	m, k := loadKernel(t, "frontend_flash_128x128_ws")
+	var out bytes.Buffer
+	res, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "warp-specialize", Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), ", issued by the producer"); n != 4 {
+		t.Errorf("%d loads issued by the producer, want 4 (Q, K, V and the tail)", n)
+	}
+	if res.Threads != 384 {
+		t.Errorf("%d threads, want 384", res.Threads)
+	}
+	checkGolden(t, filepath.Join("testdata", "golden", "phases", "frontend_flash_128x128_ws.sm_90a.warp-specialize.txt"), out.Bytes())
+}

@@ -20,6 +20,7 @@ var wgmmaKernels = []string{
 	"dot_bf16", "dot_f16", "flash_fwd_d64", "flash_fwd_d128_causal", "flash_fwd_ifmask",
 	"frontend_flash_none", "frontend_flash_causal", "frontend_flash_document", "frontend_flash_window",
 	"frontend_flash_128x128", "frontend_flash_128x128_overlap", "frontend_flash_128x128_pingpong", "atomic_dot", "dot_wgmma",
+	"frontend_flash_128x128_ws", "frontend_flash_128x128_ws_pingpong",
 }
 
 // TestWGMMAPTX lowers the wgmma kernels for sm_90a with FAC_WGMMA=1 through
@@ -65,12 +66,20 @@ func TestWGMMAPTX(t *testing.T) {
 							t.Logf("coalesced stores %d, shared %d", res.CoalescedStores, res.SharedBytes)
 							// The overlapped forward's last V is issued by the kv
 							// loop's last iteration (pipetail.go), not after it.
+							// With a producer warpgroup (warp-specialize), it issues
+							// every copy, the tail after its loop.
+							ws := strings.Contains(k, "_ws")
 							tail := false
 							for _, n := range res.Notes {
-								tail = tail || strings.Contains(n, "issued by the last iteration of the loop")
+								tail = tail || strings.Contains(n, "issued by the last iteration of the loop") ||
+									ws && strings.Contains(n, "issued by the producer warp after the loop")
 							}
-							if want := strings.Contains(k, "overlap") || strings.Contains(k, "pingpong"); tail != want { // both snapshots are overlapped
+							if want := strings.Contains(k, "overlap") || strings.Contains(k, "pingpong") || ws; tail != want { // the snapshots are overlapped
 								t.Errorf("tail issued by the loop: %v, want %v (notes %q)", tail, want, res.Notes)
+							}
+							if ws {
+								checkProducer(t, s, res)
+								return
 							}
 							// Q once; K and V each issued by the prologue and by the prefetch (pipeline-loads) of each loop;
 							// with overlap-softmax, the last V (the loop's tail) once more.
@@ -119,6 +128,55 @@ func TestWGMMAPTX(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkProducer checks a flash_fwd with a producer warpgroup: 384
+// threads, setmaxnreg 24/240, every TMA copy (Q, K, V and the tail, two
+// boxes each) in the producer's code, the consumers' barriers counted over
+// their 256 threads, empty mbarriers instead of release counters, and the
+// consumers' empty commit groups for Q and the prologue's K and V only.
+func checkProducer(t *testing.T, ptx string, res *Result) {
+	t.Helper()
+	if res.Threads != 384 {
+		t.Errorf("%d threads, want 384", res.Threads)
+	}
+	dec, inc := strings.Index(ptx, "setmaxnreg.dec.sync.aligned.u32 24;"), strings.Index(ptx, "setmaxnreg.inc.sync.aligned.u32 240;")
+	if dec < 0 || inc < dec {
+		t.Fatalf("setmaxnreg dec 24 at %d, inc 240 at %d: want both, the producer's first", dec, inc)
+	}
+	// The LLVM IR's blocks: the producer's are named producer*.
+	var prod, cons strings.Builder
+	in := &cons
+	for _, line := range strings.Split(res.LL, "\n") {
+		if lab, ok := strings.CutSuffix(line, ":"); ok && !strings.HasPrefix(line, "\t") {
+			in = &cons
+			if strings.HasPrefix(lab, "producer") {
+				in = &prod
+			}
+		}
+		in.WriteString(line + "\n")
+	}
+	p, c := prod.String(), cons.String()
+	if n := strings.Count(p, "cp.async.bulk.tensor.4d"); n != 8 || strings.Contains(c, "cp.async.bulk.tensor") {
+		t.Errorf("%d TMA copies in the producer (want 8), consumers issue some: %v", n, strings.Contains(c, "cp.async.bulk.tensor"))
+	}
+	for _, bad := range []string{"atom.acq_rel", "llvm.nvvm.barrier0()\n\t%"} {
+		if strings.Contains(c[strings.Index(c, "setmaxnreg.inc"):], bad) {
+			t.Errorf("%q in the consumers' code", bad)
+		}
+	}
+	if !strings.Contains(c, "bar.sync 0, 256;") || !strings.Contains(c, "mbarrier.arrive.shared::cta.b64") {
+		t.Error("no consumer barrier or no empty-barrier arrival in the consumers' code")
+	}
+	if !strings.Contains(p, "mbarrier.try_wait.parity") {
+		t.Error("the producer does not wait for empty buffers")
+	}
+	if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != 3 {
+		t.Errorf("%d cp.async groups, want 3 (Q, the prologue's K and V)", c)
+	}
+	if res.SharedBytes != 5*32768+128 {
+		t.Errorf("shared memory %d, want %d", res.SharedBytes, 5*32768+128)
 	}
 }
 

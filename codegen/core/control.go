@@ -107,9 +107,14 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 		// this iteration's prefetch (read one iteration before).
 		for k, ps := range pl.bodyPhis {
 			for i, ph := range ps {
-				var v value.Value = pl.aheadPhis[i]
-				if k+1 < len(pl.bodyPhis) {
+				var v value.Value
+				switch {
+				case k+1 < len(pl.bodyPhis):
 					v = pl.bodyPhis[k+1][i]
+				case l.ws != nil:
+					v = pl.aheadNext[i] // read in this iteration (no prefetch to carry them for)
+				default:
+					v = pl.aheadPhis[i]
 				}
 				ph.Incs = append(ph.Incs, ir.NewIncoming(v, latch))
 			}

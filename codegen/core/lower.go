@@ -70,6 +70,9 @@ func (l *Lowerer) lowerKernel() {
 	if pt, ok := l.target.(PrologueTarget); ok {
 		pt.Prologue(l)
 	}
+	if l.ws != nil {
+		l.splitWarps()
+	}
 	l.lowerBlock(l.f.Body)
 	if l.bulkUsed {
 		// Shared memory must outlive the bulk reductions that read it.
@@ -83,18 +86,39 @@ func (l *Lowerer) lowerKernel() {
 func (l *Lowerer) text() string {
 	var b strings.Builder
 	b.WriteString(l.mod.String())
-	if gc := l.gridConstants(); gc != "" {
-		fmt.Fprintf(&b, "\n!nvvm.annotations = !{!0, !1}\n!0 = !{%s %s, !\"maxntidx\", i32 %d}\n!1 = !{%s %s, !\"grid_constant\", !2}\n!2 = !%s\n",
-			l.fn.Type(), l.fn.Ident(), l.nw*32, l.fn.Type(), l.fn.Ident(), gc)
-		return b.String()
+	fn := fmt.Sprintf("%s %s", l.fn.Type(), l.fn.Ident())
+	notes := []string{fmt.Sprintf("!{%s, !\"maxntidx\", i32 %d}", fn, l.Threads())}
+	gc := l.gridConstants()
+	if gc != "" {
+		notes = append(notes, "") // filled below: it names the node after the list
 	}
-	fmt.Fprintf(&b, "\n!nvvm.annotations = !{!0}\n!0 = !{%s %s, !\"maxntidx\", i32 %d}\n",
-		l.fn.Type(), l.fn.Ident(), l.nw*32)
+	if l.ws != nil {
+		// setmaxnreg needs the registers per thread at entry to be known:
+		// the most threads and one CTA per multiprocessor fix them.
+		notes = append(notes, fmt.Sprintf("!{%s, !\"minctasm\", i32 1}", fn))
+	}
+	if gc != "" {
+		notes[1] = fmt.Sprintf("!{%s, !\"grid_constant\", !%d}", fn, len(notes))
+	}
+	refs := make([]string, len(notes))
+	for i := range notes {
+		refs[i] = fmt.Sprintf("!%d", i)
+	}
+	fmt.Fprintf(&b, "\n!nvvm.annotations = !{%s}\n", strings.Join(refs, ", "))
+	for i, n := range notes {
+		fmt.Fprintf(&b, "!%d = %s\n", i, n)
+	}
+	if gc != "" {
+		fmt.Fprintf(&b, "!%d = !%s\n", len(notes), gc)
+	}
 	return b.String()
 }
 
 func (l *Lowerer) newBlock(name string) *ir.Block {
 	l.nblocks++
+	if l.InProducer() {
+		name = "producer." + name // the producer warp's blocks read as such
+	}
 	return l.fn.NewBlock(fmt.Sprintf("%s%d", name, l.nblocks))
 }
 

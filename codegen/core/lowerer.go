@@ -122,6 +122,8 @@ type Lowerer struct {
 	// deferred are emissions put off until the next op with regions in
 	// their block, or its end (DeferToRegion).
 	deferred []deferredEmit
+	// ws, when set, is the producer warpgroup's plan (producer.go).
+	ws *warpSpec
 	// The ops of the block being lowered and the index of the current one
 	// (Neighbor).
 	curOps []*tir.Op

@@ -208,7 +208,11 @@ func (l *Lowerer) Barrier() {
 		l.asm(types.Void, "cp.async.bulk.wait_group.read 0;", "~{memory}", true)
 		l.bulkPending = false
 	}
-	l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
+	if l.ws != nil && l.ws.consumer {
+		l.consumerBarrier()
+	} else {
+		l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
+	}
 	l.smemDirty = false
 	l.barriers++
 	if f := l.prefetch; f != nil && l.depth == l.prefetchDepth && l.branchDepth == 0 {

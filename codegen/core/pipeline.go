@@ -378,9 +378,10 @@ func (l *Lowerer) pipePrologue(p *pipeline, lo, hi, step value.Value) {
 		it, guard := aheadIter(l.b, lo, step, hi, k)
 		entries = append(entries, l.issueStaged(p, it, guard, ConstI32(int64(k))))
 	}
-	// The block-list entries of the loop's first prefetch.
+	// The block-list entries of the loop's first prefetch (a producer
+	// warp's consumers prefetch nothing).
 	var first []value.Value
-	if len(p.ahead) > 0 {
+	if len(p.ahead) > 0 && l.ws == nil {
 		it, _ := aheadIter(l.b, lo, step, hi, p.stages-1)
 		first = l.readAhead(p, it)
 	}
@@ -428,8 +429,15 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 	if len(p.ahead) > 0 {
 		// The next iteration's prefetch reads its block-list entries now,
 		// so that the thread issuing it does not wait for global memory.
-		p.aheadCur = phiValues(p.aheadPhis)
-		it, _ := aheadIter(b, iv, step, hi, p.stages)
+		// Beside a producer warp, only the bodies need them: iteration
+		// i+stages-1's, the last the body phis carry.
+		k := p.stages
+		if l.ws != nil {
+			k--
+		} else {
+			p.aheadCur = phiValues(p.aheadPhis)
+		}
+		it, _ := aheadIter(b, iv, step, hi, k)
 		p.aheadNext = l.readAhead(p, it)
 		// This iteration's own entries, read stages iterations ago.
 		l.bodyAhead = map[*tir.Op]value.Value{}

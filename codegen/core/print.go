@@ -56,7 +56,7 @@ func (l *Lowerer) valueNote(v *tir.Value) string {
 func (l *Lowerer) opNote(op *tir.Op, name func(*tir.Value) string) string {
 	st := l.a.async[op]
 	if st == nil {
-		return ""
+		return l.producerNote(op)
 	}
 	s := fmt.Sprintf("staged: operand %c of %s", "AB"[st.Operand], name(st.Dot.Result()))
 	for _, u := range st.Also {
@@ -76,5 +76,22 @@ func (l *Lowerer) opNote(op *tir.Op, name func(*tir.Value) string) string {
 			s += ", " + p // the target's plan (sm90: "TMA via tma.k")
 		}
 	}
+	if l.ws != nil {
+		s += ", issued by the producer"
+	}
 	return s
+}
+
+// producerNote marks the top-level ops the producer warp runs too
+// (warp-specialize).
+func (l *Lowerer) producerNote(op *tir.Op) string {
+	switch {
+	case l.ws == nil || !l.ws.need[op]:
+		return ""
+	case op == l.ws.pipe.loop:
+		return "producer: fills each buffer once the consumers emptied it"
+	case op.Kind == tir.OpIf:
+		return "producer: the tail's fill"
+	}
+	return "producer too"
 }

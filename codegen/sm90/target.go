@@ -95,7 +95,7 @@ func New(arch string) *Target {
 // staging (select-async for shared tiles, stage-resident, tma-loads);
 // warp specialization goes here.
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, core.LowerLLVM}
+	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
 }
 
 // DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.

@@ -385,6 +385,9 @@ func (t *Target) Prologue(l *core.Lowerer) {
 	l.IfThen(l.Block().NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0)), "mbar.init", func() {
 		for i, n := range t.tmaBars {
 			a := sharedAddr32(l, t.tmaBase+8*i, nil)
+			if n == 0 && l.WarpSpecialized() {
+				n = l.NumWarps() / 4 // an empty mbarrier: one arrival per consumer warpgroup
+			}
 			if n == 0 {
 				l.Asm(types.Void, asmCounterInit, "r,~{memory}", true, a)
 				continue
@@ -426,6 +429,11 @@ func barOf(l *core.Lowerer, off int, buf value.Value) value.Value {
 // empty cp.async group keeps the group counts of cp.async tiles right
 // (core.TileWaiter).
 func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
+	commit := func() { l.Call("llvm.nvvm.cp.async.commit.group", types.Void) }
+	if l.WarpSpecialized() && !l.InProducer() {
+		commit() // the producer issues it
+		return
+	}
 	tl := p.tma
 	b := l.Block()
 	coords := make([]value.Value, len(tl.coords))
@@ -453,7 +461,9 @@ func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 			l.Asm(types.Void, text, cons, true, append(args, bar)...)
 		}
 	})
-	l.Call("llvm.nvvm.cp.async.commit.group", types.Void)
+	if !l.InProducer() {
+		commit()
+	}
 }
 
 // WaitTile waits on the mbarrier of a TMA tile's buffer in use.
@@ -493,7 +503,14 @@ func (t *Target) ReleasesBuffers(st *core.Staged) bool {
 //
 // Where there is nothing to release (cond false: the loop's first
 // iteration), thread 0 fills.
+//
+// With a producer warpgroup, the buffer goes back on its empty mbarrier
+// instead, and the producer refills it (fill is not called).
 func (t *Target) ReleaseBuffer(l *core.Lowerer, tiles []*core.Staged, buf, cond value.Value, fill func()) {
+	if l.WarpSpecialized() {
+		t.arriveEmpty(l, tiles, buf, cond)
+		return
+	}
 	b := l.Block()
 	tid := l.ThreadID()
 	lead := b.NewICmp(enum.IPredEQ, b.NewAnd(tid, core.ConstI32(127)), core.ConstI32(0))

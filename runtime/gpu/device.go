@@ -216,8 +216,14 @@ func (d *Device) warn(kernel, log string) {
 // loadImage loads a's machine code: the cached cubin of its PTX when there
 // is a disk cache (made by the driver's JIT on a miss), else the PTX. A
 // cached cubin the driver refuses is removed and made again once.
+//
+// A kernel that moves registers between warpgroups (setmaxnreg: a producer
+// warpgroup) always loads from its PTX: the cubin path links, which
+// compiles the PTX as a relocatable unit, and there ptxas ignores
+// setmaxnreg (C7504), leaving the consumers a third of their registers.
+// The driver's own JIT cache keeps the machine code between processes.
 func (d *Device) loadImage(a *artifact.Artifact) (*cuda.Module, error) {
-	if d.Cache == nil {
+	if d.Cache == nil || bytes.Contains([]byte(a.PTX), []byte("setmaxnreg")) {
 		mod, err := cuda.LoadModule([]byte(a.PTX))
 		if err == nil {
 			d.warn(a.Entry, mod.InfoLog)

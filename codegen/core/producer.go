@@ -1,0 +1,369 @@
+package core
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/llir/llvm/ir"
+	"github.com/llir/llvm/ir/enum"
+	"github.com/llir/llvm/ir/types"
+	"github.com/llir/llvm/ir/value"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// Warp specialization (FlashAttention-3's producer warp). The CTA gets
+// one warpgroup more than num_warps: its first thread runs the producer
+// program, which walks the kernel's control flow as far as the copies
+// need it (the block lists, the loop bounds, the tail's branch) and
+// issues every copy one thread can issue for all (sm90's TMA), each
+// after the consumers handed its buffer back (an "empty" barrier per
+// buffer). The num_warps consumer warps run the kernel as before, except
+// that they issue nothing: they wait for the fills and hand the buffers
+// back. The producer then refills a buffer as soon as the last consumer
+// warpgroup released it, without taking a consumer's instruction slots,
+// and the registers it does not need go to the consumers (setmaxnreg).
+//
+// Shape of what qualifies (PlanProducer): one pipelined loop of the
+// kernel's top level whose tiles are all released by the target
+// (TileWaiter.ReleasesBuffers), tiles before it loaded once (resident),
+// and its tail (pipetail.go); every copy's operands computed at the top
+// level, in the loop's slice or in the tail's branch, by scalar ops.
+
+// ProducerTarget is a target whose staged copies one thread can issue
+// for the whole CTA (sm90's TMA).
+type ProducerTarget interface {
+	TileWaiter
+	// CopyOperands are the scalar values the copy of st reads when one
+	// thread issues it (sm90: the tensor coordinates), or ok = false when
+	// st's copy is not issued that way.
+	CopyOperands(st *Staged) (vals []*tir.Value, ok bool)
+	// IssueCopy issues st's copy into its buffer in use from the calling
+	// thread (the producer).
+	IssueCopy(l *Lowerer, st *Staged)
+	// WaitEmpty waits until the consumers handed back buffer buf of tiles
+	// (a pipelined loop's): the phase of parity parity (i32 0/1) of its
+	// empty barrier completed.
+	WaitEmpty(l *Lowerer, tiles []*Staged, buf, parity value.Value)
+	// SetMaxRegs moves the calling warpgroup's registers to regs per
+	// thread (setmaxnreg): down for the producer, up for the consumers.
+	SetMaxRegs(l *Lowerer, regs int, up bool)
+}
+
+// warpSpec is the producer program's plan (PlanProducer).
+type warpSpec struct {
+	pt                         ProducerTarget
+	need                       map[*tir.Op]bool // top-level ops the producer lowers
+	pipe                       *pipeline
+	producerRegs, consumerRegs int
+	consumer                   bool // the consumer program is being lowered
+	producing                  bool // the producer program is being lowered
+	// prodStage and prodPhase are, after the producer's loop, the buffer
+	// its next fill would take and the parities of its empty waits.
+	prodStage, prodPhase value.Value
+}
+
+// ProducerRegs is what setmaxnreg leaves the producer warpgroup: it walks
+// scalars only.
+const ProducerRegs = 24
+
+// WarpSpecialized reports whether the kernel has a producer warpgroup.
+func (l *Lowerer) WarpSpecialized() bool { return l.ws != nil }
+
+// InProducer reports whether the producer program is being lowered.
+func (l *Lowerer) InProducer() bool { return l.ws != nil && l.ws.producing }
+
+// Threads is the CTA's size: num_warps warps, and the producer's
+// warpgroup when the kernel has one.
+func (l *Lowerer) Threads() int {
+	if l.ws != nil {
+		return l.nw*32 + 128
+	}
+	return l.nw * 32
+}
+
+// PlanProducer gives the kernel a producer warpgroup when its copies
+// qualify (see the top of this file) and reports why not otherwise.
+func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
+	if l.nw%4 != 0 {
+		return "num_warps is not a multiple of 4"
+	}
+	if len(l.pipes) != 1 {
+		return fmt.Sprintf("%d pipelined loops (want one)", len(l.pipes))
+	}
+	var p *pipeline
+	for _, q := range l.pipes {
+		p = q
+	}
+	top := map[*tir.Op]bool{}
+	for _, op := range l.f.Body.Ops {
+		top[op] = true
+	}
+	if !top[p.loop] {
+		return "the pipelined loop is nested"
+	}
+	if !l.releases(p) {
+		return "the loop's buffers go back through a CTA barrier"
+	}
+	ws := &warpSpec{pt: pt, need: map[*tir.Op]bool{}, pipe: p, producerRegs: ProducerRegs}
+	// closure marks the top-level ops that v depends on.
+	var closure func(v *tir.Value) string
+	closure = func(v *tir.Value) string {
+		d := v.Def
+		if d == nil || ws.need[d] {
+			return "" // a kernel parameter, or seen
+		}
+		switch {
+		case !top[d]:
+			return fmt.Sprintf("a copy reads a value defined inside a region (%s)", d.Pos)
+		case len(d.Regions) > 0, d.Kind.IsMemWrite(), d.Kind == tir.OpDot, d.Kind == tir.OpReduce, l.a.async[d] != nil:
+			return fmt.Sprintf("a copy depends on the %s at %s", d.Kind, d.Pos)
+		case !v.Type.IsScalar():
+			return fmt.Sprintf("a copy depends on a tensor (%s)", d.Pos)
+		}
+		ws.need[d] = true
+		for _, a := range d.Args {
+			if w := closure(a); w != "" {
+				return w
+			}
+		}
+		return ""
+	}
+	// inside: the copies' operands defined among ops (the loop's slice,
+	// the tail's), whose own inputs from the top level go to closure.
+	inside := func(ops []*tir.Op, sts []*Staged) string {
+		in := map[*tir.Op]bool{}
+		for _, op := range ops {
+			in[op] = true
+		}
+		for _, st := range sts {
+			vals, ok := pt.CopyOperands(st)
+			if !ok {
+				return fmt.Sprintf("the load at %s is not copied by one thread", st.Load.Pos)
+			}
+			for _, v := range vals {
+				if v.Def == nil || !in[v.Def] {
+					if w := closure(v); w != "" {
+						return w
+					}
+				}
+			}
+		}
+		for _, op := range sliceOf(ops, copyRoots(pt, ops, sts)) {
+			if !op.Result().Type.IsScalar() {
+				return fmt.Sprintf("a copy depends on a tensor (%s)", op.Pos)
+			}
+			for _, a := range op.Args {
+				if a.Def == nil || !in[a.Def] {
+					if w := closure(a); w != "" {
+						return w
+					}
+				}
+			}
+		}
+		return ""
+	}
+	if w := inside(p.slice, p.loads); w != "" {
+		return w
+	}
+	ws.need[p.loop] = true
+	for _, a := range p.loop.Args[:3] {
+		if w := closure(a); w != "" {
+			return w
+		}
+	}
+	var bad string
+	l.f.Body.Walk(func(op *tir.Op) bool {
+		st := l.a.async[op]
+		if st == nil || bad != "" {
+			return bad == ""
+		}
+		switch {
+		case st.pipe == p:
+		case p.tail != nil && st == p.tail.st:
+			for _, br := range l.f.Body.Ops {
+				if br.Kind == tir.OpIf && br.Regions[0] == l.a.blockOf[op.Result()] {
+					ws.need[br] = true
+					if w := closure(br.Args[0]); w != "" {
+						bad = w
+					}
+				}
+			}
+			if bad == "" {
+				bad = inside(p.tail.slice, []*Staged{st})
+			}
+		case st.Resident && top[op]:
+			if vals, ok := pt.CopyOperands(st); !ok {
+				bad = fmt.Sprintf("the load at %s is not copied by one thread", op.Pos)
+			} else {
+				ws.need[op] = true
+				for _, v := range vals {
+					if w := closure(v); w != "" {
+						bad = w
+					}
+				}
+			}
+		default:
+			bad = fmt.Sprintf("the load at %s is neither the loop's, nor its tail, nor loaded once before it", op.Pos)
+		}
+		return bad == ""
+	})
+	if bad != "" {
+		return bad
+	}
+	if p.tail != nil {
+		p.tail.issued = true // by the producer
+		l.Note(fmt.Sprintf("load at %s: issued by the producer warp after the loop at %s (its tail)", p.tail.st.Load.Pos, p.loop.Pos))
+	}
+	// The registers the producer leaves, rounded down to setmaxnreg's
+	// multiple of 8 (240 for two consumer warpgroups).
+	ws.consumerRegs = min(256, (65536-128*ws.producerRegs)/(l.nw*32)) &^ 7
+	l.ws = ws
+	return ""
+}
+
+// splitWarps runs at the top of the kernel, after the target's prologue:
+// the producer warpgroup lowers its registers and its first thread runs
+// the producer program; the others return. The consumers continue with
+// the kernel.
+func (l *Lowerer) splitWarps() {
+	ws := l.ws
+	b := l.b
+	prod, run, done, cons := l.newBlock("producer"), l.newBlock("producer.run"), l.newBlock("producer.done"), l.newBlock("consumer")
+	b.NewCondBr(b.NewICmp(enum.IPredUGE, l.tid, ConstI32(int64(l.nw*32))), prod, cons)
+	l.b = prod
+	many := l.Threads() > 256 // fewer threads get all the registers they can use anyway
+	if many {
+		ws.pt.SetMaxRegs(l, ws.producerRegs, false)
+	}
+	l.b.NewCondBr(l.b.NewICmp(enum.IPredEQ, l.tid, ConstI32(int64(l.nw*32))), run, done)
+	l.b = run
+	l.lowerProducer()
+	l.b.NewBr(done)
+	done.NewRet(nil)
+	l.b = cons
+	if many {
+		ws.pt.SetMaxRegs(l, ws.consumerRegs, true)
+	}
+	ws.consumer = true
+}
+
+// lowerProducer emits the producer program: the top-level ops the copies
+// need, the loop's fills and the tail's.
+func (l *Lowerer) lowerProducer() {
+	ws := l.ws
+	saved := maps.Clone(l.env)
+	ws.producing = true
+	defer func() { ws.producing = false; l.env = saved }()
+	for _, op := range l.f.Body.Ops {
+		if !ws.need[op] {
+			continue
+		}
+		switch st := l.a.async[op]; {
+		case op == ws.pipe.loop:
+			l.produceLoop(ws.pipe)
+		case op.Kind == tir.OpIf:
+			l.produceTail(ws.pipe, op)
+		case st != nil:
+			l.issueCopy(st, nil, 0)
+		default:
+			l.lowerOp(op)
+		}
+	}
+}
+
+// issueCopy issues st's copy from the producer into buffer buf (nil: its
+// only one) of stride bytes, on buffer index bar (nil: 0).
+func (l *Lowerer) issueCopy(st *Staged, buf value.Value, stride int) {
+	if buf != nil {
+		st.dyn = l.b.NewMul(buf, ConstI32(int64(stride)))
+	}
+	st.Elected = true
+	l.ws.pt.IssueCopy(l, st)
+	st.Elected, st.dyn, st.buf = false, nil, nil
+}
+
+// produceLoop fills p's buffers for iterations lo .. hi-1 in order, each
+// after the consumers emptied it (the first fill of a buffer waits on the
+// phase before the barrier's first, which counts as complete).
+func (l *Lowerer) produceLoop(p *pipeline) {
+	lo := l.Get(p.loop.Args[0], scalarL)[0]
+	hi := l.Get(p.loop.Args[1], scalarL)[0]
+	step := l.Get(p.loop.Args[2], scalarL)[0]
+	sub := sliceOf(p.slice, copyRoots(l.ws.pt, p.slice, p.loads))
+	pre := l.b
+	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
+	pre.NewBr(hdr)
+	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
+	stage := hdr.NewPhi(ir.NewIncoming(ConstI32(0), pre))
+	phase := hdr.NewPhi(ir.NewIncoming(ConstI32(0), pre))
+	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), body, exit)
+	l.b = body
+	l.inSliceEnv(p, iv, func() {
+		// The block-list entries load before the wait, so that they are
+		// in by the time the buffer is free.
+		for _, op := range sub {
+			l.lowerOp(op)
+		}
+		l.ws.pt.WaitEmpty(l, p.loads, stage, emptyParity(l.b, phase, stage))
+		for _, st := range p.loads {
+			st.buf = stage
+			l.issueCopy(st, stage, st.Stride)
+		}
+	})
+	latch := l.b
+	stage.Incs = append(stage.Incs, ir.NewIncoming(nextStage(latch, stage, p.stages), latch))
+	phase.Incs = append(phase.Incs, ir.NewIncoming(nextPhase(latch, phase, stage), latch))
+	iv.Incs = append(iv.Incs, ir.NewIncoming(latch.NewAdd(iv, step), latch))
+	latch.NewBr(hdr)
+	l.b = exit
+	l.ws.prodStage, l.ws.prodPhase = stage, phase
+}
+
+// produceTail issues p's tail in branch op (its condition is the loop's
+// `hi > lo`) into the buffer the loop exits with, once the consumers
+// emptied it.
+func (l *Lowerer) produceTail(p *pipeline, op *tir.Op) {
+	t := p.tail
+	cond := l.Get(op.Args[0], scalarL)[0]
+	l.IfThen(cond, "tail", func() {
+		for _, o := range sliceOf(t.slice, copyRoots(l.ws.pt, t.slice, []*Staged{t.st})) {
+			l.lowerOp(o)
+		}
+		stage := l.ws.prodStage
+		l.ws.pt.WaitEmpty(l, p.loads, stage, emptyParity(l.b, l.ws.prodPhase, stage))
+		l.issueCopy(t.st, stage, t.base.Stride)
+	})
+}
+
+// copyRoots are the ops of ops (a slice) that define operands of the
+// copies of sts (ProducerTarget.CopyOperands).
+func copyRoots(pt ProducerTarget, ops []*tir.Op, sts []*Staged) []*tir.Op {
+	in := map[*tir.Op]bool{}
+	for _, op := range ops {
+		in[op] = true
+	}
+	var roots []*tir.Op
+	for _, st := range sts {
+		vals, _ := pt.CopyOperands(st)
+		for _, v := range vals {
+			if v.Def != nil && in[v.Def] {
+				roots = append(roots, v.Def)
+			}
+		}
+	}
+	return roots
+}
+
+// emptyParity is the parity of the empty-barrier phase that frees buffer
+// stage for its next fill: the one before the fill's (phase: the fills'
+// parities, bit per buffer).
+func emptyParity(b *ir.Block, phase, stage value.Value) value.Value {
+	return b.NewXor(b.NewAnd(b.NewLShr(phase, stage), ConstI32(1)), ConstI32(1))
+}
+
+// consumerBarrier is the consumers' CTA barrier once the producer went
+// its own way: bar.sync 0 counted over the consumer threads.
+func (l *Lowerer) consumerBarrier() {
+	l.asm(types.Void, fmt.Sprintf("bar.sync 0, %d;", l.nw*32), "~{memory}", true)
+}
