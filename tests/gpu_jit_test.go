@@ -15,8 +15,8 @@ import (
 
 // TestGPUNoJITPerformanceWarnings compiles every kernel of the test bundles
 // built for this GPU's arch through the driver's JIT, as the runtime does
-// (cuLink: relocatable code), and fails on a performance warning (ptxas
-// C75xx). The command-line ptxas compiles whole programs and stays quiet
+// (cuLink: relocatable code; a whole module for kernels with setmaxnreg,
+// cuda.JITLog), and fails on a performance warning (ptxas C75xx). The command-line ptxas compiles whole programs and stays quiet
 // where the JIT serializes every wgmma (C7509 for the out-of-line slow path
 // of an IEEE f32 division, which the forward's O / l had), so its -v is not
 // the check.
@@ -52,7 +52,7 @@ func TestGPUNoJITPerformanceWarnings(t *testing.T) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			_, log, err := cuda.CompilePTX([]byte(arts[i].PTX))
+			log, err := cuda.JITLog([]byte(arts[i].PTX))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -276,6 +277,28 @@ func CompilePTX(ptx []byte) ([]byte, string, error) {
 		}
 	}
 	return nil, "", j.withErrorLog(err)
+}
+
+// CompilesWhole reports whether ptx must be JIT-compiled as a whole
+// module (LoadModule) rather than through the link step (CompilePTX): a
+// kernel that moves registers between warpgroups (setmaxnreg), which
+// ptxas ignores in the relocatable code the link step compiles (warning
+// C7504).
+func CompilesWhole(ptx []byte) bool { return bytes.Contains(ptx, []byte("setmaxnreg")) }
+
+// JITLog compiles ptx as the runtime loads it (CompilesWhole: a whole
+// module, loaded and unloaded again; otherwise CompilePTX) and returns the
+// JIT's information log, for checking its performance warnings.
+func JITLog(ptx []byte) (string, error) {
+	if !CompilesWhole(ptx) {
+		_, log, err := CompilePTX(ptx)
+		return log, err
+	}
+	m, err := LoadModule(ptx)
+	if err != nil {
+		return "", err
+	}
+	return m.InfoLog, m.Unload()
 }
 
 // PerformanceWarnings returns the lines of a JIT log that report a

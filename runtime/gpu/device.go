@@ -223,7 +223,7 @@ func (d *Device) warn(kernel, log string) {
 // setmaxnreg (C7504), leaving the consumers a third of their registers.
 // The driver's own JIT cache keeps the machine code between processes.
 func (d *Device) loadImage(a *artifact.Artifact) (*cuda.Module, error) {
-	if d.Cache == nil || bytes.Contains([]byte(a.PTX), []byte("setmaxnreg")) {
+	if d.Cache == nil || cuda.CompilesWhole([]byte(a.PTX)) {
 		mod, err := cuda.LoadModule([]byte(a.PTX))
 		if err == nil {
 			d.warn(a.Entry, mod.InfoLog)
