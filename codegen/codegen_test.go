@@ -434,6 +434,9 @@ func simCases() []simCase {
 		bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true),
 		bwdCase("frontend_bwd_32x128_s3", 128, 4, 64, 1, 2, 2, 600, 140, false),
+		// A producer warpgroup (warp-specialize) across the GQA loop's runs.
+		bwdCase("frontend_bwd_64x128_ws", 128, 8, 128, 1, 2, 2, 200, 300, false),
+		bwdCase("frontend_bwd_32x128_w4_ws", 128, 4, 64, 2, 2, 1, 150, 200, true),
 		// dQ added through shared memory by cp.reduce.async.bulk.
 		withEnv(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), sm90.EnvDQBulk, "1"),
 		withEnv(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), sm90.EnvDQBulk, "1"),

@@ -131,7 +131,7 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	if pl != nil {
 		l.b.NewStore(phase, pl.phaseVar)
 		pl.exitStage = stage
-		l.pipeExit(pl)
+		l.pipeExit(pl, l.b.NewICmp(enum.IPredSLT, lo, hi))
 	}
 	l.retireResident(op)
 	for i, r := range op.Results {

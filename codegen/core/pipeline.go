@@ -480,8 +480,16 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 // Released buffers: a CTA barrier here frees them all (the last
 // iteration's was not released), so that a later run of the loop (inside
 // another) fills them from its prologue without waiting.
-func (l *Lowerer) pipeExit(p *pipeline) {
+//
+// Beside a producer warp, the last iteration's buffer (ran: there was one)
+// goes back on its empty barrier first, so that a later run of the loop
+// (inside another) finds every buffer handed back.
+func (l *Lowerer) pipeExit(p *pipeline, ran value.Value) {
 	p.active = false
+	if l.ws != nil {
+		l.awaitForBarrier()
+		l.target.(TileWaiter).ReleaseBuffer(l, p.loads, prevStage(l.b, p.exitStage, p.stages), ran, nil)
+	}
 	if p.release {
 		l.Barrier()
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/enum"
@@ -24,11 +25,12 @@ import (
 // warpgroup released it, without taking a consumer's instruction slots,
 // and the registers it does not need go to the consumers (setmaxnreg).
 //
-// Shape of what qualifies (PlanProducer): one pipelined loop of the
-// kernel's top level whose tiles are all released by the target
+// Shape of what qualifies (PlanProducer): one pipelined loop, at the top
+// level or in the body of a top-level loop, whose tiles are all released by the target
 // (TileWaiter.ReleasesBuffers), tiles before it loaded once (resident),
 // and its tail (pipetail.go); every copy's operands computed at the top
-// level, in the loop's slice or in the tail's branch, by scalar ops.
+// level, in the outer loop's body, in the loop's slice or in the tail's
+// branch, by scalar ops.
 
 // ProducerTarget is a target whose staged copies one thread can issue
 // for the whole CTA (sm90's TMA).
@@ -53,14 +55,17 @@ type ProducerTarget interface {
 // warpSpec is the producer program's plan (PlanProducer).
 type warpSpec struct {
 	pt                         ProducerTarget
-	need                       map[*tir.Op]bool // top-level ops the producer lowers
+	need                       map[*tir.Op]bool // ops the producer lowers (top level, and the outer loop's body)
 	pipe                       *pipeline
+	outer                      *tir.Op // the loop around pipe's, or nil
 	producerRegs, consumerRegs int
 	consumer                   bool // the consumer program is being lowered
 	producing                  bool // the producer program is being lowered
 	// prodStage and prodPhase are, after the producer's loop, the buffer
-	// its next fill would take and the parities of its empty waits.
+	// its next fill would take and the parities of its empty waits;
+	// phaseVar keeps the parities between runs of the loop.
 	prodStage, prodPhase value.Value
+	phaseVar             *ir.InstAlloca
 }
 
 // ProducerRegs is what setmaxnreg leaves the producer warpgroup: it walks
@@ -95,17 +100,30 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 	for _, q := range l.pipes {
 		p = q
 	}
-	top := map[*tir.Op]bool{}
+	// avail: the ops the producer may run, the top level's and those of
+	// the loop around the pipelined one, if any (the backward's GQA loop).
+	top, avail := map[*tir.Op]bool{}, map[*tir.Op]bool{}
 	for _, op := range l.f.Body.Ops {
-		top[op] = true
+		top[op], avail[op] = true, true
 	}
+	var outer *tir.Op
 	if !top[p.loop] {
-		return "the pipelined loop is nested"
+		for _, op := range l.f.Body.Ops {
+			if op.Kind == tir.OpFor && slices.Contains(op.Regions[0].Ops, p.loop) {
+				outer = op
+			}
+		}
+		if outer == nil {
+			return "the pipelined loop is nested deeper than one loop"
+		}
+		for _, op := range outer.Regions[0].Ops {
+			avail[op] = true
+		}
 	}
 	if !l.releases(p) {
 		return "the loop's buffers go back through a CTA barrier"
 	}
-	ws := &warpSpec{pt: pt, need: map[*tir.Op]bool{}, pipe: p, producerRegs: ProducerRegs}
+	ws := &warpSpec{pt: pt, need: map[*tir.Op]bool{}, pipe: p, outer: outer, producerRegs: ProducerRegs}
 	// closure marks the top-level ops that v depends on.
 	var closure func(v *tir.Value) string
 	closure = func(v *tir.Value) string {
@@ -114,7 +132,7 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 			return "" // a kernel parameter, or seen
 		}
 		switch {
-		case !top[d]:
+		case !avail[d]:
 			return fmt.Sprintf("a copy reads a value defined inside a region (%s)", d.Pos)
 		case len(d.Regions) > 0, d.Kind.IsMemWrite(), d.Kind == tir.OpDot, d.Kind == tir.OpReduce, l.a.async[d] != nil:
 			return fmt.Sprintf("a copy depends on the %s at %s", d.Kind, d.Pos)
@@ -166,10 +184,15 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 	if w := inside(p.slice, p.loads); w != "" {
 		return w
 	}
-	ws.need[p.loop] = true
-	for _, a := range p.loop.Args[:3] {
-		if w := closure(a); w != "" {
-			return w
+	for _, loop := range []*tir.Op{p.loop, outer} {
+		if loop == nil {
+			continue
+		}
+		ws.need[loop] = true
+		for _, a := range loop.Args[:3] {
+			if w := closure(a); w != "" {
+				return w
+			}
 		}
 	}
 	var bad string
@@ -255,13 +278,21 @@ func (l *Lowerer) lowerProducer() {
 	saved := maps.Clone(l.env)
 	ws.producing = true
 	defer func() { ws.producing = false; l.env = saved }()
-	for _, op := range l.f.Body.Ops {
+	l.produceBlock(l.f.Body)
+}
+
+// produceBlock lowers the ops of b the producer needs.
+func (l *Lowerer) produceBlock(b *tir.Block) {
+	ws := l.ws
+	for _, op := range b.Ops {
 		if !ws.need[op] {
 			continue
 		}
 		switch st := l.a.async[op]; {
 		case op == ws.pipe.loop:
 			l.produceLoop(ws.pipe)
+		case op == ws.outer:
+			l.produceOuter(op)
 		case op.Kind == tir.OpIf:
 			l.produceTail(ws.pipe, op)
 		case st != nil:
@@ -270,6 +301,26 @@ func (l *Lowerer) lowerProducer() {
 			l.lowerOp(op)
 		}
 	}
+}
+
+// produceOuter runs the loop around the pipelined one for its induction
+// variable only: the producer carries nothing else.
+func (l *Lowerer) produceOuter(op *tir.Op) {
+	lo := l.Get(op.Args[0], scalarL)[0]
+	hi := l.Get(op.Args[1], scalarL)[0]
+	step := l.Get(op.Args[2], scalarL)[0]
+	pre := l.b
+	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
+	pre.NewBr(hdr)
+	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
+	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), body, exit)
+	l.b = body
+	l.put(op.Regions[0].Args[0], scalarL, []value.Value{iv})
+	l.produceBlock(op.Regions[0])
+	latch := l.b
+	iv.Incs = append(iv.Incs, ir.NewIncoming(latch.NewAdd(iv, step), latch))
+	latch.NewBr(hdr)
+	l.b = exit
 }
 
 // issueCopy issues st's copy from the producer into buffer buf (nil: its
@@ -295,8 +346,14 @@ func (l *Lowerer) produceLoop(p *pipeline) {
 	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
 	pre.NewBr(hdr)
 	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
+	// Each run starts at buffer 0, as the consumers' does; the parities
+	// carry over from the previous run (a loop nested in another).
+	if l.ws.phaseVar == nil {
+		l.ws.phaseVar = l.entry.NewAlloca(types.I32)
+		l.entry.NewStore(ConstI32(0), l.ws.phaseVar)
+	}
 	stage := hdr.NewPhi(ir.NewIncoming(ConstI32(0), pre))
-	phase := hdr.NewPhi(ir.NewIncoming(ConstI32(0), pre))
+	phase := hdr.NewPhi(ir.NewIncoming(pre.NewLoad(types.I32, l.ws.phaseVar), pre))
 	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), body, exit)
 	l.b = body
 	l.inSliceEnv(p, iv, func() {
@@ -317,6 +374,7 @@ func (l *Lowerer) produceLoop(p *pipeline) {
 	iv.Incs = append(iv.Incs, ir.NewIncoming(latch.NewAdd(iv, step), latch))
 	latch.NewBr(hdr)
 	l.b = exit
+	exit.NewStore(phase, l.ws.phaseVar)
 	l.ws.prodStage, l.ws.prodPhase = stage, phase
 }
 
