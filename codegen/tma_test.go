@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -95,4 +97,30 @@ func TestWarpSpecializePrintGolden(t *testing.T) {
 		t.Errorf("%d threads, want 384", res.Threads)
 	}
 	checkGolden(t, filepath.Join("testdata", "golden", "phases", "frontend_flash_128x128_ws.sm_90a.warp-specialize.txt"), out.Bytes())
+}
+
+// TestWarpSpecializeOff: a kernel asking for warp_specialize whose copies
+// do not qualify compiles without a producer and says why (fac compile -v).
+func TestWarpSpecializeOff(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	for _, c := range []struct {
+		env, stages string
+		why         string
+	}{
+		// At three stages the post-loop V is no tail: nobody would fill it.
+		{"", "3", "warp_specialize: off: the load at"},
+		{"barrier", "2", "warp_specialize: off: FAC_TMA=barrier"},
+	} {
+		t.Setenv(sm90.EnvTMA, c.env)
+		m, k := loadKernel(t, "frontend_flash_128x128_ws")
+		n, _ := strconv.Atoi(c.stages)
+		m.Func(k).SetAttr("num_stages", int64(n))
+		res, err := Lower(m, k, Options{Arch: "sm_90a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Threads != 256 || !slices.ContainsFunc(res.Notes, func(s string) bool { return strings.HasPrefix(s, c.why) }) {
+			t.Errorf("FAC_TMA=%q num_stages=%s: %d threads, notes %q; want 256 and %q", c.env, c.stages, res.Threads, res.Notes, c.why)
+		}
+	}
 }

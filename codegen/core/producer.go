@@ -124,12 +124,15 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 		return "the loop's buffers go back through a CTA barrier"
 	}
 	ws := &warpSpec{pt: pt, need: map[*tir.Op]bool{}, pipe: p, outer: outer, producerRegs: ProducerRegs}
-	// closure marks the top-level ops that v depends on.
+	// closure marks the available ops that v depends on.
 	var closure func(v *tir.Value) string
 	closure = func(v *tir.Value) string {
 		d := v.Def
+		if d == nil && outer != nil && slices.Contains(outer.Regions[0].Args[1:], v) {
+			return fmt.Sprintf("a copy depends on a value the loop at %s carries", outer.Pos)
+		}
 		if d == nil || ws.need[d] {
-			return "" // a kernel parameter, or seen
+			return "" // a kernel parameter or the outer loop's induction variable, or seen
 		}
 		switch {
 		case !avail[d]:
