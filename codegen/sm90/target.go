@@ -55,9 +55,10 @@ type Target struct {
 	// TMA copies eligible staged wgmma tiles with cp.async.bulk.tensor
 	// (tma.go; with WGMMA, unless FAC_TMA=0).
 	TMA bool
-	// Release hands a pipelined TMA tile's buffers back through empty
-	// mbarriers instead of a CTA barrier per iteration (unless
-	// FAC_TMA=barrier).
+	// Release hands a pipelined TMA tile's buffers back without a CTA
+	// barrier per iteration (unless FAC_TMA=barrier): through release
+	// counters, or through empty mbarriers to a producer warpgroup
+	// (warpspec.go).
 	Release bool
 	// DQBulk adds f32 atomic_add tiles through shared memory with
 	// cp.reduce.async.bulk (core.BulkReduceTarget; FAC_DQ_BULK=1, with
