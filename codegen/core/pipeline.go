@@ -449,7 +449,7 @@ func (l *Lowerer) pipeBodyTop(p *pipeline, iv, step, lo, hi, stage, phase value.
 	// The last iteration (iv + step >= hi) also issues the loop's tail.
 	last := b.NewICmp(enum.IPredSGE, b.NewAdd(iv, step), hi)
 	cur := map[*Staged]value.Value{}
-	parity := b.NewAnd(b.NewLShr(phase, stage), ConstI32(1))
+	parity := fillParity(b, phase, stage)
 	for _, st := range p.loads {
 		cur[st] = b.NewMul(stage, ConstI32(int64(st.Stride)))
 		st.dyn, st.buf, st.parity = cur[st], stage, parity
@@ -531,6 +531,12 @@ func (l *Lowerer) phaseVarOf(p *pipeline) *ir.InstAlloca {
 		l.entry.NewStore(ConstI32(0), p.phaseVar)
 	}
 	return p.phaseVar
+}
+
+// fillParity is bit stage of phase: the parity of buffer stage's fills
+// consumed so far.
+func fillParity(b *ir.Block, phase, stage value.Value) value.Value {
+	return b.NewAnd(b.NewLShr(phase, stage), ConstI32(1))
 }
 
 // nextPhase flips the bit of the buffer this iteration consumed.

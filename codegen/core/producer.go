@@ -299,7 +299,7 @@ func (l *Lowerer) produceBlock(b *tir.Block) {
 		case op.Kind == tir.OpIf:
 			l.produceTail(ws.pipe, op)
 		case st != nil:
-			l.issueCopy(st, nil, 0)
+			l.issueCopy(st, nil, 0, nil)
 		default:
 			l.lowerOp(op)
 		}
@@ -309,30 +309,50 @@ func (l *Lowerer) produceBlock(b *tir.Block) {
 // produceOuter runs the loop around the pipelined one for its induction
 // variable only: the producer carries nothing else.
 func (l *Lowerer) produceOuter(op *tir.Op) {
+	l.producerFor(op, nil, func(iv value.Value, _ []*ir.InstPhi) []value.Value {
+		l.put(op.Regions[0].Args[0], scalarL, []value.Value{iv})
+		l.produceBlock(op.Regions[0])
+		return nil
+	})
+}
+
+// producerFor emits a loop over op's range (its lo, hi and step, already
+// lowered) carrying phis that start at inits; body lowers an iteration
+// and returns the phis' next values. It returns the phis: at the exit,
+// their values after the last iteration.
+func (l *Lowerer) producerFor(op *tir.Op, inits []value.Value, body func(iv value.Value, phis []*ir.InstPhi) []value.Value) []*ir.InstPhi {
 	lo := l.Get(op.Args[0], scalarL)[0]
 	hi := l.Get(op.Args[1], scalarL)[0]
 	step := l.Get(op.Args[2], scalarL)[0]
 	pre := l.b
-	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
+	hdr, blk, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
 	pre.NewBr(hdr)
 	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
-	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), body, exit)
-	l.b = body
-	l.put(op.Regions[0].Args[0], scalarL, []value.Value{iv})
-	l.produceBlock(op.Regions[0])
+	var phis []*ir.InstPhi
+	for _, v := range inits {
+		phis = append(phis, hdr.NewPhi(ir.NewIncoming(v, pre)))
+	}
+	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), blk, exit)
+	l.b = blk
+	next := body(iv, phis)
 	latch := l.b
+	for i, ph := range phis {
+		ph.Incs = append(ph.Incs, ir.NewIncoming(next[i], latch))
+	}
 	iv.Incs = append(iv.Incs, ir.NewIncoming(latch.NewAdd(iv, step), latch))
 	latch.NewBr(hdr)
 	l.b = exit
+	return phis
 }
 
 // issueCopy issues st's copy from the producer into buffer buf (nil: its
-// only one) of stride bytes, on buffer index bar (nil: 0).
-func (l *Lowerer) issueCopy(st *Staged, buf value.Value, stride int) {
+// only one) of stride bytes, completing on st's mbarrier of index bar
+// (nil: 0).
+func (l *Lowerer) issueCopy(st *Staged, buf value.Value, stride int, bar value.Value) {
 	if buf != nil {
 		st.dyn = l.b.NewMul(buf, ConstI32(int64(stride)))
 	}
-	st.Elected = true
+	st.buf, st.Elected = bar, true
 	l.ws.pt.IssueCopy(l, st)
 	st.Elected, st.dyn, st.buf = false, nil, nil
 }
@@ -341,44 +361,31 @@ func (l *Lowerer) issueCopy(st *Staged, buf value.Value, stride int) {
 // after the consumers emptied it (the first fill of a buffer waits on the
 // phase before the barrier's first, which counts as complete).
 func (l *Lowerer) produceLoop(p *pipeline) {
-	lo := l.Get(p.loop.Args[0], scalarL)[0]
-	hi := l.Get(p.loop.Args[1], scalarL)[0]
-	step := l.Get(p.loop.Args[2], scalarL)[0]
 	sub := sliceOf(p.slice, copyRoots(l.ws.pt, p.slice, p.loads))
-	pre := l.b
-	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
-	pre.NewBr(hdr)
-	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
 	// Each run starts at buffer 0, as the consumers' does; the parities
 	// carry over from the previous run (a loop nested in another).
 	if l.ws.phaseVar == nil {
 		l.ws.phaseVar = l.entry.NewAlloca(types.I32)
 		l.entry.NewStore(ConstI32(0), l.ws.phaseVar)
 	}
-	stage := hdr.NewPhi(ir.NewIncoming(ConstI32(0), pre))
-	phase := hdr.NewPhi(ir.NewIncoming(pre.NewLoad(types.I32, l.ws.phaseVar), pre))
-	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), body, exit)
-	l.b = body
-	l.inSliceEnv(p, iv, func() {
-		// The block-list entries load before the wait, so that they are
-		// in by the time the buffer is free.
-		for _, op := range sub {
-			l.lowerOp(op)
-		}
-		l.ws.pt.WaitEmpty(l, p.loads, stage, emptyParity(l.b, phase, stage))
-		for _, st := range p.loads {
-			st.buf = stage
-			l.issueCopy(st, stage, st.Stride)
-		}
-	})
-	latch := l.b
-	stage.Incs = append(stage.Incs, ir.NewIncoming(nextStage(latch, stage, p.stages), latch))
-	phase.Incs = append(phase.Incs, ir.NewIncoming(nextPhase(latch, phase, stage), latch))
-	iv.Incs = append(iv.Incs, ir.NewIncoming(latch.NewAdd(iv, step), latch))
-	latch.NewBr(hdr)
-	l.b = exit
-	exit.NewStore(phase, l.ws.phaseVar)
-	l.ws.prodStage, l.ws.prodPhase = stage, phase
+	phis := l.producerFor(p.loop, []value.Value{ConstI32(0), l.b.NewLoad(types.I32, l.ws.phaseVar)},
+		func(iv value.Value, phis []*ir.InstPhi) []value.Value {
+			stage, phase := phis[0], phis[1]
+			l.inSliceEnv(p, iv, func() {
+				// The block-list entries load before the wait, so that
+				// they are in by the time the buffer is free.
+				for _, op := range sub {
+					l.lowerOp(op)
+				}
+				l.ws.pt.WaitEmpty(l, p.loads, stage, emptyParity(l.b, phase, stage))
+				for _, st := range p.loads {
+					l.issueCopy(st, stage, st.Stride, stage)
+				}
+			})
+			return []value.Value{nextStage(l.b, stage, p.stages), nextPhase(l.b, phase, stage)}
+		})
+	l.b.NewStore(phis[1], l.ws.phaseVar)
+	l.ws.prodStage, l.ws.prodPhase = phis[0], phis[1]
 }
 
 // produceTail issues p's tail in branch op (its condition is the loop's
@@ -393,7 +400,7 @@ func (l *Lowerer) produceTail(p *pipeline, op *tir.Op) {
 		}
 		stage := l.ws.prodStage
 		l.ws.pt.WaitEmpty(l, p.loads, stage, emptyParity(l.b, l.ws.prodPhase, stage))
-		l.issueCopy(t.st, stage, t.base.Stride)
+		l.issueCopy(t.st, stage, t.base.Stride, nil) // on the tail's own mbarrier
 	})
 }
 
@@ -420,7 +427,7 @@ func copyRoots(pt ProducerTarget, ops []*tir.Op, sts []*Staged) []*tir.Op {
 // stage for its next fill: the one before the fill's (phase: the fills'
 // parities, bit per buffer).
 func emptyParity(b *ir.Block, phase, stage value.Value) value.Value {
-	return b.NewXor(b.NewAnd(b.NewLShr(phase, stage), ConstI32(1)), ConstI32(1))
+	return b.NewXor(fillParity(b, phase, stage), ConstI32(1))
 }
 
 // consumerBarrier is the consumers' CTA barrier once the producer went
