@@ -338,6 +338,7 @@ type simCase struct {
 	misalign   bool // buffers off vector alignment (scalar fallbacks)
 	disable    map[string]bool
 	env        map[string]string // set while lowering (code-shaping choices, e.g. FAC_DQ_BULK)
+	attrs      map[string]any    // compile-time arguments changed on the kernel's IR (schedule arguments)
 }
 
 func simCases() []simCase {
@@ -471,6 +472,14 @@ func simCases() []simCase {
 		without(simCase{kernel: "dot_wgmma", fn: "dot_at", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
 			return []any{buf("a", tir.BF16, 32*128, 1)(rng), buf("b", tir.BF16, 32*16, 1)(rng), zeros("c", tir.F32, 128*16)}
 		}}, "select-async"),
+		// A persistent tile loop around the 128×128 producer forward: 6
+		// tiles on 2 programs (the producer loads a tile's Q and K while
+		// the consumers store the last tile's O), one tile with no kv
+		// blocks; 2 tiles on 3; without the producer (Q refilled behind a
+		// CTA barrier). At the end: a case's index seeds its inputs.
+		persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8), 2),
+		persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8), 3),
+		withAttrs(persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8), 2), "warp_specialize", false),
 	}
 }
 
@@ -505,6 +514,23 @@ func withEnv(c simCase, k, v string) simCase {
 
 func withWarps(c simCase, nw int) simCase {
 	c.numWarps = nw
+	return c
+}
+
+// withAttrs is c with compile-time argument name set to v.
+func withAttrs(c simCase, name string, v any) simCase {
+	c.attrs = map[string]any{name: v}
+	return c
+}
+
+// persistent is c for a persistent kernel (the persistent pass) on
+// programs programs: the logical grid goes to its grid parameters.
+func persistent(c simCase, programs int) simCase {
+	g, args := c.grid, c.args
+	c.grid = [3]int{programs, 1, 1}
+	c.args = func(rng *rand.Rand) []any {
+		return append(args(rng), g[0], g[1], g[2], programs)
+	}
 	return c
 }
 
@@ -599,6 +625,9 @@ func TestSimulate(t *testing.T) {
 			}
 			if c.fn != "" {
 				name = c.fn
+			}
+			for k, v := range c.attrs {
+				m.Func(name).SetAttr(k, v)
 			}
 			rng := rand.New(rand.NewSource(int64(i + 1)))
 			args := c.args(rng)

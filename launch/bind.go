@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/tir"
 )
 
 // BlockMask is what a launch reads of a block mask (*blockmask.BlockMask
@@ -73,8 +74,15 @@ type TensorMap struct {
 
 // Call is a bound launch: grid, the buffers to provide and the arguments.
 type Call struct {
-	Kernel  string
-	Grid    [3]int
+	Kernel string
+	// Grid is the grid to launch: Tiles, or for a persistent kernel
+	// [programs, 1, 1] (Persist). A grid with a 0 is an empty launch,
+	// which runtimes skip.
+	Grid [3]int
+	// Tiles is the logical grid, the contract's (set by Bind): the range
+	// of the kernel's program ids, one tile each. It is Grid unless the
+	// kernel is persistent.
+	Tiles   [3]int
 	Buffers []Buffer
 	Args    []Arg
 
@@ -109,10 +117,21 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 			return nil, err
 		}
 	}
-	call := &Call{Kernel: c.Kernel, Grid: c.Grid(r.Problem), contract: c, problem: r.Problem}
-	for i, g := range call.Grid {
-		if g < 0 || g > math.MaxInt32 || (i > 0 && g > 65535) {
-			return nil, fmt.Errorf("kernel %s: grid %v is out of range", c.Kernel, call.Grid)
+	tiles := c.Grid(r.Problem)
+	call := &Call{Kernel: c.Kernel, Grid: tiles, Tiles: tiles, contract: c, problem: r.Problem}
+	persistent := slices.ContainsFunc(params, func(p artifact.Param) bool { return isGridParam(p.Name) })
+	for i, g := range tiles {
+		// A persistent kernel's launch grid is [programs, 1, 1]: its
+		// logical y and z are arguments, not bounded by the launch's 65535.
+		if g < 0 || g > math.MaxInt32 || (i > 0 && g > 65535 && !persistent) {
+			return nil, fmt.Errorf("kernel %s: grid %v is out of range", c.Kernel, tiles)
+		}
+	}
+	if persistent {
+		// The kernel counts tiles in i32: tile t runs t + programs next,
+		// and programs is at most the total.
+		if n, ok := Product(tiles[:]...); !ok || 2*n-1 > math.MaxInt32 {
+			return nil, fmt.Errorf("kernel %s: grid %v has too many tiles for a persistent kernel's i32 tile index", c.Kernel, tiles)
 		}
 	}
 	scalars, err := c.scalarValues(r)
@@ -166,6 +185,8 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 					}
 					scalarUsed[key] = true
 					v, ok = r.Scalars[key], true
+				case isGridParam(p.Name):
+					v, ok = gridParam(p.Name, tiles), true
 				case c.isSize(p.Name):
 					v, ok = problemSize(p.Name, r.Problem), true
 				}
@@ -182,6 +203,8 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 	if err := call.resolveTensorMaps(); err != nil {
 		return nil, err
 	}
+	// A valid launch as bound: one tile per program.
+	call.Persist(call.tileCount())
 	for _, k := range slices.Sorted(maps.Keys(r.Aux)) {
 		if !auxUsed[k] {
 			return nil, fmt.Errorf("kernel %s: aux tensor %q is not read by its mods (they read: %s)", c.Kernel, k, c.auxNames(params))
@@ -197,6 +220,70 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 		}
 	}
 	return call, nil
+}
+
+// gridParam is the value of grid parameter name (tir.GridParams) for the
+// logical grid tiles: its x, y and z; grid.programs is set by Persist.
+func gridParam(name string, tiles [3]int) int {
+	if i := slices.Index(tir.GridParams[:3], name); i >= 0 {
+		return tiles[i]
+	}
+	return 0
+}
+
+// Persistent reports whether the call is of a persistent kernel: one that
+// takes the grid parameters (tir.GridParams) and loops over the tiles of
+// the logical grid (Tiles), so that it may run on fewer programs (Persist).
+func (c *Call) Persistent() bool { return c.programsArg() >= 0 }
+
+// programsArg is the index of the grid.programs argument, -1 if none.
+func (c *Call) programsArg() int {
+	return slices.IndexFunc(c.Args, func(a Arg) bool { return a.Param.Name == tir.GridParams[3] })
+}
+
+// tileCount is the number of tiles of the logical grid.
+func (c *Call) tileCount() int { return c.Tiles[0] * c.Tiles[1] * c.Tiles[2] }
+
+// Persist sets the number of programs a persistent call is launched on:
+// programs, at most the number of tiles and at least 1, each running the
+// tiles pid, pid + programs, … of the logical grid; Grid becomes
+// [programs, 1, 1]. A grid of no tiles stays an empty launch (Grid
+// [0, 1, 1]). Persist does nothing to a call of a kernel that is not
+// persistent. Bind leaves one program per tile; a runtime that shares the
+// call picks its count on a Clone.
+func (c *Call) Persist(programs int) {
+	i := c.programsArg()
+	if i < 0 {
+		return
+	}
+	total := c.tileCount()
+	n := max(1, min(programs, total))
+	c.Args[i].Value = int32(n)
+	if total == 0 {
+		n = 0
+	}
+	c.Grid = [3]int{n, 1, 1}
+}
+
+// Programs is the number of programs a persistent call is launched on
+// (its grid.programs argument); for another call, the number of tiles.
+func (c *Call) Programs() int {
+	if i := c.programsArg(); i >= 0 {
+		if v, ok := c.Args[i].Value.(int32); ok {
+			return int(v)
+		}
+	}
+	return c.tileCount()
+}
+
+// Clone is a copy of c whose arguments and buffers may be changed (by
+// Persist) without changing c's: a call bound once and launched from
+// several places.
+func (c *Call) Clone() *Call {
+	out := *c
+	out.Args = slices.Clone(c.Args)
+	out.Buffers = slices.Clone(c.Buffers)
+	return &out
 }
 
 // WithTensorMaps is the call for params, a kernel's parameters: those the

@@ -2,10 +2,12 @@ package launch
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/tir"
 )
 
 // toy is a contract for a kernel copy(x, y, n, mask.doc, mask.doc.len).
@@ -204,5 +206,147 @@ func TestProduct(t *testing.T) {
 	}
 	if _, ok := Product(4294967296, 4294967296, 2); ok {
 		t.Error("overflow missed")
+	}
+}
+
+// persistentParams are toyParams with the grid parameters the persistent
+// pass appends.
+func persistentParams() []artifact.Param {
+	ps := append([]artifact.Param(nil), toyParams...)
+	for _, n := range tir.GridParams {
+		ps = append(ps, artifact.Param{Name: n, Kind: artifact.KindI32, Elem: "i32"})
+	}
+	return ps
+}
+
+// gridArgs are a call's grid parameters' values, in tir.GridParams order.
+func gridArgs(t *testing.T, call *Call) [4]int32 {
+	t.Helper()
+	var out [4]int32
+	for i, n := range tir.GridParams {
+		k := slices.IndexFunc(call.Args, func(a Arg) bool { return a.Param.Name == n })
+		if k < 0 {
+			t.Fatalf("no argument %s", n)
+		}
+		out[i] = call.Args[k].Value.(int32)
+	}
+	return out
+}
+
+// TestBindPersistent: a persistent kernel's grid parameters are the
+// logical grid and, as bound, one program per tile; Persist lowers the
+// program count within [1, tiles] and launches [programs, 1, 1].
+func TestBindPersistent(t *testing.T) {
+	r := toyRequest()
+	r.Problem.Shape.Batch = 3 // grid [2, 3, 1]: 6 tiles
+	plain, err := toy.Bind(toyParams, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Persistent() || plain.Grid != [3]int{2, 3, 1} || plain.Tiles != plain.Grid || plain.Programs() != 6 {
+		t.Errorf("non-persistent call: persistent %v, grid %v, tiles %v, programs %d", plain.Persistent(), plain.Grid, plain.Tiles, plain.Programs())
+	}
+	plain.Persist(2)
+	if plain.Grid != [3]int{2, 3, 1} {
+		t.Errorf("Persist changed a non-persistent call's grid to %v", plain.Grid)
+	}
+
+	call, err := toy.Bind(persistentParams(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !call.Persistent() || call.Tiles != [3]int{2, 3, 1} || call.Grid != [3]int{6, 1, 1} || call.Programs() != 6 {
+		t.Errorf("bound: persistent %v, tiles %v, grid %v, programs %d", call.Persistent(), call.Tiles, call.Grid, call.Programs())
+	}
+	if g := gridArgs(t, call); g != [4]int32{2, 3, 1, 6} {
+		t.Errorf("grid arguments %v, want [2 3 1 6]", g)
+	}
+	// The other arguments are bound as for the kernel without the grid.
+	if !reflect.DeepEqual(call.Args[:len(toyParams)], plain.Args) {
+		t.Errorf("arguments %+v, want %+v", call.Args[:len(toyParams)], plain.Args)
+	}
+	for _, tc := range []struct{ programs, want int }{{4, 4}, {1, 1}, {6, 6}, {100, 6}, {0, 1}, {-3, 1}} {
+		c := call.Clone()
+		c.Persist(tc.programs)
+		if g := gridArgs(t, c); c.Grid != [3]int{tc.want, 1, 1} || g != [4]int32{2, 3, 1, int32(tc.want)} || c.Programs() != tc.want || c.Tiles != call.Tiles {
+			t.Errorf("Persist(%d): grid %v, arguments %v, want %d programs", tc.programs, c.Grid, g, tc.want)
+		}
+	}
+	if g := gridArgs(t, call); call.Grid != [3]int{6, 1, 1} || g[3] != 6 {
+		t.Errorf("Persist on a clone changed the call: grid %v, arguments %v", call.Grid, g)
+	}
+	// The tensor maps an artifact adds keep the grid.
+	ext, err := call.WithTensorMaps(append(persistentParams(), tmapParams()[len(toyParams)]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ext.Persistent() || ext.Grid != call.Grid || ext.Tiles != call.Tiles {
+		t.Errorf("with tensor maps: persistent %v, grid %v, tiles %v", ext.Persistent(), ext.Grid, ext.Tiles)
+	}
+
+	// No tiles: an empty launch, whatever the program count.
+	empty := &Contract{Kernel: "toy", Tensors: toy.Tensors, Scalars: toy.Scalars, Mods: toy.Mods,
+		Grid: func(Problem) [3]int { return [3]int{0, 3, 1} }}
+	r = toyRequest()
+	call, err = empty.Bind(persistentParams(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 132} {
+		call.Persist(n)
+		if g := gridArgs(t, call); call.Grid[0] != 0 || g != [4]int32{0, 3, 1, 1} {
+			t.Errorf("no tiles, Persist(%d): grid %v, arguments %v", n, call.Grid, g)
+		}
+	}
+
+	// The logical y is an argument, not a launch dimension: past 65535 is
+	// fine for a persistent kernel only.
+	wide := &Contract{Kernel: "toy", Tensors: toy.Tensors, Scalars: toy.Scalars, Mods: toy.Mods,
+		Grid: func(Problem) [3]int { return [3]int{1, 70000, 2} }}
+	if call, err := wide.Bind(persistentParams(), r); err != nil || call.Grid != [3]int{140000, 1, 1} {
+		t.Errorf("y = 70000, persistent: %v, %v", call, err)
+	}
+	if _, err := wide.Bind(toyParams, r); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("y = 70000, not persistent: %v", err)
+	}
+	huge := &Contract{Kernel: "toy", Tensors: toy.Tensors, Scalars: toy.Scalars, Mods: toy.Mods,
+		Grid: func(Problem) [3]int { return [3]int{1 << 16, 1 << 15, 1} }}
+	if _, err := huge.Bind(persistentParams(), r); err == nil || !strings.Contains(err.Error(), "too many tiles for a persistent kernel") {
+		t.Errorf("2^31 tiles: %v", err)
+	}
+}
+
+// TestCheckParamsGrid: the grid parameters need no contract role, but must
+// be i32, all four, and not claimed by the contract.
+func TestCheckParamsGrid(t *testing.T) {
+	if err := toy.CheckParams(persistentParams()); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		edit func([]artifact.Param) []artifact.Param
+		want string
+	}{
+		"i64":     {func(ps []artifact.Param) []artifact.Param { ps[len(ps)-1].Kind = artifact.KindI64; return ps }, "grid parameter grid.programs is i64"},
+		"f32":     {func(ps []artifact.Param) []artifact.Param { ps[len(ps)-4].Kind = artifact.KindF32; return ps }, "grid parameter grid.x is f32"},
+		"pointer": {func(ps []artifact.Param) []artifact.Param { ps[len(ps)-2].Kind = artifact.KindPtr; return ps }, "grid parameter grid.z is u64"},
+		"bool":    {func(ps []artifact.Param) []artifact.Param { ps[len(ps)-3].Elem = "i1"; return ps }, "grid parameter grid.y is i32 (element i1)"},
+		"partial": {func(ps []artifact.Param) []artifact.Param { return ps[:len(ps)-1] }, "has 3 of the grid parameters"},
+		"twice":   {func(ps []artifact.Param) []artifact.Param { return append(ps, ps[len(ps)-1]) }, "grid parameter grid.programs twice"},
+	} {
+		if err := toy.CheckParams(tc.edit(persistentParams())); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
+		}
+	}
+	claims := *toy
+	claims.Scalars = append(slices.Clone(toy.Scalars), Scalar{Name: "grid.x", Value: func(Problem) any { return 1 }})
+	if err := claims.CheckParams(persistentParams()); err == nil || !strings.Contains(err.Error(), "names parameter grid.x, which a persistent kernel's launch binds") {
+		t.Errorf("a contract naming grid.x: %v", err)
+	}
+	// Without mods too (the grid parameters are not size parameters).
+	plain := *toy
+	plain.Mods = nil
+	ps := slices.DeleteFunc(persistentParams(), func(p artifact.Param) bool { return strings.HasPrefix(p.Name, "mask.") })
+	if err := plain.CheckParams(ps); err != nil {
+		t.Errorf("a kernel without mods: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/tir"
 )
 
 // Problem is what a launch is for: the shape, the kernel's integer
@@ -74,7 +75,10 @@ type Contract struct {
 	// as "<mod>.<name>" (a scalar), and batch and num_heads, when a mod
 	// reads them, as "batch" and "num_heads" (see Sizes).
 	Mods []string
-	// Grid is the launch grid for a problem.
+	// Grid is the logical grid for a problem: the range of the kernel's
+	// program ids, one program per tile. A persistent kernel (one taking
+	// tir.GridParams) is launched on fewer programs that loop over it
+	// (Call.Tiles, Call.Persist).
 	Grid func(p Problem) [3]int
 	// Check, when set, rejects problems the kernel cannot run.
 	Check func(p Problem) error
@@ -200,8 +204,10 @@ func (c *Contract) auxParam(param string) (mod, aux string, isLen, ok bool) {
 // .fa signature after lowering, or from an artifact): every parameter is
 // covered by exactly one role of the contract with a matching kind, and
 // everything the contract names exists. Tensor maps, which codegen adds,
-// are covered by the tensor and parameters they are built from. It is what
-// a launch and the contract tests call.
+// are covered by the tensor and parameters they are built from, and a
+// persistent kernel's grid parameters (tir.GridParams, all four, i32) by
+// the launch, which binds them. It is what a launch and the contract tests
+// call.
 func (c *Contract) CheckParams(params []artifact.Param) error {
 	have := map[string]artifact.Param{}
 	for _, p := range params {
@@ -244,6 +250,9 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 			return err
 		}
 	}
+	if err := c.checkGridParams(params, used); err != nil {
+		return err
+	}
 	if bm := c.BlockMask; bm != nil {
 		for _, n := range []string{bm.Counts, bm.Indices, bm.FullCounts, bm.FullIndices} {
 			if err := use(n, "ptr"); err != nil {
@@ -274,6 +283,9 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 			}
 			continue
 		}
+		if isGridParam(p.Name) {
+			continue // checked by checkGridParams
+		}
 		if c.isSize(p.Name) {
 			if p.Kind != artifact.KindI32 {
 				return fmt.Errorf("kernel %s: parameter %s has kind %s, want i32", c.Kernel, p.Name, p.Kind)
@@ -281,6 +293,38 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 			continue
 		}
 		return fmt.Errorf("kernel %s: parameter %s is not in its launch contract", c.Kernel, p.Name)
+	}
+	return nil
+}
+
+// isGridParam reports whether param is one of a persistent kernel's grid
+// parameters (tir.GridParams).
+func isGridParam(param string) bool { return slices.Contains(tir.GridParams, param) }
+
+// checkGridParams checks a persistent kernel's grid parameters: all of
+// tir.GridParams or none, each i32, and none named by the contract (the
+// launch binds them; used holds the names the contract's roles took).
+func (c *Contract) checkGridParams(params []artifact.Param, used map[string]bool) error {
+	for _, name := range tir.GridParams {
+		if used[name] {
+			return fmt.Errorf("contract of kernel %s names parameter %s, which a persistent kernel's launch binds", c.Kernel, name)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range params {
+		if !isGridParam(p.Name) {
+			continue
+		}
+		if seen[p.Name] {
+			return fmt.Errorf("kernel %s has grid parameter %s twice", c.Kernel, p.Name)
+		}
+		seen[p.Name] = true
+		if p.Kind != artifact.KindI32 || p.Elem == "i1" {
+			return fmt.Errorf("kernel %s: grid parameter %s is %s (element %s), want i32", c.Kernel, p.Name, p.Kind, p.Elem)
+		}
+	}
+	if len(seen) != 0 && len(seen) != len(tir.GridParams) {
+		return fmt.Errorf("kernel %s has %d of the grid parameters %s: a persistent kernel takes all of them", c.Kernel, len(seen), strings.Join(tir.GridParams, ", "))
 	}
 	return nil
 }

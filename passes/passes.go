@@ -35,6 +35,7 @@ var Table = []Pass{
 	{Name: "specialize-mask", Doc: "add a <kernel>.full variant of each masked kernel with the mask known true", Run: specializeMask, TargetIndependent: true},
 	// Codegen cannot lower calls, nor can the block-mask analyzer bound them.
 	{Name: "inline", Doc: "inline every call and delete functions no longer called", Run: inline, TargetIndependent: true, Required: true},
+	{Name: "persistent", Doc: "with persistent = true, run the kernel body in a loop over the logical grid's tiles, strided by the programs launched", Run: persistent, TargetIndependent: true},
 	{Name: "canonicalize", Doc: "fold constants and exact algebraic identities, take constant ifs", Run: canonicalize, TargetIndependent: true},
 	{Name: "cse", Doc: "eliminate common subexpressions of pure ops, scoped by region", Run: cse, TargetIndependent: true},
 	{Name: "sink-select", Doc: "move a select of a mask tile an if yields into the if's branches, so no i1 tile joins after it", Run: sinkSelect, TargetIndependent: true},

@@ -236,6 +236,14 @@ type Func struct {
 	Pos    Pos
 }
 
+// GridParams are the parameters a persistent kernel (the persistent
+// pass) takes after its own, in order: the logical grid, which
+// program_id ranges over (the grid its launch contract asks for), and
+// the number of programs launched along axis 0, each of which runs the
+// logical grid's tiles pid, pid + grid.programs, … A launcher that finds
+// them launches grid.programs programs instead of the logical grid.
+var GridParams = []string{"grid.x", "grid.y", "grid.z", "grid.programs"}
+
 // Module is a compilation unit: kernels and the functions they call.
 type Module struct {
 	Funcs []*Func

@@ -14,7 +14,9 @@ import "github.com/fac-compiler/fac/tir"
 
 // coalesceStore reports the layout store op should write from instead of
 // lay, the layout of its value, when that pays: a rank-2 tile outside any
-// loop (a conversion costs two CTA barriers), of 16- or 32-bit elements,
+// loop (a conversion costs two CTA barriers), or in one only whose
+// iterations run loops of their own (a persistent kernel's tile loop),
+// of 16- or 32-bit elements,
 // whose addresses run contiguously along the last dim for 16 bytes and
 // whose mask is constant along them, held in lay with runs of under 32
 // bytes per warp instruction, and big enough that every thread holds a
@@ -64,7 +66,9 @@ func rowRun(x *Linear, d int) int {
 	return run
 }
 
-// inLoop reports whether op sits in the body of a for loop, at any depth.
+// inLoop reports whether op sits in the body of a for loop, at any depth,
+// except a loop around others (a persistent kernel's tile loop: its
+// iterations are whole kernels).
 func (a *assigner) inLoop(op *tir.Op) bool {
 	if a.loopOps == nil {
 		a.loopOps = map[*tir.Op]bool{}
@@ -75,7 +79,7 @@ func (a *assigner) inLoop(op *tir.Op) bool {
 					a.loopOps[o] = true
 				}
 				for _, r := range o.Regions {
-					walk(r, in || o.Kind == tir.OpFor)
+					walk(r, in || o.Kind == tir.OpFor && !r.Any(func(x *tir.Op) bool { return x.Kind == tir.OpFor }))
 				}
 			}
 		}

@@ -131,7 +131,8 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	if pl != nil {
 		l.b.NewStore(phase, pl.phaseVar)
 		pl.exitStage = stage
-		l.pipeExit(pl, l.b.NewICmp(enum.IPredSLT, lo, hi))
+		pl.exitRan = l.b.NewICmp(enum.IPredSLT, lo, hi)
+		l.pipeExit(pl, pl.exitRan)
 	}
 	l.retireResident(op)
 	for i, r := range op.Results {
@@ -154,12 +155,19 @@ func (l *Lowerer) retireResident(op *tir.Op) {
 			continue
 		}
 		seen[st] = true
-		if blk := l.a.blockOf[st.Load.Result()]; blk == nil || !slices.Contains(blk.Ops, op) {
+		blk := l.a.blockOf[st.Load.Result()]
+		if blk == nil || !slices.Contains(blk.Ops, op) {
 			continue
 		}
 		all := true
 		for _, u := range st.Uses() {
 			all = all && inside[u.Dot]
+		}
+		if all && l.ws != nil && l.ws.consumer && blk != l.f.Body {
+			// Loaded again by the next iteration of the loop around:
+			// back to the producer, its shared memory kept (Scratch).
+			l.ws.pt.HandBack(l, st)
+			continue
 		}
 		if all {
 			st.live = false

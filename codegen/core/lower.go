@@ -183,6 +183,9 @@ func (l *Lowerer) lowerBlock(b *tir.Block) *tir.Op {
 		}
 		l.curOps, l.curIdx = b.Ops, i
 		l.lowerOp(op)
+		if ws := l.ws; ws != nil && ws.consumer && ws.outer != nil && ws.pipe.tail != nil && op == ws.pipe.tail.branch {
+			l.handBackTail()
+		}
 	}
 	return nil
 }

@@ -383,8 +383,12 @@ func (l *Lowerer) sharedBase(t types.Type) value.Value {
 // staging starts: after the staged (cp.async) tiles while any is in flight,
 // else at 0, overlapping them (every scratch use and every staged load
 // begins with a barrier, so the two never meet).
+//
+// Beside a producer that runs ahead into the next iteration of a loop
+// around the pipelined one, the tiles are never free: the scratch area
+// always follows them.
 func (l *Lowerer) Scratch() int {
-	if l.inFlight > 0 {
+	if l.inFlight > 0 || (l.ws != nil && l.ws.outer != nil) {
 		return l.scratchBase
 	}
 	return 0

@@ -65,6 +65,7 @@ type pipeline struct {
 	// exits with (the header's phi).
 	tail      *pipeTail
 	exitStage value.Value
+	exitRan   value.Value // i1 at the exit: the loop ran an iteration
 }
 
 // pendingRelease is the release of the buffers the previous iteration

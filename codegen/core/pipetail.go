@@ -22,7 +22,7 @@ import (
 // buffer the loop exits with); buffers handed back without a CTA barrier
 // (the target's release: the issuing thread is the one that freed the
 // buffer), and the tail's copies completing on their own barrier
-// (TileWaiter.OwnCompletion); a top-level loop and its tail in the first
+// (TileWaiter.OwnCompletion); a loop of a frame (planTails) and its tail in the first
 // op with regions after it, an if on `hi > lo` whose then-branch holds the
 // tail as its only staged load; the tail's address computed in that branch from values
 // defined before the loop by pure ops; no store in the loop or between it
@@ -33,12 +33,25 @@ type pipeTail struct {
 	st     *Staged
 	slice  []*tir.Op // the branch's ops the tail's operands depend on, in order
 	base   *Staged   // the loop's tile whose buffers it takes
+	branch *tir.Op   // the if holding it
 	issued bool      // the loop's body issued it
 }
 
-// planTails finds the tails of the kernel's top-level pipelined loops.
+// planTails finds the tails of the pipelined loops of the kernel's frames
+// (its top level, and the body of a top-level loop: a persistent
+// kernel's tile loop).
 func (l *Lowerer) planTails() {
-	ops := l.f.Body.Ops
+	l.planTailsIn(l.f.Body.Ops, nil)
+	for i, op := range l.f.Body.Ops {
+		if op.Kind == tir.OpFor && l.pipes[op] == nil {
+			l.planTailsIn(op.Regions[0].Ops, l.f.Body.Ops[:i])
+		}
+	}
+}
+
+// planTailsIn finds the tails of the pipelined loops among ops; outer are
+// the top-level ops before the loop holding ops, if any.
+func (l *Lowerer) planTailsIn(ops, outer []*tir.Op) {
 	for i, op := range ops {
 		p := l.pipes[op]
 		if p == nil || p.stages != 2 || op.Regions[0].Any(func(o *tir.Op) bool { return o.Kind.IsMemWrite() }) {
@@ -52,9 +65,10 @@ func (l *Lowerer) planTails() {
 				continue
 			}
 			if next.Kind == tir.OpIf && runsWith(next, op) {
-				p.tail = l.tailIn(p, ops[:i], next.Regions[0])
+				before := append(append([]*tir.Op(nil), outer...), ops[:i]...)
+				p.tail = l.tailIn(p, before, next.Regions[0])
 				if p.tail != nil {
-					p.tail.st.tailOf = p
+					p.tail.st.tailOf, p.tail.branch = p, next
 				}
 			}
 			break

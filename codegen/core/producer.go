@@ -50,6 +50,15 @@ type ProducerTarget interface {
 	// SetMaxRegs moves the calling warpgroup's registers to regs per
 	// thread (setmaxnreg): down for the producer, up for the consumers.
 	SetMaxRegs(l *Lowerer, regs int, up bool)
+	// WaitRefill waits, in the producer, until the consumers handed back
+	// resident tile st for its next fill (HandBack): a tile loaded in the
+	// loop around the pipelined one is filled once per iteration. It does
+	// nothing for a tile filled once.
+	WaitRefill(l *Lowerer, st *Staged)
+	// HandBack hands resident tile st back for its next fill, from the
+	// consumers, once the loop whose dots read it is done (their reads are
+	// complete).
+	HandBack(l *Lowerer, st *Staged)
 }
 
 // warpSpec is the producer program's plan (PlanProducer).
@@ -103,6 +112,7 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 	// avail: the ops the producer may run, the top level's and those of
 	// the loop around the pipelined one, if any (the backward's GQA loop).
 	top, avail := map[*tir.Op]bool{}, map[*tir.Op]bool{}
+	frame := l.f.Body.Ops // the ops the producer may run, in order
 	for _, op := range l.f.Body.Ops {
 		top[op], avail[op] = true, true
 	}
@@ -119,6 +129,7 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 		for _, op := range outer.Regions[0].Ops {
 			avail[op] = true
 		}
+		frame = append(slices.Clone(frame), outer.Regions[0].Ops...)
 	}
 	if !l.releases(p) {
 		return "the loop's buffers go back through a CTA barrier"
@@ -207,7 +218,7 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 		switch {
 		case st.pipe == p:
 		case p.tail != nil && st == p.tail.st:
-			for _, br := range l.f.Body.Ops {
+			for _, br := range frame {
 				if br.Kind == tir.OpIf && br.Regions[0] == l.a.blockOf[op.Result()] {
 					ws.need[br] = true
 					if w := closure(br.Args[0]); w != "" {
@@ -218,7 +229,7 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 			if bad == "" {
 				bad = inside(p.tail.slice, []*Staged{st})
 			}
-		case st.Resident && top[op]:
+		case st.Resident && avail[op]:
 			if vals, ok := pt.CopyOperands(st); !ok {
 				bad = fmt.Sprintf("the load at %s is not copied by one thread", op.Pos)
 			} else {
@@ -299,6 +310,7 @@ func (l *Lowerer) produceBlock(b *tir.Block) {
 		case op.Kind == tir.OpIf:
 			l.produceTail(ws.pipe, op)
 		case st != nil:
+			ws.pt.WaitRefill(l, st)
 			l.issueCopy(st, nil, 0, nil)
 		default:
 			l.lowerOp(op)
@@ -401,6 +413,9 @@ func (l *Lowerer) produceTail(p *pipeline, op *tir.Op) {
 		stage := l.ws.prodStage
 		l.ws.pt.WaitEmpty(l, p.loads, stage, emptyParity(l.b, l.ws.prodPhase, stage))
 		l.issueCopy(t.st, stage, t.base.Stride, nil) // on the tail's own mbarrier
+		// A fill of the buffer all the same: the consumers hand it back
+		// (handBackTail), and the next run's fill of it waits for that.
+		l.b.NewStore(nextPhase(l.b, l.ws.prodPhase, stage), l.ws.phaseVar)
 	})
 }
 
@@ -428,6 +443,20 @@ func copyRoots(pt ProducerTarget, ops []*tir.Op, sts []*Staged) []*tir.Op {
 // parities, bit per buffer).
 func emptyParity(b *ir.Block, phase, stage value.Value) value.Value {
 	return b.NewXor(fillParity(b, phase, stage), ConstI32(1))
+}
+
+// handBackTail hands the buffer of the pipelined loop's tail back after
+// the branch that reads it, in an iteration of a loop around the
+// pipelined one, once its dot is complete (the epilogue right after waits
+// for it anyway), so that the next run's fill of that buffer goes ahead
+// while the consumers store this run's output.
+func (l *Lowerer) handBackTail() {
+	p := l.ws.pipe
+	if p.exitRan == nil {
+		return
+	}
+	l.awaitForBarrier()
+	l.ws.pt.ReleaseBuffer(l, p.loads, p.exitStage, p.exitRan, nil)
 }
 
 // consumerBarrier is the consumers' CTA barrier once the producer went

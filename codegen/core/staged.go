@@ -78,6 +78,9 @@ func (st *Staged) PipeLoop() *tir.Op {
 	return st.pipe.loop
 }
 
+// Tail reports whether st is a pipelined loop's tail (pipetail.go).
+func (st *Staged) Tail() bool { return st.tailOf != nil }
+
 // Stages is the number of buffers of st (1 unless pipelined).
 func (st *Staged) Stages() int {
 	if st.pipe == nil {
@@ -348,14 +351,16 @@ func (l *Lowerer) planAsync() {
 // placeStaged places the staged tiles (Bytes set; double-buffered ones
 // take two buffers, 1024-aligned so that swizzled tiles keep their
 // pattern) at the start of shared memory in program order. Tiles after a
-// pipelined loop of the kernel's top level reuse its buffers (the
-// overlapped forward's last P·V reads its V there): the loop's exit waits
-// for its copies and then a CTA barrier frees them (pipeExit). That keeps
-// the forward's 128×128 tiles at three stages inside the 227 KB a block
-// may have.
+// pipelined loop of a frame (the kernel's top level, or the body of a
+// top-level loop around the pipelined one: the backward's GQA loop, a
+// persistent kernel's tile loop) reuse its buffers (the overlapped
+// forward's last P·V reads its V there): the loop's exit waits for its
+// copies and then a CTA barrier frees them (pipeExit). That keeps the
+// forward's 128×128 tiles at three stages inside the 227 KB a block may
+// have.
 func (l *Lowerer) placeStaged() {
 	off, end := 0, 0
-	var after *pipeline // the top-level pipelined loop whose buffers off reuses
+	var after *pipeline // the pipelined loop whose buffers off reuses
 	place := func(op *tir.Op) bool {
 		st := l.a.async[op]
 		if st == nil {
@@ -372,21 +377,28 @@ func (l *Lowerer) placeStaged() {
 		}
 		return true
 	}
-	for _, op := range l.f.Body.Ops {
-		p := l.pipes[op]
-		start := roundUpTo(off, 1024)
-		if p != nil {
-			p.reused = false // set if a later tile takes its buffers; a loop's own tiles may take an earlier loop's
-		}
-		if place(op) {
-			for _, r := range op.Regions {
-				r.Walk(place)
+	var frame func(ops []*tir.Op, top bool)
+	frame = func(ops []*tir.Op, top bool) {
+		for _, op := range ops {
+			p := l.pipes[op]
+			start := roundUpTo(off, 1024)
+			if p != nil {
+				p.reused = false // set if a later tile takes its buffers; a loop's own tiles may take an earlier loop's
+			}
+			switch {
+			case top && p == nil && op.Kind == tir.OpFor:
+				frame(op.Regions[0].Ops, false)
+			case place(op):
+				for _, r := range op.Regions {
+					r.Walk(place)
+				}
+			}
+			if p != nil {
+				off, after = start, p
 			}
 		}
-		if p != nil {
-			off, after = start, p
-		}
 	}
+	frame(l.f.Body.Ops, true)
 	l.scratchBase = end
 	l.smemBytes = end
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -73,6 +74,13 @@ type tmaLoad struct {
 	panels   int          // 64-column boxes per tile
 	bars     int          // byte offset of its first full mbarrier (one per buffer, 8 bytes each)
 	counters int          // byte offset of its loop's release counters (one per buffer, 8 bytes each), or -1
+	// again: a tile filled once per iteration of a loop (a resident tile
+	// in the loop around the pipelined one, a tail there), whose waits
+	// take the parity of its fills so far (waits, a variable of each
+	// thread; refills, the producer's of its empty waits).
+	again          bool
+	empty          int // byte offset of its empty mbarrier (a resident tile beside a producer), or -1
+	waits, refills *ir.InstAlloca
 }
 
 // tmaOff reports whether FAC_TMA=0 turns TMA staging off.
@@ -134,7 +142,7 @@ func (t *Target) planTMA(l *core.Lowerer) {
 					return true
 				}
 			}
-		} else if loops[op] > 0 {
+		} else if loops[op] > 1 || loops[op] == 1 && !st.Resident && !st.Tail() {
 			t.note(l, op, "cp.async: in a loop that does not pipeline it")
 			return true
 		}
@@ -143,7 +151,7 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			t.note(l, op, "cp.async: "+why)
 			return true
 		}
-		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), counters: -1}
+		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), counters: -1, empty: -1, again: loops[op] == 1 && st.PipeLoop() == nil}
 		tl.param = l.AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
 		p.tma = tl
 		// Full barriers (one arrival: the fill's expect_tx); a pipelined
@@ -163,6 +171,10 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			}
 			tl.counters = c
 		}
+		if tl.again && st.Resident {
+			tl.empty = 8 * len(t.tmaBars)
+			t.tmaBars = append(t.tmaBars, 0) // an empty mbarrier beside a producer
+		}
 		loads = append(loads, tl)
 		return true
 	})
@@ -173,6 +185,9 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			tl.bars += t.tmaBase
 			if tl.counters >= 0 {
 				tl.counters += t.tmaBase
+			}
+			if tl.empty >= 0 {
+				tl.empty += t.tmaBase
 			}
 		}
 	}
@@ -443,6 +458,14 @@ func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 			coords[i] = l.Scalar(c)
 		}
 	}
+	if tl.again && st.Resident && !l.WarpSpecialized() {
+		// Refilled by each iteration of the loop around: every thread
+		// is done with the previous fill (its dots, and the epilogue's
+		// scratch over it, through the generic proxy).
+		l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
+		l.Barrier()
+		b = l.Block()
+	}
 	// Thread 0 issues the copies, or the thread ReleaseBuffer elected.
 	var cond value.Value = constant.True
 	if !st.Elected {
@@ -473,11 +496,28 @@ func (t *Target) WaitTile(l *core.Lowerer, st *core.Staged) bool {
 		return false
 	}
 	parity := st.Parity()
+	if parity == nil && p.tma.again {
+		parity = p.tma.flip(l, &p.tma.waits)
+	}
 	if parity == nil {
 		parity = core.ConstI32(0)
 	}
 	l.Asm(types.Void, asmMbarWait, "r,r,~{memory}", true, p.tma.mbar(l, st), parity)
 	return true
+}
+
+// flip returns the parity in *v (a variable of the calling thread, 0 at
+// the kernel's entry) and flips it: the parity of the wait for one fill
+// of a tile filled again and again.
+func (tl *tmaLoad) flip(l *core.Lowerer, v **ir.InstAlloca) value.Value {
+	if *v == nil {
+		*v = l.Entry().NewAlloca(types.I32)
+		l.Entry().NewStore(core.ConstI32(0), *v)
+	}
+	b := l.Block()
+	n := b.NewLoad(types.I32, *v)
+	b.NewStore(b.NewXor(n, core.ConstI32(1)), *v)
+	return n
 }
 
 // OwnCompletion: a TMA tile completes on its mbarrier.

@@ -70,6 +70,33 @@ func (t *Target) WaitEmpty(l *core.Lowerer, tiles []*core.Staged, buf, parity va
 	l.Asm(types.Void, asmMbarWait, "r,r,~{memory}", true, barOf(l, tiles[0].Plan.(*tilePlan).tma.counters, buf), parity)
 }
 
+// WaitRefill: a resident tile of the loop around the pipelined one waits
+// on its empty mbarrier (the first fill on the phase before the first,
+// which counts as complete).
+func (t *Target) WaitRefill(l *core.Lowerer, st *core.Staged) {
+	tl := st.Plan.(*tilePlan).tma
+	if tl.empty < 0 {
+		return
+	}
+	b := l.Block()
+	parity := b.NewXor(tl.flip(l, &tl.refills), core.ConstI32(1))
+	l.Asm(types.Void, asmMbarWait, "r,r,~{memory}", true, barOf(l, tl.empty, nil), parity)
+}
+
+// HandBack: one arrival per consumer warpgroup on the tile's empty
+// mbarrier.
+func (t *Target) HandBack(l *core.Lowerer, st *core.Staged) {
+	tl := st.Plan.(*tilePlan).tma
+	if tl.empty < 0 {
+		return
+	}
+	b := l.Block()
+	lead := b.NewICmp(enum.IPredEQ, b.NewAnd(l.ThreadID(), core.ConstI32(127)), core.ConstI32(0))
+	l.IfThen(lead, "handback", func() {
+		l.Asm(types.Void, asmArrive, "r,~{memory}", true, barOf(l, tl.empty, nil))
+	})
+}
+
 // SetMaxRegs is setmaxnreg for the calling warpgroup.
 func (t *Target) SetMaxRegs(l *core.Lowerer, regs int, up bool) {
 	dir := "dec"

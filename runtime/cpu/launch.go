@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/tir"
@@ -14,8 +15,14 @@ import (
 // ([]float32, []float64, []int32 or *Buffer; for aux tensors, anything
 // launch.HostData converts); outputs are made here,
 // poisoned with NaN so an unwritten element shows. It returns every buffer
-// by name.
+// by name. A persistent kernel runs on PersistentPrograms(tiles) programs
+// (the call itself is left as it is).
 func Run(ctx context.Context, m *tir.Module, call *launch.Call, host map[string]any) (map[string]*Buffer, error) {
+	if call.Persistent() {
+		t := call.Tiles
+		call = call.Clone()
+		call.Persist(PersistentPrograms(t[0] * t[1] * t[2]))
+	}
 	bufs := make([]*Buffer, len(call.Buffers))
 	byName := map[string]*Buffer{}
 	for i, b := range call.Buffers {
@@ -89,4 +96,18 @@ func hostBuffer(b launch.Buffer, e tir.Elem, v any) (*Buffer, error) {
 		return nil, fmt.Errorf("%s is %s, the kernel takes %s", b.Name, buf.Elem, e)
 	}
 	return buf, nil
+}
+
+// PersistentPrograms is the number of programs the reference device runs
+// a persistent kernel of total tiles on: as many as it runs at once
+// (GOMAXPROCS, so no parallelism is lost), made odd so that it seldom
+// divides the tile count (tile counts are mostly even: programs then end
+// after different numbers of tiles, which tests the loop's bound), at
+// least 3, and at most half the tiles, so that every program runs two
+// tiles or more (the strided step) whenever there are two tiles or more.
+// On a GPU the count is the number of CTAs resident at once instead
+// (runtime/gpu).
+func PersistentPrograms(total int) int {
+	p := max(runtime.GOMAXPROCS(0)|1, 3)
+	return max(1, min(p, total/2))
 }

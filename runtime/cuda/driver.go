@@ -66,6 +66,7 @@ const (
 	fModuleUnload
 	fFuncGetAttribute
 	fFuncSetAttribute
+	fOccupancyMaxBlocks
 	fLaunchKernel
 	fMemAlloc
 	fMemFree
@@ -126,6 +127,7 @@ var syms = [numFn]symbol{
 	fModuleUnload:            {name: "cuModuleUnload"},
 	fFuncGetAttribute:        {name: "cuFuncGetAttribute"},
 	fFuncSetAttribute:        {name: "cuFuncSetAttribute"},
+	fOccupancyMaxBlocks:      {name: "cuOccupancyMaxActiveBlocksPerMultiprocessor"},
 	fLaunchKernel:            {name: "cuLaunchKernel"},
 	fMemAlloc:                {name: "cuMemAlloc_v2"},
 	fMemFree:                 {name: "cuMemFree_v2"},

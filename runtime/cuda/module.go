@@ -154,6 +154,19 @@ func (f *Function) SetAttribute(a FuncAttribute, v int) error {
 	return ctxCall(fFuncSetAttribute, f.h, uintptr(a), uintptr(v))
 }
 
+// MaxActiveBlocksPerSM is how many CTAs of the kernel fit on one SM at
+// once with block threads each and dynamicShared bytes of dynamic shared
+// memory (cuOccupancyMaxActiveBlocksPerMultiprocessor: registers, shared
+// memory and the SM's thread and CTA limits); 0 when none fits. Set the
+// kernel's dynamic shared memory limit (SetMaxDynamicSharedMemory) first.
+func (f *Function) MaxActiveBlocksPerSM(block, dynamicShared int) (int, error) {
+	var n int32
+	if err := ctxCall(fOccupancyMaxBlocks, uintptr(unsafe.Pointer(&n)), f.h, uintptr(block), uintptr(dynamicShared)); err != nil {
+		return 0, fmt.Errorf("%w (kernel %s, block %d, shared %d)", err, f.name, block, dynamicShared)
+	}
+	return int(n), nil
+}
+
 // SetMaxDynamicSharedMemory allows launches with up to bytes of dynamic
 // shared memory; needed above 48 KiB.
 func (f *Function) SetMaxDynamicSharedMemory(bytes int) error {

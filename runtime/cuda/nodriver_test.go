@@ -43,6 +43,7 @@ func TestNoDriver(t *testing.T) {
 		"Unload":                    func() error { return (&Module{h: 1}).Unload() },
 		"FuncAttribute":             func() error { _, err := fn.Attribute(FuncAttrNumRegs); return err },
 		"SetMaxDynamicSharedMemory": func() error { return fn.SetMaxDynamicSharedMemory(100 << 10) },
+		"MaxActiveBlocksPerSM":      func() error { _, err := fn.MaxActiveBlocksPerSM(128, 48<<10); return err },
 		"Launch": func() error {
 			return fn.Launch([3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, Stream{}, DevicePtr(1), int32(2))
 		},

@@ -49,6 +49,10 @@ type Kernel struct {
 	Art *artifact.Artifact
 	mod *cuda.Module
 	fn  *cuda.Function
+	dev cuda.Device
+
+	mu       sync.Mutex
+	programs int // persistent launches' program count, once known
 }
 
 // Open opens GPU ordinal with its primary context and the default kernel
@@ -169,7 +173,7 @@ func (d *Device) finish(key string, a *artifact.Artifact, mod *cuda.Module) (*Ke
 			return nil, err
 		}
 	}
-	k := &Kernel{Art: a, mod: mod, fn: fn}
+	k := &Kernel{Art: a, mod: mod, fn: fn, dev: d.Dev}
 	if key != "" {
 		d.modules[key] = k
 	}

@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/fac-compiler/fac/internal/half"
 	"github.com/fac-compiler/fac/launch"
@@ -13,6 +15,7 @@ import (
 type Prepared struct {
 	k     *Kernel
 	call  *launch.Call
+	run   *launch.Call     // call as launched (launchArgs)
 	ptrs  []cuda.DevicePtr // by call buffer
 	owned []cuda.DevicePtr
 	args  []any
@@ -52,14 +55,14 @@ func (d *Device) Prepare(k *Kernel, call *launch.Call, host map[string]any) (_ *
 			return nil, fmt.Errorf("kernel %s: %w", call.Kernel, err)
 		}
 	}
-	if p.args, err = args(k, call, p.ptrs); err != nil {
+	if p.run, p.args, err = launchArgs(k, call, p.ptrs); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
 // Run launches the prepared call on stream s.
-func (p *Prepared) Run(s cuda.Stream) error { return p.k.launch(p.call, p.args, s) }
+func (p *Prepared) Run(s cuda.Stream) error { return p.k.launch(p.run, p.args, s) }
 
 // Output copies an output buffer back as float32 (floats) or int32 values.
 func (p *Prepared) Output(name string) (any, error) {
@@ -117,13 +120,14 @@ func (d *Device) Launch(k *Kernel, call *launch.Call, ptrs map[string]uintptr, s
 		dp[i] = cuda.DevicePtr(p)
 	}
 	// Tensor maps hold the addresses, so they are encoded per call.
-	a, err := args(k, call, dp)
+	run, a, err := launchArgs(k, call, dp)
 	if err != nil {
 		return err
 	}
-	return k.launch(call, a, s)
+	return k.launch(run, a, s)
 }
 
+// launch launches call, as launchArgs made it, with its driver arguments.
 func (k *Kernel) launch(call *launch.Call, args []any, s cuda.Stream) error {
 	g := call.Grid
 	if g[0] == 0 || g[1] == 0 || g[2] == 0 {
@@ -133,13 +137,23 @@ func (k *Kernel) launch(call *launch.Call, args []any, s cuda.Stream) error {
 		uint32(k.Art.SharedBytes), s, args...)
 }
 
-// args are the driver arguments of call (bound to k's parameters, or to
-// its tile-IR function's, which lack the tensor maps) with its buffers at
-// ptrs: device pointers, scalars and encoded tensor maps.
-func args(k *Kernel, call *launch.Call, ptrs []cuda.DevicePtr) ([]any, error) {
+// launchArgs is call (bound to k's parameters, or to its tile-IR
+// function's, which lack the tensor maps) as k launches it, and its driver
+// arguments with its buffers at ptrs: device pointers, scalars and encoded
+// tensor maps. It is where every launch's grid is settled: a persistent
+// kernel runs on persistentPrograms programs (call itself is not changed).
+func launchArgs(k *Kernel, call *launch.Call, ptrs []cuda.DevicePtr) (*launch.Call, []any, error) {
 	call, err := call.WithTensorMaps(k.Art.Params)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if call.Persistent() {
+		n, err := k.persistentPrograms()
+		if err != nil {
+			return nil, nil, fmt.Errorf("kernel %s: %w", call.Kernel, err)
+		}
+		call = call.Clone()
+		call.Persist(n)
 	}
 	out := make([]any, len(call.Args))
 	for i, a := range call.Args {
@@ -149,13 +163,50 @@ func args(k *Kernel, call *launch.Call, ptrs []cuda.DevicePtr) ([]any, error) {
 			out[i] = ptrs[a.Buffer]
 		case isMap:
 			if out[i], err = encodeTensorMap(call, tm, ptrs[tm.Buffer]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		default:
 			out[i] = a.Value
 		}
 	}
-	return out, nil
+	return call, out, nil
+}
+
+// EnvPersistentPrograms overrides the program count of persistent
+// launches (persistentPrograms).
+const EnvPersistentPrograms = "FAC_PERSISTENT_PROGRAMS"
+
+// persistentPrograms is the number of programs a persistent launch of k
+// runs on (at most, as launch.Call.Persist caps it by the tiles): as many
+// CTAs as the GPU holds at once, SMs × CTAs of k per SM by the driver's
+// occupancy calculator (k's threads, registers and dynamic shared memory),
+// so that every program starts at once and loops over its share of the
+// tiles; one per SM if the calculator says none fits. Known once per
+// kernel. FAC_PERSISTENT_PROGRAMS=N, for measurements, launches N
+// instead (a count past the tiles: one program per tile).
+func (k *Kernel) persistentPrograms() (int, error) {
+	if s := os.Getenv(EnvPersistentPrograms); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%s=%q: want a positive count of programs", EnvPersistentPrograms, s)
+		}
+		return n, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.programs > 0 {
+		return k.programs, nil
+	}
+	sms, err := k.dev.Attribute(cuda.DevAttrMultiprocessorCount)
+	if err != nil {
+		return 0, err
+	}
+	perSM, err := k.fn.MaxActiveBlocksPerSM(k.Art.Threads, k.Art.SharedBytes)
+	if err != nil {
+		return 0, err
+	}
+	k.programs = max(sms, 1) * max(perSM, 1)
+	return k.programs, nil
 }
 
 // tmaSwizzles are the driver's swizzle modes by span in bytes.

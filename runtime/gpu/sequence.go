@@ -19,6 +19,7 @@ type Step struct {
 // Δ and the dQ accumulator go from kernel to kernel).
 type Sequence struct {
 	steps []Step
+	runs  []*launch.Call // each step's call as launched (launchArgs)
 	args  [][]any
 	bufs  map[string]*seqBuf
 	order []string // buffer names, in order of first use
@@ -92,10 +93,11 @@ func (d *Device) PrepareSequence(steps []Step, host map[string]any) (_ *Sequence
 		for i, b := range st.Call.Buffers {
 			ptrs[i] = q.bufs[b.Name].ptr
 		}
-		a, err := args(st.Kernel, st.Call, ptrs)
+		run, a, err := launchArgs(st.Kernel, st.Call, ptrs)
 		if err != nil {
 			return nil, err
 		}
+		q.runs = append(q.runs, run)
 		q.args = append(q.args, a)
 	}
 	return q, nil
@@ -104,7 +106,7 @@ func (d *Device) PrepareSequence(steps []Step, host map[string]any) (_ *Sequence
 // Run launches the steps in order on stream s.
 func (q *Sequence) Run(s cuda.Stream) error {
 	for i, st := range q.steps {
-		if err := st.Kernel.launch(st.Call, q.args[i], s); err != nil {
+		if err := st.Kernel.launch(q.runs[i], q.args[i], s); err != nil {
 			return fmt.Errorf("kernel %s: %w", st.Call.Kernel, err)
 		}
 	}

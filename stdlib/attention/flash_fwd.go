@@ -8,7 +8,10 @@ import (
 
 // FlashFwd is flash_fwd.fa's launch contract: one program per (q tile,
 // batch × head); q, o are [B, H, Sq, D] and k, v [B, Hkv, Sk, D] with
-// strides; lse is [B, H, Sq] f32; the kv-direction block mask.
+// strides; lse is [B, H, Sq] f32; the kv-direction block mask. Compiled
+// with persistent = true, the kernel takes the grid parameters
+// (tir.GridParams), which the launch binds: Grid is then its logical grid,
+// whose tiles fewer programs loop over (launch.Call.Persist).
 var FlashFwd = &launch.Contract{
 	Kernel: "flash_fwd",
 	File:   "flash_fwd.fa",
