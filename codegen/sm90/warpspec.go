@@ -3,6 +3,7 @@ package sm90
 import (
 	"fmt"
 
+	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
@@ -90,11 +91,7 @@ func (t *Target) HandBack(l *core.Lowerer, st *core.Staged) {
 	if tl.empty < 0 {
 		return
 	}
-	b := l.Block()
-	lead := b.NewICmp(enum.IPredEQ, b.NewAnd(l.ThreadID(), core.ConstI32(127)), core.ConstI32(0))
-	l.IfThen(lead, "handback", func() {
-		l.Asm(types.Void, asmArrive, "r,~{memory}", true, barOf(l, tl.empty, nil))
-	})
+	arriveLead(l, tl.empty, nil, constant.True)
 }
 
 // SetMaxRegs is setmaxnreg for the calling warpgroup.
@@ -116,9 +113,15 @@ const asmArrive = "mbarrier.arrive.shared::cta.b64 _, [$0];"
 // buf back (cond: there is a fill to hand back) once the warpgroup's
 // reads of it are complete (the caller waited for its wgmmas).
 func (t *Target) arriveEmpty(l *core.Lowerer, tiles []*core.Staged, buf, cond value.Value) {
+	arriveLead(l, tiles[0].Plan.(*tilePlan).tma.counters, buf, cond)
+}
+
+// arriveLead: the first thread of each consumer warpgroup arrives on
+// mbarrier buf (nil: 0) of the array at off when cond holds.
+func arriveLead(l *core.Lowerer, off int, buf, cond value.Value) {
 	b := l.Block()
 	lead := b.NewICmp(enum.IPredEQ, b.NewAnd(l.ThreadID(), core.ConstI32(127)), core.ConstI32(0))
 	l.IfThen(b.NewAnd(cond, lead), "empty", func() {
-		l.Asm(types.Void, asmArrive, "r,~{memory}", true, barOf(l, tiles[0].Plan.(*tilePlan).tma.counters, buf))
+		l.Asm(types.Void, asmArrive, "r,~{memory}", true, barOf(l, off, buf))
 	})
 }
