@@ -50,6 +50,7 @@ import (
 
 var (
 	barCountRE   = regexp.MustCompile(`^bar\.sync (\d+), (\d+);$`)
+	redVecRE     = regexp.MustCompile(`red\.relaxed\.gpu\.global\.add\.v(\d)\.f32`)
 	setMaxNRegRE = regexp.MustCompile(`^setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);$`)
 )
 
@@ -878,6 +879,17 @@ func (t *simThread) call(in *ir.InstCall) {
 				}
 			case args[2] != 0:
 				t.store(in.Args[0], w, args[1])
+			}
+		case redVecRE.MatchString(s): // red.relaxed.gpu.global.add.vN.f32 [p], {v0, …}; @p from $N+1
+			n, _ := strconv.Atoi(redVecRE.FindStringSubmatch(s)[1])
+			if args[n+1] != 0 {
+				b := t.mem(in.Args[0], args[0], 4*n) // checks the vector's alignment
+				m.mu.Lock()
+				for i := 0; i < n; i++ {
+					old := binary.LittleEndian.Uint32(b[4*i:])
+					binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(math.Float32frombits(old)+f32(args[1+i])))
+				}
+				m.mu.Unlock()
 			}
 		case strings.Contains(s, "red.relaxed.gpu.global.add.f32"):
 			// Threads of every CTA run concurrently: the read-modify-write

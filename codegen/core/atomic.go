@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -10,8 +11,9 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
-// lowerAtomicAdd lowers atomic_add to one red.global.add.f32 per register
-// (relaxed, gpu scope; no value comes back, and a masked lane's add is
+// lowerAtomicAdd lowers atomic_add to one red.global.add.f32 per register,
+// or per vector of consecutive registers where the target has vector
+// reductions (relaxed, gpu scope; no value comes back, and a masked lane's add is
 // predicated off rather than branched around, so the 32 adds a thread
 // makes per iteration of the backward's dQ are straight-line code), at
 // addresses that are one register plus constant offsets when the pointers
@@ -36,13 +38,44 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 	}
 	ptrs = l.affinePtrs(op.Args[0], l.Lin(ws[0], op.Args[0].Type.Shape), ptrs)
 	cont := l.guardCopies(l.Lin(lay, op.Args[0].Type.Shape), "atomic")
-	const text = "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p red.relaxed.gpu.global.add.f32 [$0], $1;\n\t}"
-	for r, p := range ptrs {
-		var on value.Value = ConstI32(1)
-		if mask != nil {
-			on = l.b.NewZExt(mask[r], types.I32)
+	on := func(r int) value.Value {
+		if mask == nil {
+			return ConstI32(1)
 		}
-		l.asm(types.Void, text, "l,f,r,~{memory}", true, p, vals[r], on)
+		return l.b.NewZExt(mask[r], types.I32)
+	}
+	scalar := func() []value.Value {
+		const text = "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p red.relaxed.gpu.global.add.f32 [$0], $1;\n\t}"
+		for r, p := range ptrs {
+			l.asm(types.Void, text, "l,f,r,~{memory}", true, p, vals[r], on(r))
+		}
+		return nil
+	}
+	// sm_90's vector reductions (red.global.add.v2/v4.f32) move a thread's
+	// consecutive registers at consecutive addresses in one instruction:
+	// half the LSU instructions for an mma accumulator (pairs of columns)
+	// added into a row-major tile. Alignment is checked at run time, as
+	// for loads and stores.
+	if v, maskCheck := l.memVec(op, ws[0], op.Args[0].Type); v > 1 && vectorReduce(l.target) {
+		var uniform []value.Value
+		if maskCheck {
+			uniform = mask
+		}
+		check := ptrs
+		if l.offsetsAligned(op.Args[0], l.Lin(ws[0], op.Args[0].Type.Shape), v) {
+			check = ptrs[:1] // the others are the first plus multiples of the vector
+		}
+		l.AlignedOr(check, uniform, v, tir.F32, func() []value.Value {
+			text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $%d, 0;\n\t@p red.relaxed.gpu.global.add.v%d.f32 [$0], {%s};\n\t}", v+1, v, regList(1, v))
+			cons := "l" + strings.Repeat(",f", v) + ",r,~{memory}"
+			for g := 0; g < len(ptrs); g += v {
+				args := append([]value.Value{ptrs[g]}, vals[g:g+v]...)
+				l.asm(types.Void, text, cons, true, append(args, on(g))...)
+			}
+			return nil
+		}, scalar)
+	} else {
+		scalar()
 	}
 	if cont != nil {
 		l.b.NewBr(cont)
@@ -74,6 +107,27 @@ func (l *Lowerer) affinePtrs(p *tir.Value, lin *Linear, ptrs []value.Value) []va
 		out[r] = l.ptrAdd(elem, ptrs[0], ConstI64(off))
 	}
 	return out
+}
+
+// offsetsAligned reports that p's registers in layout lin are its first
+// register's address plus multiples of v elements (affine with constant
+// strides, as affinePtrs rewrites them), so that only the first needs an
+// alignment check for vectors of v.
+func (l *Lowerer) offsetsAligned(p *tir.Value, lin *Linear, v int) bool {
+	strides, ok := l.a.affine(p)
+	if !ok || len(strides) != len(lin.Shape()) || !regBitsApart(lin) {
+		return false
+	}
+	for r := 0; r < lin.NumRegs(); r += v {
+		var off int64
+		for d, c := range lin.RegOffset(r) {
+			off += strides[d] * int64(c)
+		}
+		if off%int64(v) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // regBitsApart reports that lin's register bits never overlap its lane
@@ -199,4 +253,24 @@ func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []valu
 	l.bulkPending, l.bulkUsed = true, true
 	l.smemDirty = true
 	return true
+}
+
+// regList is "$first, $first+1, …" for n operands of an inline asm text.
+func regList(first, n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("$%d", first+i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// VectorReduceTarget is implemented by targets with vector reductions to
+// global memory (sm_90: red.global.add.v2/v4.f32).
+type VectorReduceTarget interface {
+	VectorReduce() bool
+}
+
+func vectorReduce(t Target) bool {
+	vt, ok := t.(VectorReduceTarget)
+	return ok && vt.VectorReduce()
 }

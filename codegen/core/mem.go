@@ -61,7 +61,7 @@ func (l *Lowerer) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	}, scalar)
 }
 
-// memVec is how many consecutive registers of a load or store (op, in
+// memVec is how many consecutive registers of a load, store or atomic_add (op, in
 // layout lay, tensor type t) can move as one vector access, provided the
 // first address of each group is aligned: the registers must step by one
 // along the last dim (layout) and the pointers be contiguous there
@@ -89,7 +89,7 @@ func (l *Lowerer) memVec(op *tir.Op, lay Layout, t tir.Type) (v int, maskCheck b
 	switch {
 	case op.Kind == tir.OpLoad && len(op.Args) == 3:
 		mi = 1
-	case op.Kind == tir.OpStore && len(op.Args) == 3:
+	case (op.Kind == tir.OpStore || op.Kind == tir.OpAtomicAdd) && len(op.Args) == 3:
 		mi = 2
 	}
 	return v, mi >= 0 && l.a.axis(op.Args[mi]).constancy[last] < v

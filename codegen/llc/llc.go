@@ -184,14 +184,16 @@ func Find() (*Tool, error) {
 var archRE = regexp.MustCompile(`^sm_\d+[af]?$`)
 
 // ptxFeature is the PTX ISA version requested per target. Targets not
-// listed get llc's default for that CPU.
+// listed get llc's default for that CPU. sm_90's is 8.1 (CUDA 12.1
+// drivers and later), the first with vector reductions
+// (red.global.add.v2.f32, the backward's dQ).
 var ptxFeature = map[string]string{
 	"sm_80":  "+ptx78",
 	"sm_86":  "+ptx78",
 	"sm_87":  "+ptx78",
 	"sm_89":  "+ptx78",
-	"sm_90":  "+ptx80",
-	"sm_90a": "+ptx80",
+	"sm_90":  "+ptx81",
+	"sm_90a": "+ptx81",
 }
 
 // Args returns the llc command-line arguments Compile uses for arch.

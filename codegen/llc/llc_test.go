@@ -160,7 +160,7 @@ func TestFindNone(t *testing.T) {
 
 func TestArgs(t *testing.T) {
 	got := strings.Join(Args("sm_90a", "-mattr=+ptx86"), " ")
-	want := "-O3 -mtriple=nvptx64-nvidia-cuda -mcpu=sm_90a -fp-contract=fast -nvptx-prec-divf32=1 -nvptx-prec-sqrtf32=0 -mattr=+ptx80 -mattr=+ptx86 - -o -"
+	want := "-O3 -mtriple=nvptx64-nvidia-cuda -mcpu=sm_90a -fp-contract=fast -nvptx-prec-divf32=1 -nvptx-prec-sqrtf32=0 -mattr=+ptx81 -mattr=+ptx86 - -o -"
 	if got != want {
 		t.Errorf("Args = %q, want %q", got, want)
 	}
@@ -246,7 +246,7 @@ func realTool(t *testing.T) *Tool {
 func TestCompile(t *testing.T) {
 	tool := realTool(t)
 	ctx := context.Background()
-	for arch, version := range map[string]string{"sm_80": ".version 7.8", "sm_90": ".version 8.0", "sm_90a": ".version 8.0"} {
+	for arch, version := range map[string]string{"sm_80": ".version 7.8", "sm_90": ".version 8.1", "sm_90a": ".version 8.1"} {
 		ptx, err := tool.Compile(ctx, []byte(addOne), arch)
 		if err != nil {
 			t.Fatalf("%s: %v", arch, err)

@@ -45,6 +45,10 @@ func (t *Target) BulkReduce(l *core.Lowerer) (int, bool) {
 	return 0, true
 }
 
+// VectorReduce: core.VectorReduceTarget. red.global.add.v2.f32 and .v4
+// are sm_90's (PTX ISA 8.1), on both archs.
+func (t *Target) VectorReduce() bool { return true }
+
 // Target is the sm90 target for one arch: wgmma and setmaxnreg need the
 // arch-specific sm_90a, so the choice of strategy depends on it.
 type Target struct {
