@@ -36,7 +36,8 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 			return
 		}
 	}
-	ptrs = l.affinePtrs(op.Args[0], l.Lin(ws[0], op.Args[0].Type.Shape), ptrs)
+	plin := l.Lin(ws[0], op.Args[0].Type.Shape)
+	ptrs = l.affinePtrs(op.Args[0], plin, ptrs)
 	cont := l.guardCopies(l.Lin(lay, op.Args[0].Type.Shape), "atomic")
 	on := func(r int) value.Value {
 		if mask == nil {
@@ -62,7 +63,7 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 			uniform = mask
 		}
 		check := ptrs
-		if l.offsetsAligned(op.Args[0], l.Lin(ws[0], op.Args[0].Type.Shape), v) {
+		if l.offsetsAligned(op.Args[0], plin, v) {
 			check = ptrs[:1] // the others are the first plus multiples of the vector
 		}
 		l.AlignedOr(check, uniform, v, tir.F32, func() []value.Value {
@@ -92,38 +93,47 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 // thread keeps one 64-bit address live instead of one per register (the
 // backward's 32 dQ adds: 64 registers).
 func (l *Lowerer) affinePtrs(p *tir.Value, lin *Linear, ptrs []value.Value) []value.Value {
-	strides, ok := l.a.affine(p)
-	if !ok || len(ptrs) < 2 || len(strides) != len(lin.Shape()) || !regBitsApart(lin) {
+	offs, ok := l.affineOffsets(p, lin)
+	if !ok || len(ptrs) < 2 {
 		return ptrs
 	}
 	elem := memType(p.Type.Elem)
 	out := make([]value.Value, len(ptrs))
 	out[0] = ptrs[0]
 	for r := 1; r < len(ptrs); r++ {
-		var off int64
-		for d, c := range lin.RegOffset(r) {
-			off += strides[d] * int64(c)
-		}
-		out[r] = l.ptrAdd(elem, ptrs[0], ConstI64(off))
+		out[r] = l.ptrAdd(elem, ptrs[0], ConstI64(offs[r]))
 	}
 	return out
 }
 
-// offsetsAligned reports that p's registers in layout lin are its first
-// register's address plus multiples of v elements (affine with constant
-// strides, as affinePtrs rewrites them), so that only the first needs an
-// alignment check for vectors of v.
-func (l *Lowerer) offsetsAligned(p *tir.Value, lin *Linear, v int) bool {
+// affineOffsets gives, per register of pointer tensor p in layout lin, its
+// element offset from the thread's first register, when p is affine with
+// constant strides and lin's register bits are apart from its lane and
+// warp bits (the conditions of affinePtrs).
+func (l *Lowerer) affineOffsets(p *tir.Value, lin *Linear) ([]int64, bool) {
 	strides, ok := l.a.affine(p)
 	if !ok || len(strides) != len(lin.Shape()) || !regBitsApart(lin) {
+		return nil, false
+	}
+	offs := make([]int64, lin.NumRegs())
+	for r := range offs {
+		for d, c := range lin.RegOffset(r) {
+			offs[r] += strides[d] * int64(c)
+		}
+	}
+	return offs, true
+}
+
+// offsetsAligned reports that p's registers in layout lin are its first
+// register's address plus multiples of v elements (affineOffsets), so
+// that only the first needs an alignment check for vectors of v.
+func (l *Lowerer) offsetsAligned(p *tir.Value, lin *Linear, v int) bool {
+	offs, ok := l.affineOffsets(p, lin)
+	if !ok {
 		return false
 	}
-	for r := 0; r < lin.NumRegs(); r += v {
-		var off int64
-		for d, c := range lin.RegOffset(r) {
-			off += strides[d] * int64(c)
-		}
-		if off%int64(v) != 0 {
+	for r := 0; r < len(offs); r += v {
+		if offs[r]%int64(v) != 0 {
 			return false
 		}
 	}

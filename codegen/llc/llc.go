@@ -186,7 +186,7 @@ var archRE = regexp.MustCompile(`^sm_\d+[af]?$`)
 // ptxFeature is the PTX ISA version requested per target. Targets not
 // listed get llc's default for that CPU. sm_90's is 8.1 (CUDA 12.1
 // drivers and later), the first with vector reductions
-// (red.global.add.v2.f32, the backward's dQ).
+// (red.global.add.v2/v4.f32, core.VectorReduceTarget).
 var ptxFeature = map[string]string{
 	"sm_80":  "+ptx78",
 	"sm_86":  "+ptx78",
