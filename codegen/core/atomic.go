@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
@@ -158,110 +157,6 @@ func regBitsApart(lin *Linear) bool {
 			return false
 		}
 	}
-	return true
-}
-
-// bulkRowPad pads each staged row by 16 bytes: with the MMA accumulator
-// layouts (a warp's lanes spread over 8 rows of the dimension of stride 1
-// and 4 of the other), rows 4 floats apart put the 32 lanes' stores in 32
-// banks; unpadded, four lanes share one.
-const bulkRowPad = 4
-
-// atomicAddBulk adds the f32 tile through shared memory, FlashAttention-3's
-// way for dQ: every thread writes its values to a staging area in the
-// scratch, as rows along the pointers' dimension of stride 1, and after a
-// barrier the threads that hold a row's first element add the row to
-// global memory with one cp.reduce.async.bulk each (512 bytes for the
-// backward's D = 128), instead of a red per element. The reads of the
-// staging area are waited for before the next barrier (Barrier), and
-// before the kernel exits. It applies when the pointers are affine with
-// stride 1 along one dimension whose rows are a multiple of 16 bytes, the
-// mask is constant along it, and the layout's register bits are apart
-// from its lane and warp bits; false otherwise (nothing emitted).
-func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []value.Value, busy int) bool {
-	p := op.Args[0]
-	shape := p.Type.Shape
-	strides, ok := l.a.affine(p)
-	if !ok || len(strides) != len(shape) {
-		return false
-	}
-	inner := -1
-	for d, s := range strides {
-		if s == 1 && shape[d] > 1 {
-			inner = d
-		}
-	}
-	if inner < 0 || 4*shape[inner]%16 != 0 {
-		return false
-	}
-	if len(op.Args) == 3 && l.a.axis(op.Args[2]).constancy[inner] < shape[inner] {
-		return false
-	}
-	lin := l.Lin(ws[1], shape)
-	for i, w := range ws {
-		if i < len(op.Args) && !l.Lin(w, shape).equal(lin) {
-			return false
-		}
-	}
-	if !regBitsApart(lin) {
-		return false
-	}
-	// Staging strides in elements: rows of shape[inner] (padded), the
-	// other dimensions in order outside them.
-	ss := make([]int64, len(shape))
-	ss[inner] = 1
-	step := int64(shape[inner] + bulkRowPad)
-	for d := len(shape) - 1; d >= 0; d-- {
-		if d != inner {
-			ss[d] = step
-			step *= int64(shape[d])
-		}
-	}
-	if l.bulkPending || !l.SharedClean() {
-		// Earlier bulk reads or generic accesses of the scratch area.
-		l.Barrier()
-	}
-	off := roundUpTo(busy, 128)
-	l.UseShared(off + 4*int(step))
-	base := l.baseCoords(lin)
-	var idx0 value.Value = ConstI32(0)
-	for d, c := range base {
-		idx0 = l.b.NewAdd(idx0, l.b.NewMul(c, ConstI32(ss[d])))
-	}
-	regIdx := func(r int) value.Value {
-		var k int64
-		for d, c := range lin.RegOffset(r) {
-			k += int64(c) * ss[d]
-		}
-		return l.b.NewAdd(idx0, ConstI32(k))
-	}
-	for r, v := range vals {
-		l.b.NewStore(v, l.sharedAt(types.Float, off, regIdx(r)))
-	}
-	l.asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
-	l.Barrier()
-	// The row's first element is held by the threads whose coordinate
-	// along inner is 0 in a register with no offset along it; of copies,
-	// the first.
-	var first value.Value = l.b.NewICmp(enum.IPredEQ, base[inner], ConstI32(0))
-	if own := l.copyOwner(lin); own != nil {
-		first = l.b.NewAnd(first, own)
-	}
-	text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], %d;\n\t}", 4*shape[inner])
-	for r := range vals {
-		if lin.RegOffset(r)[inner] != 0 {
-			continue
-		}
-		on := first
-		if mask != nil {
-			on = l.b.NewAnd(on, mask[r])
-		}
-		src := l.b.NewPtrToInt(l.sharedAt(types.Float, off, regIdx(r)), types.I32)
-		l.asm(types.Void, text, "l,r,r,~{memory}", true, ptrs[r], src, l.b.NewZExt(on, types.I32))
-	}
-	l.asm(types.Void, "cp.async.bulk.commit_group;", "~{memory}", true)
-	l.bulkPending, l.bulkUsed = true, true
-	l.smemDirty = true
 	return true
 }
 

@@ -72,6 +72,7 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 
 	l.b = body
 	rb := op.Regions[0]
+	fr := l.pushLoop(rb, iv, lo, hi, step)
 	l.put(rb.Args[0], scalarL, []value.Value{iv})
 	for i, a := range rb.Args[1:] {
 		l.put(a, lays[i], phiValues(phis[i]))
@@ -134,6 +135,7 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 		pl.exitRan = l.b.NewICmp(enum.IPredSLT, lo, hi)
 		l.pipeExit(pl, pl.exitRan)
 	}
+	l.popLoop(fr)
 	l.retireResident(op)
 	for i, r := range op.Results {
 		l.put(r, lays[i], phiValues(phis[i]))

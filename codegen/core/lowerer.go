@@ -113,7 +113,13 @@ type Lowerer struct {
 	// bulkUsed: some were issued (the kernel waits for them before it
 	// exits).
 	bulkPending, bulkUsed bool
-	packs                 []phiPack // packs of two loop-carried halves, fused when the kernel is done (pack.go)
+	// loops are the for loops being lowered, innermost last (bulk.go);
+	// stagingFrom, when not 0, is where a bulk reduction's staging starts
+	// in the scratch area, which later scratch uses in its loop must stay
+	// below.
+	loops       []*loopFrame
+	stagingFrom int
+	packs       []phiPack // packs of two loop-carried halves, fused when the kernel is done (pack.go)
 	// bodyAhead are the values of a pipelined loop's scalar slice loads
 	// for the iteration being lowered, read iterations before (pipeline.go);
 	// inSlice > 0 while a slice is lowered for another iteration.

@@ -223,6 +223,7 @@ func (l *Lowerer) Barrier() {
 			f()
 		}
 	}
+	l.bulkIssuePoint()
 }
 
 // toF32 widens a float register (f32, or f16/bf16 bits) to float.
@@ -408,6 +409,9 @@ func (l *Lowerer) Barriers() int { return l.barriers }
 
 // UseShared records that the scratch area needs bytes.
 func (l *Lowerer) UseShared(bytes int) {
+	if l.stagingFrom > 0 && bytes > l.stagingFrom {
+		Fail("internal error: a scratch use of %d bytes after the bulk reduction's staging at %d in its loop", bytes, l.stagingFrom)
+	}
 	if l.Scratch()+bytes > l.smemBytes {
 		l.smemBytes = l.Scratch() + bytes
 	}

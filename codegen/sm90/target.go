@@ -28,9 +28,9 @@ import (
 // identity, so the two paths never share a cache entry or bundle slot.
 const EnvWGMMA = "FAC_WGMMA"
 
-// EnvDQBulk ("1") makes atomic_add of f32 tiles go through shared memory
-// and cp.reduce.async.bulk (the backward's dQ) where its pointers allow;
-// its own identity (variant "wgmma-dqbulk").
+// EnvDQBulk ("0") turns off atomic_add of f32 tiles through shared memory
+// and cp.reduce.async.bulk (the backward's dQ; core/bulk.go), leaving a red
+// per element; its own identity (variant "wgmma-dqred").
 const EnvDQBulk = "FAC_DQ_BULK"
 
 // BulkReduce: core.BulkReduceTarget. The scratch bytes a wgmma read since
@@ -64,9 +64,9 @@ type Target struct {
 	// counters, or through empty mbarriers to a producer warpgroup
 	// (warpspec.go).
 	Release bool
-	// DQBulk adds f32 atomic_add tiles through shared memory with
-	// cp.reduce.async.bulk (core.BulkReduceTarget; FAC_DQ_BULK=1, with
-	// TMA: not yet timed, so not the default).
+	// DQBulk adds f32 atomic_add tiles in loops through shared memory
+	// with cp.reduce.async.bulk (core.BulkReduceTarget; with TMA, unless
+	// FAC_DQ_BULK=0).
 	DQBulk bool
 	// tmaBars are the arrival counts of the TMA tiles' mbarriers, 8 bytes
 	// each from tmaBase.
@@ -93,7 +93,7 @@ var _ core.Target = (*Target)(nil)
 func New(arch string) *Target {
 	w := arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"
 	tma := w && !tmaOff()
-	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) == "1"}
+	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) != "0"}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
