@@ -438,9 +438,9 @@ func simCases() []simCase {
 		// A producer warpgroup (warp-specialize) across the GQA loop's runs.
 		bwdCase("frontend_bwd_64x128_ws", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		bwdCase("frontend_bwd_32x128_w4_ws", 128, 4, 64, 2, 2, 1, 150, 200, true),
-		// dQ added by a red per element (FAC_DQ_BULK=0) instead of in bulk.
-		withEnv(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), sm90.EnvDQBulk, "0"),
-		withEnv(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), sm90.EnvDQBulk, "0"),
+		// dQ added through shared memory by deferred cp.reduce.async.bulk.
+		withEnv(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), sm90.EnvDQBulk, "1"),
+		withEnv(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), sm90.EnvDQBulk, "1"),
 		// Two pipelined loops sharing their buffers (placeStaged).
 		{kernel: "two_loops", grid: [3]int{1, 1, 1}, rtol: 1e-2, atol: 1e-2, args: func(rng *rand.Rand) []any {
 			return []any{buf("a", tir.BF16, 64*64, 1)(rng), buf("b", tir.BF16, 3*64*64, 1)(rng), zeros("c", tir.F32, 64*64), 3}

@@ -58,8 +58,8 @@ func Target(arch string) (string, error) {
 // Variant names the code-shaping choices for arch that come from outside a
 // compile's inputs (wgmma on sm_90a, which FAC_WGMMA=0 turns off, and TMA staging with
 // it, which FAC_TMA=0 turns off: "wgmma-cpasync", or FAC_TMA=barrier keeps on a CTA barrier
-// per iteration: "wgmma-tmabarrier", or FAC_DQ_BULK=0 adds f32 tiles with per-element reds:
-// "wgmma-dqred"), so that kernels built with
+// per iteration: "wgmma-tmabarrier", or FAC_DQ_BULK=1 adds f32 tiles through shared memory in bulk:
+// "wgmma-dqbulk"), so that kernels built with
 // and without them never share a cache entry or a bundle slot; "" when none.
 func Variant(arch string) string {
 	if t, err := targetFor(arch); err == nil {
@@ -69,8 +69,8 @@ func Variant(arch string) string {
 				return "wgmma-cpasync"
 			case !s.Release:
 				return "wgmma-tmabarrier"
-			case !s.DQBulk:
-				return "wgmma-dqred"
+			case s.DQBulk:
+				return "wgmma-dqbulk"
 			}
 			return "wgmma"
 		}

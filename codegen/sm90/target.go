@@ -28,9 +28,10 @@ import (
 // identity, so the two paths never share a cache entry or bundle slot.
 const EnvWGMMA = "FAC_WGMMA"
 
-// EnvDQBulk ("0") turns off atomic_add of f32 tiles through shared memory
-// and cp.reduce.async.bulk (the backward's dQ; core/bulk.go), leaving a red
-// per element; its own identity (variant "wgmma-dqred").
+// EnvDQBulk ("1") makes atomic_add of f32 tiles in loops go through shared
+// memory and cp.reduce.async.bulk (the backward's dQ; core/bulk.go) instead
+// of a red per element; its own identity (variant "wgmma-dqbulk"). Not the
+// default: with dQᵀ's GEMM issued first, the reds were faster (session 14).
 const EnvDQBulk = "FAC_DQ_BULK"
 
 // BulkReduce: core.BulkReduceTarget. The scratch bytes a wgmma read since
@@ -65,8 +66,8 @@ type Target struct {
 	// (warpspec.go).
 	Release bool
 	// DQBulk adds f32 atomic_add tiles in loops through shared memory
-	// with cp.reduce.async.bulk (core.BulkReduceTarget; with TMA, unless
-	// FAC_DQ_BULK=0).
+	// with cp.reduce.async.bulk (core.BulkReduceTarget; with TMA and
+	// FAC_DQ_BULK=1).
 	DQBulk bool
 	// tmaBars are the arrival counts of the TMA tiles' mbarriers, 8 bytes
 	// each from tmaBase.
@@ -93,7 +94,7 @@ var _ core.Target = (*Target)(nil)
 func New(arch string) *Target {
 	w := arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"
 	tma := w && !tmaOff()
-	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) != "0"}
+	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) == "1"}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
