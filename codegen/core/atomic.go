@@ -31,7 +31,7 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 		Fail("internal error: %s: atomic_add of %s (the verifier admits f32 only)", op.Pos, e)
 	}
 	if t, ok := l.target.(BulkReduceTarget); ok {
-		if busy, ok := t.BulkReduce(l); ok && l.atomicAddBulk(op, ws, ptrs, vals, mask, busy) {
+		if t.BulkReduce(l) && l.atomicAddBulk(op, ws, ptrs, vals, mask) {
 			return
 		}
 	}

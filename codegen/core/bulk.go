@@ -170,7 +170,7 @@ func (l *Lowerer) bulkIssueIf(sb *stagedBulk, cond, k value.Value) {
 // the layout's register bits are apart from its lane and warp bits, and
 // the threads are a power of two times the rows (or a divisor of them); false
 // otherwise (nothing emitted).
-func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []value.Value, busy int) bool {
+func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []value.Value) bool {
 	fr := l.innerLoop()
 	if fr == nil || fr.issue == nil || fr.bulk != nil || !fr.unit || l.depth != fr.depth || l.branchDepth != 0 {
 		return false
@@ -219,8 +219,9 @@ func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []valu
 		threads < sb.rows && sb.rows%threads != 0 {
 		return false
 	}
-	// Past every scratch use so far: the buffers live across iterations.
-	sb.off = roundUpTo(max(busy, l.smemBytes-l.Scratch()), 128)
+	// Past every scratch use so far (a wgmma's operand still being read
+	// among them): the buffers live across iterations.
+	sb.off = roundUpTo(l.smemBytes-l.Scratch(), 128)
 	l.UseShared(sb.off + 2*4*sb.bufElems)
 	l.stagingFrom = sb.off
 	fr.bulk = sb

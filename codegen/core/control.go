@@ -280,7 +280,7 @@ func (l *Lowerer) bulkIn(b *tir.Block) bool {
 	if !ok {
 		return false
 	}
-	if _, ok := t.BulkReduce(l); !ok {
+	if !t.BulkReduce(l) {
 		return false
 	}
 	return b.Any(func(op *tir.Op) bool { return op.Kind == tir.OpAtomicAdd })

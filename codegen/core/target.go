@@ -49,11 +49,9 @@ type Target interface {
 
 // BulkReduceTarget is implemented by targets that can add a tile of f32 to
 // global memory from shared memory in bulk (sm90: cp.reduce.async.bulk).
-// BulkReduce reports whether atomic_add should take that path, and how
-// many bytes at the start of the scratch area an asynchronous read (a
-// wgmma's operand) may still be using, which the staging must not touch.
+// BulkReduce reports whether atomic_add should take that path (bulk.go).
 type BulkReduceTarget interface {
-	BulkReduce(l *Lowerer) (busy int, ok bool)
+	BulkReduce(l *Lowerer) bool
 }
 
 // PrologueTarget is implemented by targets that emit code at the start of

@@ -34,17 +34,8 @@ const EnvWGMMA = "FAC_WGMMA"
 // default: with dQᵀ's GEMM issued first, the reds were faster (session 14).
 const EnvDQBulk = "FAC_DQ_BULK"
 
-// BulkReduce: core.BulkReduceTarget. The scratch bytes a wgmma read since
-// the last CTA barrier (the backward's dS) are busy.
-func (t *Target) BulkReduce(l *core.Lowerer) (int, bool) {
-	if !t.DQBulk {
-		return 0, false
-	}
-	if t.scratchRead && t.scratchBar == l.Barriers() {
-		return t.scratchUsed, true
-	}
-	return 0, true
-}
+// BulkReduce: core.BulkReduceTarget (FAC_DQ_BULK=1).
+func (t *Target) BulkReduce(*core.Lowerer) bool { return t.DQBulk }
 
 // VectorReduce: core.VectorReduceTarget. red.global.add.v2.f32 and .v4
 // are sm_90's (PTX ISA 8.1), on both archs.
@@ -83,8 +74,6 @@ type Target struct {
 	// no CTA barrier since (core.Lowerer.Barriers was scratchBar then).
 	scratchRead bool
 	scratchBar  int
-	// scratchUsed: the bytes of the scratch area that wgmma operands took.
-	scratchUsed int
 }
 
 var _ core.Target = (*Target)(nil)

@@ -320,7 +320,6 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 	}
 	if len(writes) > 0 {
 		l.UseShared(used)
-		t.scratchUsed = used
 		// Earlier users of the scratch area must be done: a generic read
 		// since the last barrier, or a wgmma that read it (the backward's
 		// dQᵀ = Kᵀ·dS then needs one barrier per iteration, not two).
