@@ -11,9 +11,11 @@ import (
 // bwdCase is a case for the stdlib flash_bwd kernel as the front end emits
 // it (file: a snapshot in testdata): q, dout [B, H, sq, D], k, v, dk, dv
 // [B, H/kvGroup, sk, D], lse and delta [B, H, sq] (random, LSE above every
-// score so that P stays below 1), dq_accum [B, H, sq, D] f32, zeroed (the
-// kernel adds dQ into it); the transposed block lists are simBlockLists over
-// kv blocks; with doc, a document mask's ids (documents of 37 tokens).
+// score so that P stays below 1), dq_accum [B·H·sq + 1024, D] f32, zeroed
+// (the kernel adds dQ into it, unmasked: the padding takes the last head's
+// rows past sq); the transposed block lists are simBlockLists over kv
+// blocks; tile_group as the contract picks it; with doc, a document mask's
+// ids (documents of 37 tokens).
 func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
 	Hk := H / kvGroup
 	return simCase{kernel: file, grid: [3]int{(sk + bn - 1) / bn, B * Hk, 1}, numWarps: nw, rtol: 2e-2, atol: 3e-3,
@@ -27,7 +29,7 @@ func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCas
 				randBuf(rng, "v", tir.BF16, B*Hk*sk*D, 1), randBuf(rng, "dout", tir.BF16, B*H*sq*D, 1),
 				cpu.FromFloats("lse", tir.F32, lse), randBuf(rng, "delta", tir.F32, B*H*sq, 0.5),
 				cpu.NewBuffer("dk", tir.BF16, B*Hk*sk*D), cpu.NewBuffer("dv", tir.BF16, B*Hk*sk*D),
-				cpu.NewBuffer("dq_accum", tir.F32, B*H*sq*D),
+				cpu.NewBuffer("dq_accum", tir.F32, (B*H*sq+1024)*D),
 				H * sq * D, sq * D, D, // q strides
 				Hk * sk * D, sk * D, D, // k
 				Hk * sk * D, sk * D, D, // v
@@ -37,6 +39,14 @@ func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCas
 				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
 			}
 			args = append(args, simBlockLists(sk, sq)...)
+			group := 1
+			for _, g := range []int{4, 2} {
+				if B*Hk%g == 0 {
+					group = g
+					break
+				}
+			}
+			args = append(args, group)
 			if doc {
 				args = append(args, simDocArgs(sq, sk)...)
 			}

@@ -894,7 +894,8 @@ func (t *simThread) call(in *ir.InstCall) {
 		case strings.Contains(s, "red.relaxed.gpu.global.add.f32"):
 			// Threads of every CTA run concurrently: the read-modify-write
 			// holds the machine's lock, as the hardware's atomics are whole.
-			if args[2] != 0 {
+			// The predicate is $2 when there is one (masked adds).
+			if len(args) < 3 || args[2] != 0 {
 				b := t.mem(in.Args[0], args[0], 4) // checked before locking: a failure locks too
 				m.mu.Lock()
 				old := binary.LittleEndian.Uint32(b)

@@ -12,9 +12,10 @@ import (
 
 // lowerAtomicAdd lowers atomic_add to one red.global.add.f32 per register,
 // or per vector of consecutive registers where the target has vector
-// reductions (relaxed, gpu scope; no value comes back, and a masked lane's add is
-// predicated off rather than branched around, so the 32 adds a thread
-// makes per iteration of the backward's dQ are straight-line code), at
+// reductions (relaxed, gpu scope; no value comes back; a masked lane's add
+// is predicated off, which ptxas turns into a branch around each red, so
+// an unmasked atomic_add emits no predicate at all: the backward's dQ adds
+// are straight-line code only without a mask, BENCHMARKS.md, session 15), at
 // addresses that are one register plus constant offsets when the pointers
 // allow (affinePtrs). As for stores, the threads holding copies of an
 // element leave the add to one of them: here a copy would add twice.
@@ -47,7 +48,11 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 	scalar := func() []value.Value {
 		const text = "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p red.relaxed.gpu.global.add.f32 [$0], $1;\n\t}"
 		for r, p := range ptrs {
-			l.asm(types.Void, text, "l,f,r,~{memory}", true, p, vals[r], on(r))
+			if mask == nil {
+				l.asm(types.Void, "red.relaxed.gpu.global.add.f32 [$0], $1;", "l,f,~{memory}", true, p, vals[r])
+			} else {
+				l.asm(types.Void, text, "l,f,r,~{memory}", true, p, vals[r], on(r))
+			}
 		}
 		return nil
 	}

@@ -56,13 +56,13 @@ var FlashBwd = &launch.Contract{
 		// flash_bwd_preprocess zeroed.
 		{Name: "dq_accum", Dims: dqAccumDims},
 	},
-	Scalars:   attentionScalars,
+	Scalars:   append(attentionScalars[:len(attentionScalars):len(attentionScalars)], tileGroup),
 	BlockMask: QBlockMask,
 	Mods:      []string{"mask", "score"},
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
-	Check: checkHeadDim,
+	Check: checkBwd,
 	Tuned: bwdTiles,
 }
 
@@ -84,6 +84,25 @@ var bwdTiles = func() map[string]map[string]string {
 	}
 	return m
 }()
+
+// tileGroup is flash_bwd's scalar tile_group: how many kv heads' tiles
+// its programs take at a time, first kv block first, in launch order
+// (flash_bwd.fa). Four kv heads' Q, dO and dQ rows (8 MB a head at S =
+// 8192, D = 128) fit the H200's 50 MB L2 with room to spare. A
+// list-scheduling model of the S = 8192 causal launch (2048 programs on
+// 132 multiprocessors, one each) puts grouping within 0.1% of a perfect
+// balance, against 5.6% over it for the plain order; measured, causal
+// gained 3.6% and prefix-LM 2.3% (BENCHMARKS.md and docs/decisions.md,
+// session 15). The group divides the grid's axis 1 (B·Hkv): 4, 2 or 1.
+var tileGroup = launch.Scalar{Name: "tile_group", Value: func(p launch.Problem) any {
+	n := p.Shape.Batch * p.Shape.KV()
+	for _, g := range []int{4, 2} {
+		if n%g == 0 {
+			return g
+		}
+	}
+	return 1
+}}
 
 // FlashBwdPostprocess is flash_bwd_postprocess.fa's launch contract.
 var FlashBwdPostprocess = &launch.Contract{
@@ -133,13 +152,34 @@ var QBlockMask = &launch.BlockMaskParams{
 	BlockQAttr: "SPARSE_Q", BlockKAttr: "SPARSE_K",
 }
 
-// dqAccumDims is the f32 dQ accumulator, or one element when the kernels
-// were compiled DETERMINISTIC and do not use it.
+// dqAccumDims is the f32 dQ accumulator, [B·H·SeqQ + dqAccumPad, Dim]
+// (flash_bwd's adds are unmasked: a tile running past SeqQ adds zeros into
+// the next head's rows, or past the last head into the padding), or one
+// element when the kernels were compiled DETERMINISTIC and do not use it.
 func dqAccumDims(p launch.Problem) []int {
 	if a, ok := p.Attrs["DETERMINISTIC"]; ok && a != 0 {
 		return []int{1}
 	}
-	return qDims(p)
+	return []int{p.Shape.Batch*p.Shape.Heads*p.Shape.SeqQ + dqAccumPad, p.Shape.Dim}
+}
+
+// dqAccumPad is the rows of padding after dQ's accumulator: a tile starts
+// inside the last block of the block mask, so it ends less than SPARSE_Q
+// rows past SeqQ. A constant, so that every kernel of the backward (the
+// preprocess allocates the buffer on the CPU device) agrees on the size;
+// checkBwd keeps SPARSE_Q within it. 512 KB at D = 128.
+const dqAccumPad = 1024
+
+// checkBwd is flash_bwd's check: the head dim compiled in, and SPARSE_Q
+// within dq_accum's padding.
+func checkBwd(p launch.Problem) error {
+	if err := checkHeadDim(p); err != nil {
+		return err
+	}
+	if sq := p.Attr("SPARSE_Q"); sq > dqAccumPad {
+		return fmt.Errorf("SPARSE_Q = %d: the backward's dQ accumulator pads %d rows, so SPARSE_Q must be at most that", sq, dqAccumPad)
+	}
+	return nil
 }
 
 // checkDim rejects a problem whose head dim is not the one compiled in.
