@@ -196,7 +196,8 @@ type BackwardDeviceTensors struct {
 
 // BackwardWorkspace is the backward pass's scratch memory on the device:
 // Δ = rowsum(dO∘O) ([B, H, SeqQ] f32) and the f32 dQ accumulator
-// ([B, H, SeqQ, Dim], one element in DETERMINISTIC mode). One workspace
+// ([B·H·SeqQ + 1024, Dim]: 1024 rows of padding that the last head's last
+// tile adds zeros into; one element in DETERMINISTIC mode). One workspace
 // serves every launch of a shape no larger than it was made for, on one
 // stream at a time.
 type BackwardWorkspace struct {
