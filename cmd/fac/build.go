@@ -142,7 +142,7 @@ with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward 
 	fs.StringSliceVar(&archs, "arch", []string{"sm_90a"}, "GPU targets (comma-separated)")
 	addBlockFlag(fs, &block)
 	fs.StringVarP(&out, "out", "o", "", "bundle file to write (- = stdout)")
-	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (- for none)")
+	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir; - for none)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "list each kernel as it is built")
 	df.add(fs)
 	fs.BoolVar(&backward, "backward", false, "also the backward pass's kernels (flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess, or flash_bwd_dq with --const DETERMINISTIC=true)")

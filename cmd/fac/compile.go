@@ -66,7 +66,7 @@ func compileCmd() *cobra.Command {
 					return err
 				}
 				var c *cache.Cache
-				if !noCache {
+				if !noCache && cacheDir != "-" {
 					if c, err = cache.Open(cacheDir); err != nil {
 						fmt.Fprintf(os.Stderr, "fac: warning: no kernel cache (%v); compiling without it\n", err)
 						c = nil
@@ -112,7 +112,7 @@ func compileCmd() *cobra.Command {
 	fs.StringVar(&emit, "emit", "ptx", "output: tir, llvm or ptx")
 	fs.StringVarP(&out, "out", "o", "", "output file (default or - = stdout)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "print per-stage compile times to stderr")
-	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir)")
+	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir; - for none, as --no-cache)")
 	fs.BoolVar(&noCache, "no-cache", false, "compile without the kernel cache")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
@@ -120,7 +120,13 @@ func compileCmd() *cobra.Command {
 
 func cacheCmd() *cobra.Command {
 	var dir string
-	cmd := &cobra.Command{Use: "cache", Short: "list or clear the kernel cache"}
+	cmd := &cobra.Command{Use: "cache", Short: "list or clear the kernel cache",
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if dir == "-" {
+				return fmt.Errorf("--cache-dir -: that is no cache (compile and build take it to mean none); name a folder")
+			}
+			return nil
+		}}
 	cmd.PersistentFlags().StringVar(&dir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir)")
 	ls := &cobra.Command{
 		Use:   "ls",

@@ -76,3 +76,23 @@ func TestCompileCache(t *testing.T) {
 		t.Errorf("entries left after clear: %v", entries)
 	}
 }
+
+// TestCompileNoCacheDash: --cache-dir - means no cache for compile, as it
+// does for build (it made a folder named "-" before), and fac cache refuses it.
+func TestCompileNoCacheDash(t *testing.T) {
+	if _, err := llc.Find(); err != nil {
+		t.Skipf("no llc: %v", err)
+	}
+	dir := t.TempDir()
+	r := runFac(t, dir, "compile", "--mask", "causal", "--const", "DTYPE=bf16", "--const", "HEAD_DIM=64",
+		"--arch", "sm_90a", "--cache-dir", "-", "-o", filepath.Join(dir, "k.ptx"))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "-")); err == nil {
+		t.Error(`compile --cache-dir - made a folder named "-"`)
+	}
+	if r := runFac(t, dir, "cache", "ls", "--cache-dir", "-"); r.code != 1 || !strings.Contains(r.stderr, "--cache-dir -") {
+		t.Errorf("cache ls --cache-dir -: exit %d: %s", r.code, r.stderr)
+	}
+}
