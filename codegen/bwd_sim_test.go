@@ -5,6 +5,7 @@ import (
 	"math/rand"
 
 	"github.com/fac-compiler/fac/runtime/cpu"
+	"github.com/fac-compiler/fac/stdlib/attention"
 	"github.com/fac-compiler/fac/tir"
 )
 
@@ -39,14 +40,7 @@ func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCas
 				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
 			}
 			args = append(args, simBlockLists(sk, sq)...)
-			group := 1
-			for _, g := range []int{4, 2} {
-				if B*Hk%g == 0 {
-					group = g
-					break
-				}
-			}
-			args = append(args, group)
+			args = append(args, attention.TileGroup(B*Hk))
 			if doc {
 				args = append(args, simDocArgs(sq, sk)...)
 			}

@@ -882,7 +882,7 @@ func (t *simThread) call(in *ir.InstCall) {
 			}
 		case redVecRE.MatchString(s): // red.relaxed.gpu.global.add.vN.f32 [p], {v0, …}; @p from $N+1
 			n, _ := strconv.Atoi(redVecRE.FindStringSubmatch(s)[1])
-			if args[n+1] != 0 {
+			if len(args) < n+2 || args[n+1] != 0 { // unmasked adds have no predicate
 				b := t.mem(in.Args[0], args[0], 4*n) // checks the vector's alignment
 				m.mu.Lock()
 				for i := 0; i < n; i++ {

@@ -39,20 +39,25 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 	plin := l.Lin(ws[0], op.Args[0].Type.Shape)
 	ptrs = l.affinePtrs(op.Args[0], plin, ptrs)
 	cont := l.guardCopies(l.Lin(lay, op.Args[0].Type.Shape), "atomic")
-	on := func(r int) value.Value {
-		if mask == nil {
-			return ConstI32(1)
+	// red adds vals (1, 2 or 4 consecutive registers) at p, predicated on
+	// mask register r only when there is a mask.
+	red := func(p value.Value, vals []value.Value, r int) {
+		vec, regs := ".f32", "$1"
+		if n := len(vals); n > 1 {
+			vec, regs = fmt.Sprintf(".v%d.f32", n), "{"+regList(1, n)+"}"
 		}
-		return l.b.NewZExt(mask[r], types.I32)
+		cons := "l" + strings.Repeat(",f", len(vals))
+		args := append([]value.Value{p}, vals...)
+		if mask == nil {
+			l.asm(types.Void, fmt.Sprintf("red.relaxed.gpu.global.add%s [$0], %s;", vec, regs), cons+",~{memory}", true, args...)
+			return
+		}
+		text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $%d, 0;\n\t@p red.relaxed.gpu.global.add%s [$0], %s;\n\t}", len(vals)+1, vec, regs)
+		l.asm(types.Void, text, cons+",r,~{memory}", true, append(args, l.b.NewZExt(mask[r], types.I32))...)
 	}
 	scalar := func() []value.Value {
-		const text = "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p red.relaxed.gpu.global.add.f32 [$0], $1;\n\t}"
 		for r, p := range ptrs {
-			if mask == nil {
-				l.asm(types.Void, "red.relaxed.gpu.global.add.f32 [$0], $1;", "l,f,~{memory}", true, p, vals[r])
-			} else {
-				l.asm(types.Void, text, "l,f,r,~{memory}", true, p, vals[r], on(r))
-			}
+			red(p, vals[r:r+1], r)
 		}
 		return nil
 	}
@@ -71,11 +76,8 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 			check = ptrs[:1] // the others are the first plus multiples of the vector
 		}
 		l.AlignedOr(check, uniform, v, tir.F32, func() []value.Value {
-			text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $%d, 0;\n\t@p red.relaxed.gpu.global.add.v%d.f32 [$0], {%s};\n\t}", v+1, v, regList(1, v))
-			cons := "l" + strings.Repeat(",f", v) + ",r,~{memory}"
 			for g := 0; g < len(ptrs); g += v {
-				args := append([]value.Value{ptrs[g]}, vals[g:g+v]...)
-				l.asm(types.Void, text, cons, true, append(args, on(g))...)
+				red(ptrs[g], vals[g:g+v], g)
 			}
 			return nil
 		}, scalar)

@@ -93,16 +93,21 @@ var bwdTiles = func() map[string]map[string]string {
 // 132 multiprocessors, one each) puts grouping within 0.1% of a perfect
 // balance, against 5.6% over it for the plain order; measured, causal
 // gained 3.6% and prefix-LM 2.3% (BENCHMARKS.md and docs/decisions.md,
-// session 15). The group divides the grid's axis 1 (B·Hkv): 4, 2 or 1.
+// session 15). The group divides the grid's axis 1 (B·Hkv): TileGroup.
 var tileGroup = launch.Scalar{Name: "tile_group", Value: func(p launch.Problem) any {
-	n := p.Shape.Batch * p.Shape.KV()
+	return TileGroup(p.Shape.Batch * p.Shape.KV())
+}}
+
+// TileGroup is flash_bwd's tile_group for rows = B·Hkv programs along the
+// grid's axis 1: 4, 2 or 1, the largest that divides rows.
+func TileGroup(rows int) int {
 	for _, g := range []int{4, 2} {
-		if n%g == 0 {
+		if rows%g == 0 {
 			return g
 		}
 	}
 	return 1
-}}
+}
 
 // FlashBwdPostprocess is flash_bwd_postprocess.fa's launch contract.
 var FlashBwdPostprocess = &launch.Contract{
