@@ -429,6 +429,8 @@ func simCases() []simCase {
 		withWarps(frontend("frontend_flash_128x128_ws", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
 		withWarps(frontend("frontend_flash_128x128_ws", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8),
 		withWarps(frontend("frontend_flash_128x128_ws_pingpong", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
+		// Three buffers a tile: the producer issues the tail after its loop.
+		withAttrs(withWarps(frontend("frontend_flash_128x128_ws", "", tir.BF16, 128, 1, 2, 2, 300, 650, false), 8), "num_stages", int64(3)),
 		// flash_fwd_varlen in the tuned sm_90a set (128×128, 8 warps, overlap):
 		// three sequences, one of them empty, GQA 2.
 		varlenCase("frontend_varlen_128x128", 128, 2, 2, []int{100, 0, 40}, []int{150, 30, 140}),
@@ -480,6 +482,7 @@ func simCases() []simCase {
 		persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8), 2),
 		persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8), 3),
 		withAttrs(persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8), 2), "warp_specialize", false),
+		withAttrs(persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "", tir.BF16, 128, 1, 2, 2, 300, 650, false), 8), 2), "num_stages", int64(3)),
 	}
 }
 

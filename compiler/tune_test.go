@@ -14,16 +14,19 @@ func TestTunedConsts(t *testing.T) {
 	cases := []struct {
 		name, arch, dtype, wgmma string
 		consts                   map[string]string
-		bm, nw                   int64
+		bm, nw, ns               int64
 	}{
-		{"sm_90a wgmma bf16", "sm_90a", "bf16", "", nil, 128, 8},
-		{"sm_90a wgmma f16", "sm_90a", "f16", "", nil, 128, 8},
-		{"no arch", "", "bf16", "", nil, 64, 4},
-		{"sm_80", "sm_80", "bf16", "", nil, 64, 4},
-		{"sm_90a without wgmma", "sm_90a", "bf16", "0", nil, 64, 4},
-		{"f32 has no tensor-core tiles", "sm_90a", "f32", "", nil, 64, 4},
-		{"a caller's BLOCK_M turns tuning off", "sm_90a", "bf16", "", map[string]string{"BLOCK_M": "64"}, 64, 4},
-		{"a caller's num_warps too", "sm_90a", "bf16", "", map[string]string{"num_warps": "4"}, 64, 4},
+		// Three K/V buffers at D = 128 (two at D = 64, below).
+		{"sm_90a wgmma bf16", "sm_90a", "bf16", "", nil, 128, 8, 3},
+		{"sm_90a wgmma f16", "sm_90a", "f16", "", nil, 128, 8, 3},
+		{"sm_90a wgmma bf16 D = 64", "sm_90a", "bf16", "", map[string]string{"HEAD_DIM": "64"}, 128, 8, 2},
+		{"no arch", "", "bf16", "", nil, 64, 4, 2},
+		{"sm_80", "sm_80", "bf16", "", nil, 64, 4, 2},
+		{"sm_90a without wgmma", "sm_90a", "bf16", "0", nil, 64, 4, 2},
+		{"f32 has no tensor-core tiles", "sm_90a", "f32", "", nil, 64, 4, 2},
+		{"a caller's BLOCK_M turns tuning off", "sm_90a", "bf16", "", map[string]string{"BLOCK_M": "64"}, 64, 4, 2},
+		{"a caller's num_warps too", "sm_90a", "bf16", "", map[string]string{"num_warps": "4"}, 64, 4, 2},
+		{"a caller's num_stages too", "sm_90a", "bf16", "", map[string]string{"num_stages": "2"}, 64, 4, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -37,8 +40,8 @@ func TestTunedConsts(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := res.Attrs()
-			if a["BLOCK_M"] != c.bm || a["num_warps"] != c.nw {
-				t.Errorf("BLOCK_M=%d num_warps=%d, want %d and %d", a["BLOCK_M"], a["num_warps"], c.bm, c.nw)
+			if a["BLOCK_M"] != c.bm || a["num_warps"] != c.nw || a["num_stages"] != c.ns {
+				t.Errorf("BLOCK_M=%d num_warps=%d num_stages=%d, want %d, %d and %d", a["BLOCK_M"], a["num_warps"], a["num_stages"], c.bm, c.nw, c.ns)
 			}
 			if got, want := res.Ident.Consts["BLOCK_M"], strconv.FormatInt(a["BLOCK_M"], 10); got != want {
 				t.Errorf("identity has BLOCK_M=%s, the kernel %s", got, want)

@@ -18,10 +18,12 @@ import (
 // buffer that slot would have filled; the branch after the loop then only
 // waits for it.
 //
-// Conditions: two stages (the prefetch slot of the last iteration is the
-// buffer the loop exits with); buffers handed back without a CTA barrier
-// (the target's release: the issuing thread is the one that freed the
-// buffer), and the tail's copies completing on their own barrier
+// Conditions: two stages for the loop's own last iteration to issue it
+// (its prefetch slot is then the buffer the loop exits with; a producer
+// warp issues it after its own loop into that buffer at any stage count,
+// produceTail); buffers handed back without a CTA barrier (the target's
+// release: the issuing thread is the one that freed the buffer), and the
+// tail's copies completing on their own barrier
 // (TileWaiter.OwnCompletion); a loop of a frame (planTails) and its tail in the first
 // op with regions after it, an if on `hi > lo` whose then-branch holds the
 // tail as its only staged load; the tail's address computed in that branch from values
@@ -54,7 +56,7 @@ func (l *Lowerer) planTails() {
 func (l *Lowerer) planTailsIn(ops, outer []*tir.Op) {
 	for i, op := range ops {
 		p := l.pipes[op]
-		if p == nil || p.stages != 2 || op.Regions[0].Any(func(o *tir.Op) bool { return o.Kind.IsMemWrite() }) {
+		if p == nil || op.Regions[0].Any(func(o *tir.Op) bool { return o.Kind.IsMemWrite() }) {
 			continue
 		}
 		for _, next := range ops[i+1:] {
@@ -178,8 +180,8 @@ func (l *Lowerer) issueTail(p *pipeline, last, buf value.Value) {
 		return
 	}
 	tw, ok := l.target.(TileWaiter)
-	if !ok || !tw.OwnCompletion(t.st) {
-		return
+	if !ok || !tw.OwnCompletion(t.st) || p.stages != 2 {
+		return // loaded after the loop, as any other tile
 	}
 	var defs []*tir.Value
 	for _, op := range t.slice {

@@ -47,14 +47,25 @@ var wgmmaTiles = func() map[string]map[string]string {
 
 // fwdTiles are wgmmaTiles with a producer warpgroup (warp_specialize): 2–5%
 // faster at D = 128 and 6–8% at D = 64 on the H200 (BENCHMARKS.md, session
-// 11). The varlen kernels' copies are not on TMA, so theirs stay
+// 11). At D = 128 the producer keeps three K/V buffers in flight (229,504
+// bytes of shared memory): a block's copies then have two iterations to land,
+// which took S = 2048 from 510 to 574 TFLOPS and S = 8192 none from 614 to
+// 641 (session 16); at D = 64 three or four buffers measured the same as
+// two. The varlen kernels' copies are not on TMA, so theirs stay
 // wgmmaTiles.
 var fwdTiles = func() map[string]map[string]string {
 	m := map[string]map[string]string{}
-	for k, set := range wgmmaTiles {
-		m[k] = map[string]string{"warp_specialize": "true"}
-		for a, v := range set {
-			m[k][a] = v
+	for _, dt := range []string{"bf16", "f16"} {
+		for _, d := range []string{"64", "128"} {
+			k := launch.TuneKey("wgmma", dt, d)
+			set := map[string]string{"warp_specialize": "true"}
+			for a, v := range wgmmaTiles[k] {
+				set[a] = v
+			}
+			if d == "128" {
+				set["num_stages"] = "3"
+			}
+			m[k] = set
 		}
 	}
 	return m
