@@ -910,6 +910,8 @@ func (t *simThread) call(in *ir.InstCall) {
 			set(uint64(half.F32ToF16(f32(args[0])))<<16 | uint64(half.F32ToF16(f32(args[1]))))
 		case strings.HasPrefix(s, "tanh.approx.f32"):
 			set(uf32(float32(math.Tanh(float64(f32(args[0]))))))
+		case s == "mov.pred $0, $1;": // a mask select's condition (core.maskSelect)
+			set(args[0] & 1)
 		case barCountRE.MatchString(s): // the consumers' CTA barrier beside a producer warpgroup
 			sm := barCountRE.FindStringSubmatch(s)
 			id, _ := strconv.Atoi(sm[1])

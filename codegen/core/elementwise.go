@@ -1,6 +1,8 @@
 package core
 
 import (
+	"math"
+
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -21,7 +23,15 @@ func (l *Lowerer) elementwise(op *tir.Op, xs []value.Value) value.Value {
 	case k == tir.OpCmp:
 		return l.cmp(op.IdentAttr("pred"), op.Args[0].Type, xs[0], xs[1])
 	case k == tir.OpSelect:
-		return l.b.NewSelect(xs[0], xs[1], xs[2])
+		c := xs[0]
+		if maskSelect(op) {
+			// llc splits a select on `a && b && c` into one select per
+			// condition (three FSELs an element for a sliding-window mask
+			// at the sequence end); behind a predicate move it keeps one,
+			// and ptxas folds the compares into its predicate.
+			c = l.asm(types.I1, "mov.pred $0, $1;", "=b,b", false, c)
+		}
+		return l.b.NewSelect(c, xs[1], xs[2])
 	case k == tir.OpCast:
 		return l.cast(op.Args[0].Type.Elem, op.Result().Type.Elem, xs[0])
 	case k == tir.OpAddPtr:
@@ -218,4 +228,22 @@ func (l *Lowerer) cast(s, d tir.Elem, x value.Value) value.Value {
 		return b.NewSExt(x, regType(tir.Scalar(d)))
 	}
 	return b.NewTrunc(x, regType(tir.Scalar(d)))
+}
+
+// maskSelect reports whether op masks a tile of scores: a select of -inf
+// on a conjunction or disjunction of conditions. The forward's partial
+// blocks gained 1.5–4% with one select there (BENCHMARKS.md, session 16);
+// the backward's select of P (0 where masked) measured 7.7% slower with it
+// (none), so only the -inf form takes it.
+func maskSelect(op *tir.Op) bool {
+	d := op.Args[0].Def
+	if d == nil || (d.Kind != tir.OpAnd && d.Kind != tir.OpOr) || op.Result().Type.IsScalar() {
+		return false
+	}
+	f := op.Args[2].Def
+	if f == nil || f.Kind != tir.OpConst {
+		return false
+	}
+	v, ok := f.Attr("value").(float64)
+	return ok && math.IsInf(v, -1)
 }
