@@ -26,7 +26,10 @@ func TestTunedConsts(t *testing.T) {
 		{"f32 has no tensor-core tiles", "sm_90a", "f32", "", nil, 64, 4, 2},
 		{"a caller's BLOCK_M turns tuning off", "sm_90a", "bf16", "", map[string]string{"BLOCK_M": "64"}, 64, 4, 2},
 		{"a caller's num_warps too", "sm_90a", "bf16", "", map[string]string{"num_warps": "4"}, 64, 4, 2},
-		{"a caller's num_stages too", "sm_90a", "bf16", "", map[string]string{"num_stages": "2"}, 64, 4, 2},
+		// num_stages alone keeps the rest of the set (a persistent kernel
+		// at D = 128 needs two: three do not fit beside its buffers).
+		{"a caller's num_stages keeps the tiles", "sm_90a", "bf16", "", map[string]string{"num_stages": "2"}, 128, 8, 2},
+		{"persistent with two stages", "sm_90a", "bf16", "", map[string]string{"num_stages": "2", "persistent": "true"}, 128, 8, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -88,6 +88,9 @@ type Contract struct {
 	// none of them (all or none: a tile shape and its warp count go
 	// together).
 	Tuned map[string]map[string]string
+	// TunedAlone are the Tuned arguments a request may set on its own
+	// (the pipeline's depth): the rest of the set still applies.
+	TunedAlone []string
 }
 
 // TuneKey is the key of Contract.Tuned: the codegen variant of the arch
@@ -98,13 +101,21 @@ func TuneKey(variant, dtype, headDim string) string {
 
 // TunedFor is the set of Tuned arguments for key that a request with the
 // given arguments gets: nil when there is none or when the request sets
-// any of them itself.
+// any of them itself other than those of TunedAlone, whose given values
+// are left to the request.
 func (c *Contract) TunedFor(key string, given map[string]string) map[string]string {
-	set := c.Tuned[key]
-	for k := range set {
+	set := map[string]string{}
+	for k, v := range c.Tuned[key] {
 		if _, ok := given[k]; ok {
-			return nil
+			if !slices.Contains(c.TunedAlone, k) {
+				return nil
+			}
+			continue
 		}
+		set[k] = v
+	}
+	if len(set) == 0 {
+		return nil
 	}
 	return set
 }

@@ -28,6 +28,9 @@ var FlashFwd = &launch.Contract{
 	Grid:      qGrid,
 	Check:     checkHeadDim,
 	Tuned:     fwdTiles,
+	// A persistent kernel at D = 128 needs num_stages = 2 (three buffers
+	// and its own do not fit: 264,304 bytes), without giving up the tiles.
+	TunedAlone: []string{"num_stages"},
 }
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups

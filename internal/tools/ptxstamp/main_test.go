@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/compiler"
+)
+
+// TestPatch patches the tuned sm_90a flash_fwd (causal) through a bundle:
+// every stamp goes in once, in program order, and the bundle reads back.
+func TestPatch(t *testing.T) {
+	tool, err := llc.Find()
+	if err != nil {
+		t.Skip(err)
+	}
+	a, err := compiler.Build(context.Background(), compiler.Request{Kernel: "flash_fwd", Mask: "causal", Arch: "sm_90a",
+		Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "128"}}, "sm_90a", tool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := filepath.Join(t.TempDir(), "in.bundle"), filepath.Join(t.TempDir(), "out.bundle")
+	b := &bundle.Bundle{}
+	b.Add(*a)
+	if err := bundle.Write(in, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"patch", in, out}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := bundle.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptx := p.Kernels[0].PTX
+	last := -1
+	for _, s := range []string{"mov.u64 %st0, %clock64;", "mov.u64 %st2, %clock64;", "mov.u64 %st3, %clock64;",
+		"setp.eq.u32 %stp0, %stc, 0;", "@%stp6 mov.u64 %st18, %st23;", "@%stp6 mov.u64 %st20, %st23;",
+		"mov.u64 %st4, %clock64;", "mov.u64 %st5, %clock64;", "bar.sync %str6, 128;", "st.global.v2.u64 [%st9+176], {%st22, %st23};"} {
+		i := strings.Index(ptx, s)
+		if i < 0 || strings.Count(ptx, s) != 1 || i < last {
+			t.Fatalf("%q: at %d (after %d), %d times", s, i, last, strings.Count(ptx, s))
+		}
+		last = i
+	}
+	if err := run([]string{"patch", out, out}); err == nil || !strings.Contains(err.Error(), "stamped already") {
+		t.Errorf("patching a patched bundle: %v, want an error", err)
+	}
+}
+
+// TestReport: the phases' medians from stamps laid out as the patch writes
+// them.
+func TestReport(t *testing.T) {
+	lse := make([]float32, 3*128)
+	for tile := 0; tile < 3; tile++ {
+		set := func(slot int, v uint64) {
+			lse[tile*128+2*slot] = math.Float32frombits(uint32(v))
+			lse[tile*128+2*slot+1] = math.Float32frombits(uint32(v >> 32))
+		}
+		base := uint64(1<<33 + tile*100000)
+		set(0, base)
+		set(2, base+400)
+		set(3, base+2400)
+		for i := 0; i < 6; i++ {
+			set(10+i, base+2700+uint64(3000*i))
+		}
+		set(4, base+30000)
+		set(5, base+31200)
+		set(6, base+33000)
+	}
+	r := report(lse)
+	for _, want := range []string{"entry -> consumers start     median      400", "iteration 2                  median     3000",
+		"last P·V after the loop      median     1200", "tile (entry -> exit)         median    33000"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("no %q in\n%s", want, r)
+		}
+	}
+}
