@@ -10,7 +10,6 @@ import (
 
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/artifact/bundle"
-	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/internal/outfile"
 	"github.com/fac-compiler/fac/internal/version"
@@ -63,11 +62,9 @@ with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward 
 			if err != nil {
 				return err
 			}
-			var c *cache.Cache
-			if cacheDir != "-" {
-				if c, err = cache.Open(cacheDir); err != nil {
-					return err
-				}
+			c, err := openCache(cacheDir)
+			if err != nil {
+				return err
 			}
 			b := &bundle.Bundle{Format: bundle.Format, FacVersion: version.Version}
 			t0 := time.Now()

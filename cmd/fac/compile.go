@@ -66,8 +66,8 @@ func compileCmd() *cobra.Command {
 					return err
 				}
 				var c *cache.Cache
-				if !noCache && cacheDir != "-" {
-					if c, err = cache.Open(cacheDir); err != nil {
+				if !noCache {
+					if c, err = openCache(cacheDir); err != nil {
 						fmt.Fprintf(os.Stderr, "fac: warning: no kernel cache (%v); compiling without it\n", err)
 						c = nil
 					}
@@ -116,6 +116,16 @@ func compileCmd() *cobra.Command {
 	fs.BoolVar(&noCache, "no-cache", false, "compile without the kernel cache")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
+}
+
+// openCache opens the kernel cache in dir (default: $FAC_CACHE_DIR or the
+// user cache dir); "-" means none, as --cache-dir - does for compile and
+// build (nil, no error).
+func openCache(dir string) (*cache.Cache, error) {
+	if dir == "-" {
+		return nil, nil
+	}
+	return cache.Open(dir)
 }
 
 func cacheCmd() *cobra.Command {
