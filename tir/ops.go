@@ -1,6 +1,9 @@
 package tir
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Kind names an operation. Each constant's comment shows the printed form;
 // `T` is the result type, operands come before the attributes in braces.
@@ -372,4 +375,19 @@ func (b *Block) ReplaceUses(sub map[*Value]*Value) {
 		}
 		return true
 	})
+}
+
+// SelectsNegInf reports whether o is select(c, x, -inf) with -inf a
+// constant: scores masked the way attention masks them (what the code
+// generator and the mask-range pass treat as a mask).
+func (o *Op) SelectsNegInf() bool {
+	if o.Kind != OpSelect {
+		return false
+	}
+	f := o.Args[2].Def
+	if f == nil || f.Kind != OpConst {
+		return false
+	}
+	v, ok := f.Attr("value").(float64)
+	return ok && math.IsInf(v, -1)
 }

@@ -1,8 +1,6 @@
 package core
 
 import (
-	"math"
-
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -240,10 +238,5 @@ func maskSelect(op *tir.Op) bool {
 	if d == nil || (d.Kind != tir.OpAnd && d.Kind != tir.OpOr) || op.Result().Type.IsScalar() {
 		return false
 	}
-	f := op.Args[2].Def
-	if f == nil || f.Kind != tir.OpConst {
-		return false
-	}
-	v, ok := f.Attr("value").(float64)
-	return ok && math.IsInf(v, -1)
+	return op.SelectsNegInf()
 }

@@ -292,6 +292,9 @@ func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 		}
 		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.ctaid."+"xyz"[axis:axis+1], types.I32)}
 	case k.IsElementwise():
+		if out := l.indexCmp(op, lout, arg); out != nil {
+			return out
+		}
 		args := make([][]value.Value, len(op.Args))
 		for i := range op.Args {
 			args[i] = arg(i)

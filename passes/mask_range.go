@@ -1,0 +1,391 @@
+package passes
+
+import (
+	"slices"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// maskRange rewrites the condition of a select of -inf on a 2-D tile (a
+// masked block of scores) so that its conjuncts bounding the column
+// position by row values become one per-row range [lo, hi) on the column
+// index j of the tile:
+//
+//	%c = and %in_seq, %window     (kv < seqlen_k && q - 1024 <= kv && kv <= q)
+//	%s = select %c, %x, %ninf : tensor<128x128xf32>
+//
+// becomes
+//
+//	%lo = min(max(q - 1024 - start, 0), 128)        : tensor<128x1xi32>
+//	%hi = min(max(min(seqlen_k, q + 1) - start, 0), 128)
+//	%c2 = and (cmp %lo_b, %j {pred = le}), (cmp %j, %hi_b {pred = lt})
+//	%s  = select %c2, %x, %ninf
+//
+// where %j is the column index (arange(0, N), broadcast) and start the
+// tile's first column. A conjunct qualifies when it is a comparison of two
+// linear forms ±column + row value (the column value being a scalar plus
+// arange, as attention's cols = start + arange(0, BLOCK_N)), or an and, or,
+// or not of such conjuncts whose result is still one interval (FlexAttention's
+// causal, sliding-window, prefix-LM and bottom-right causal masks, and the
+// sequence-end test). Other conjuncts (document's doc[q] == doc[kv]) stay.
+//
+// Why: per element, the mask then costs two compares against immediates
+// (the column offsets a thread holds are compile-time constants, which
+// codegen compares lo - base and hi - base with) instead of one compare
+// per conjunct, an and per conjunction and a predicate live per column
+// (decisions.md, session 17). The per-row work is a few ops on [M, 1].
+//
+// Bounds are clamped to [0, N], which keeps the comparisons exact and
+// lets codegen subtract the thread's column base without overflow. The
+// rewrite assumes, as attention's index arithmetic does everywhere, that the
+// linear forms do not overflow i32.
+//
+// Only selects of -inf qualify: the backward's select of P (0 where
+// masked) was tuned without it and is left as it is.
+//
+// It runs after canonicalize and cse (it needs the select sunk into its
+// branch), so it folds and shares what it wrote by running them again when
+// it changed anything: the pipeline stays a fixpoint.
+func maskRange(m *tir.Module) error {
+	changed := false
+	for _, f := range m.Funcs {
+		changed = rewriteMaskRanges(f.Body) || changed
+	}
+	if !changed {
+		return nil
+	}
+	if err := canonicalize(m); err != nil {
+		return err
+	}
+	return cse(m)
+}
+
+func rewriteMaskRanges(b *tir.Block) (changed bool) {
+	for i := 0; i < len(b.Ops); i++ {
+		op := b.Ops[i]
+		for _, r := range op.Regions {
+			changed = rewriteMaskRanges(r) || changed
+		}
+		if !op.SelectsNegInf() || op.Result().Type.Rank() != 2 {
+			continue
+		}
+		nb := &tir.Builder{Block: &tir.Block{}, Pos: op.Pos}
+		c, ok := rangeCond(nb, op.Args[0], op.Result().Type.Shape)
+		if !ok {
+			continue
+		}
+		op.Args[0] = c
+		b.Ops = slices.Insert(b.Ops, i, nb.Block.Ops...)
+		i += len(nb.Block.Ops)
+		changed = true
+	}
+	return changed
+}
+
+// rangeCond builds the rewritten condition with nb, or reports that there
+// is nothing to rewrite.
+func rangeCond(nb *tir.Builder, c *tir.Value, shape []int) (*tir.Value, bool) {
+	M, N := shape[0], shape[1]
+	var keep []*tir.Value
+	var lo, hi *rexpr
+	done := true // every range conjunct is already lo <= j or j < hi
+	nLo, nHi := 0, 0
+	for _, x := range conjuncts(c) {
+		r, ok := boundOf(x, false, M, N)
+		if !ok {
+			if x.Type.Shape[0] != M || x.Type.Shape[1] != N {
+				x = nb.Broadcast(x, []int{M, N})
+			}
+			keep = append(keep, x)
+			continue
+		}
+		if r.lo != nil {
+			lo, nLo = maxR(lo, r.lo), nLo+1
+		}
+		if r.hi != nil {
+			hi, nHi = minR(hi, r.hi), nHi+1
+		}
+		done = done && isFinalRange(x)
+	}
+	if lo == nil && hi == nil || done && nLo <= 1 && nHi <= 1 {
+		return nil, false
+	}
+	jt := nb.Reshape(nb.Arange(0, N), []int{1, N})
+	j := nb.Broadcast(jt, []int{M, N})
+	clamp := func(e *rexpr) *tir.Value {
+		v := e.build(nb, M)
+		v = nb.Binary(tir.OpMax, v, nb.Const(tir.Tensor(tir.I32, M, 1), int64(0)))
+		v = nb.Binary(tir.OpMin, v, nb.Const(tir.Tensor(tir.I32, M, 1), int64(N)))
+		return nb.Broadcast(v, []int{M, N})
+	}
+	conds := keep
+	if lo != nil {
+		conds = append(conds, nb.Cmp("le", clamp(lo), j))
+	}
+	if hi != nil {
+		conds = append(conds, nb.Cmp("lt", j, clamp(hi)))
+	}
+	out := conds[0]
+	for _, x := range conds[1:] {
+		out = nb.Binary(tir.OpAnd, out, x)
+	}
+	return out, true
+}
+
+// conjuncts flattens an and tree (through broadcasts).
+func conjuncts(c *tir.Value) []*tir.Value {
+	d := c.Def
+	if d != nil && d.Kind == tir.OpAnd {
+		return append(conjuncts(d.Args[0]), conjuncts(d.Args[1])...)
+	}
+	if d != nil && d.Kind == tir.OpBroadcast && d.Args[0].Def != nil && d.Args[0].Def.Kind == tir.OpAnd {
+		return conjuncts(d.Args[0])
+	}
+	return []*tir.Value{c}
+}
+
+// isFinalRange: x compares the bare column index with one other value, the
+// form this pass writes (so a second run leaves it alone).
+func isFinalRange(x *tir.Value) bool {
+	d := x.Def
+	if d == nil || d.Kind != tir.OpCmp {
+		return false
+	}
+	for i := range 2 {
+		if isColumnIndex(d.Args[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// isColumnIndex: v is arange(0, N) along the columns (reshaped, broadcast).
+func isColumnIndex(v *tir.Value) bool {
+	for v.Def != nil && (v.Def.Kind == tir.OpBroadcast || v.Def.Kind == tir.OpReshape) {
+		v = v.Def.Args[0]
+	}
+	return v.Def != nil && v.Def.Kind == tir.OpArange && v.Def.IntAttr("start") == 0
+}
+
+// ---- linear forms ----
+
+// lin is sigma·j + Σ ±parts + c, where j is the column index and the
+// parts are row values (tensor<Mx1xi32>, tensor<1x1xi32>) or scalars.
+type lin struct {
+	sigma int
+	parts []part
+	c     int64
+}
+
+type part struct {
+	v   *tir.Value
+	neg bool
+}
+
+func (a lin) plus(b lin, sign int) lin {
+	out := lin{sigma: a.sigma + sign*b.sigma, parts: slices.Clone(a.parts), c: a.c + int64(sign)*b.c}
+	for _, p := range b.parts {
+		out.parts = append(out.parts, part{p.v, p.neg != (sign < 0)})
+	}
+	return out
+}
+
+func (a lin) neg() lin { return lin{}.plus(a, -1) }
+
+// linOf gives v's linear form over an [M, N] tile, if it has one.
+func linOf(v *tir.Value, M, N int) (lin, bool) {
+	t := v.Type
+	if t.Elem != tir.I32 || t.Ptr {
+		return lin{}, false
+	}
+	d := v.Def
+	if d != nil && d.Kind == tir.OpConst {
+		c, ok := d.Attr("value").(int64)
+		return lin{c: c}, ok
+	}
+	switch {
+	case t.IsScalar(), t.Rank() == 2 && t.Shape[1] == 1 && (t.Shape[0] == M || t.Shape[0] == 1):
+		return lin{parts: []part{{v: v}}}, true // a row value
+	case d == nil:
+		return lin{}, false
+	}
+	// Only a value along the columns can hold j.
+	if !(t.Rank() == 1 && t.Shape[0] == N || t.Rank() == 2 && t.Shape[1] == N) {
+		return lin{}, false
+	}
+	switch d.Kind {
+	case tir.OpBroadcast, tir.OpSplat:
+		return linOf(d.Args[0], M, N)
+	case tir.OpReshape:
+		if t.Rank() == 2 && t.Shape[0] == 1 && d.Args[0].Type.Rank() == 1 {
+			return linOf(d.Args[0], M, N)
+		}
+	case tir.OpArange:
+		if t.Rank() == 1 {
+			return lin{sigma: 1, c: d.IntAttr("start")}, true
+		}
+	case tir.OpAdd, tir.OpSub:
+		a, ok1 := linOf(d.Args[0], M, N)
+		b, ok2 := linOf(d.Args[1], M, N)
+		sign := 1
+		if d.Kind == tir.OpSub {
+			sign = -1
+		}
+		r := a.plus(b, sign)
+		return r, ok1 && ok2 && r.sigma >= -1 && r.sigma <= 1
+	}
+	return lin{}, false
+}
+
+// ---- bounds ----
+
+// rexpr is a row expression: a linear form without j, or the max or min
+// of two.
+type rexpr struct {
+	k    tir.Kind // 0 for a linear form, else OpMax or OpMin
+	l    lin
+	a, b *rexpr
+}
+
+func maxR(a, b *rexpr) *rexpr { return combine(tir.OpMax, a, b) }
+func minR(a, b *rexpr) *rexpr { return combine(tir.OpMin, a, b) }
+
+func combine(k tir.Kind, a, b *rexpr) *rexpr {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return &rexpr{k: k, a: a, b: b}
+}
+
+// build emits e as a tensor<Mx1xi32>.
+func (e *rexpr) build(nb *tir.Builder, M int) *tir.Value {
+	if e.k != 0 {
+		return nb.Binary(e.k, e.a.build(nb, M), e.b.build(nb, M))
+	}
+	col := []int{M, 1}
+	var acc *tir.Value
+	// Added terms first, so that the form reads a - b, not 0 - b + a.
+	parts := slices.Clone(e.l.parts)
+	slices.SortStableFunc(parts, func(x, y part) int {
+		switch {
+		case x.neg == y.neg:
+			return 0
+		case y.neg:
+			return -1
+		}
+		return 1
+	})
+	if len(parts) > 0 && parts[0].neg && e.l.c != 0 {
+		acc = nb.Const(tir.Tensor(tir.I32, col...), e.l.c) // c - v, not 0 - v + c
+	}
+	for _, p := range parts {
+		v := p.v
+		switch {
+		case v.Type.IsScalar():
+			v = nb.Splat(v, col)
+		case v.Type.Shape[0] != M:
+			v = nb.Broadcast(v, col)
+		}
+		switch {
+		case acc == nil && p.neg:
+			acc = nb.Binary(tir.OpSub, nb.Const(tir.Tensor(tir.I32, col...), int64(0)), v)
+		case acc == nil:
+			acc = v
+		case p.neg:
+			acc = nb.Binary(tir.OpSub, acc, v)
+		default:
+			acc = nb.Binary(tir.OpAdd, acc, v)
+		}
+	}
+	if acc == nil {
+		return nb.Const(tir.Tensor(tir.I32, col...), e.l.c)
+	}
+	if e.l.c != 0 && !(len(parts) > 0 && parts[0].neg) {
+		acc = nb.Binary(tir.OpAdd, acc, nb.Const(tir.Tensor(tir.I32, col...), e.l.c))
+	}
+	return acc
+}
+
+// bnd is lo <= j < hi; nil is unbounded.
+type bnd struct{ lo, hi *rexpr }
+
+// boundOf gives the interval of columns where x (or !x, when neg) holds,
+// per row, if it is one.
+func boundOf(x *tir.Value, neg bool, M, N int) (bnd, bool) {
+	d := x.Def
+	if d == nil || x.Type.Elem != tir.I1 {
+		return bnd{}, false
+	}
+	switch d.Kind {
+	case tir.OpBroadcast:
+		return boundOf(d.Args[0], neg, M, N)
+	case tir.OpNot:
+		return boundOf(d.Args[0], !neg, M, N)
+	case tir.OpAnd, tir.OpOr:
+		a, ok1 := boundOf(d.Args[0], neg, M, N)
+		b, ok2 := boundOf(d.Args[1], neg, M, N)
+		if !ok1 || !ok2 {
+			return bnd{}, false
+		}
+		if (d.Kind == tir.OpAnd) != neg {
+			return bnd{lo: maxR(a.lo, b.lo), hi: minR(a.hi, b.hi)}, true
+		}
+		// A union is an interval when both are bounded on the same side only.
+		switch {
+		case a.lo == nil && b.lo == nil && a.hi != nil && b.hi != nil:
+			return bnd{hi: maxR(a.hi, b.hi)}, true
+		case a.hi == nil && b.hi == nil && a.lo != nil && b.lo != nil:
+			return bnd{lo: minR(a.lo, b.lo)}, true
+		}
+		return bnd{}, false
+	case tir.OpCmp:
+		return cmpBound(d, neg, M, N)
+	}
+	return bnd{}, false
+}
+
+var negPred = map[string]string{"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+var flipPred = map[string]string{"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+// cmpBound: x pred y with x - y = ±j + E.
+func cmpBound(d *tir.Op, neg bool, M, N int) (bnd, bool) {
+	p := d.IdentAttr("pred")
+	if neg {
+		p = negPred[p]
+	}
+	a, ok1 := linOf(d.Args[0], M, N)
+	b, ok2 := linOf(d.Args[1], M, N)
+	if !ok1 || !ok2 {
+		return bnd{}, false
+	}
+	e := a.plus(b, -1) // x - y, compared with 0
+	switch e.sigma {
+	case -1:
+		e, p = e.neg(), flipPred[p]
+	case 1:
+	default:
+		return bnd{}, false
+	}
+	// j + E p 0, that is j p F with F = -E.
+	f := e.neg()
+	f.sigma = 0
+	f1 := f
+	f1.c++
+	F, F1 := &rexpr{l: f}, &rexpr{l: f1}
+	switch p {
+	case "lt":
+		return bnd{hi: F}, true
+	case "le":
+		return bnd{hi: F1}, true
+	case "gt":
+		return bnd{lo: F1}, true
+	case "ge":
+		return bnd{lo: F}, true
+	case "eq":
+		return bnd{lo: F, hi: F1}, true
+	}
+	return bnd{}, false
+}
