@@ -6,10 +6,10 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
-// maskRange rewrites the condition of a select of -inf on a 2-D tile (a
-// masked block of scores) so that its conjuncts bounding the column
-// position by row values become one per-row range [lo, hi) on the column
-// index j of the tile:
+// maskRange rewrites the condition of a select of a constant on a 2-D tile
+// (a masked block: scores selected with -inf, the backward's probabilities
+// with 0) so that its conjuncts bounding the column position by row values
+// become one per-row range [lo, hi) on the column index j of the tile:
 //
 //	%c = and %in_seq, %window     (kv < seqlen_k && q - 1024 <= kv && kv <= q)
 //	%s = select %c, %x, %ninf : tensor<128x128xf32>
@@ -40,8 +40,8 @@ import (
 // rewrite assumes, as attention's index arithmetic does everywhere, that the
 // linear forms do not overflow i32.
 //
-// Only selects of -inf qualify: the backward's select of P (0 where
-// masked) was tuned without it and is left as it is.
+// A range that no row value bounds (only the sequence end) is left as the
+// per-column compare it is.
 //
 // It runs after canonicalize and cse (it needs the select sunk into its
 // branch), so it folds and shares what it wrote by running them again when
@@ -66,7 +66,7 @@ func rewriteMaskRanges(b *tir.Block) (changed bool) {
 		for _, r := range op.Regions {
 			changed = rewriteMaskRanges(r) || changed
 		}
-		if !op.SelectsNegInf() || op.Result().Type.Rank() != 2 {
+		if !selectsConst(op) || op.Result().Type.Rank() != 2 {
 			continue
 		}
 		nb := &tir.Builder{Block: &tir.Block{}, Pos: op.Pos}
@@ -107,7 +107,13 @@ func rangeCond(nb *tir.Builder, c *tir.Value, shape []int) (*tir.Value, bool) {
 		}
 		done = done && isFinalRange(x)
 	}
-	if lo == nil && hi == nil || done && nLo <= 1 && nHi <= 1 {
+	// A range no row value bounds (the sequence end) stays a [1, N]
+	// compare, done once per column for all of a thread's rows: rewritten,
+	// it cost the backward 5% on none and the ALiBi forwards 44 bytes of
+	// spills (session 17). Beside a per-element conjunct (document's
+	// doc[q] == doc[kv]) the rewrite measured +1.5% on the forward, within
+	// what two builds differ by, and was not kept.
+	if lo == nil && hi == nil || done && nLo <= 1 && nHi <= 1 || !lo.byRow(M) && !hi.byRow(M) {
 		return nil, false
 	}
 	jt := nb.Reshape(nb.Arange(0, N), []int{1, N})
@@ -260,6 +266,22 @@ func combine(k tir.Kind, a, b *rexpr) *rexpr {
 	return &rexpr{k: k, a: a, b: b}
 }
 
+// byRow reports whether e depends on a row value (not only on scalars).
+func (e *rexpr) byRow(M int) bool {
+	if e == nil {
+		return false
+	}
+	if e.k != 0 {
+		return e.a.byRow(M) || e.b.byRow(M)
+	}
+	for _, p := range e.l.parts {
+		if !p.v.Type.IsScalar() && p.v.Type.Shape[0] == M && M > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // build emits e as a tensor<Mx1xi32>.
 func (e *rexpr) build(nb *tir.Builder, M int) *tir.Value {
 	if e.k != 0 {
@@ -388,4 +410,14 @@ func cmpBound(d *tir.Op, neg bool, M, N int) (bnd, bool) {
 		return bnd{lo: F, hi: F1}, true
 	}
 	return bnd{}, false
+}
+
+// selectsConst: select(c, x, k) with k a constant, as masks select: -inf
+// for the forward's scores, 0 for the backward's probabilities.
+func selectsConst(op *tir.Op) bool {
+	if op.Kind != tir.OpSelect {
+		return false
+	}
+	f := op.Args[2].Def
+	return f != nil && f.Kind == tir.OpConst
 }

@@ -51,8 +51,15 @@ func (g *maskGen) boolExpr(depth int) string {
 		k = g.r.IntN(4)
 	}
 	switch k {
-	case 0, 1:
+	case 0:
 		return g.emit("cmp %s, %s {pred = %s} : tensor<8x16xi1>", g.intAtom(), g.intAtom(), genPreds[g.r.IntN(6)])
+	case 1: // the column against the row, offset (the shape of causal and window masks)
+		c := g.emit("add %%cb, %s : tensor<8x16xi32>", g.intAtom())
+		x, y := c, g.emit("sub %%rb, %s : tensor<8x16xi32>", g.intAtom())
+		if g.r.IntN(2) == 0 {
+			x, y = y, x
+		}
+		return g.emit("cmp %s, %s {pred = %s} : tensor<8x16xi1>", x, y, genPreds[g.r.IntN(6)])
 	case 2: // on the columns alone, broadcast
 		c := g.emit("cmp %%c2, %%n2 {pred = %s} : tensor<1x16xi1>", genPreds[g.r.IntN(4)])
 		return g.emit("broadcast %s : tensor<8x16xi1>", c)
@@ -105,7 +112,7 @@ const maskGenTail = `  %s = const {value = 1.5} : tensor<8x16xf32>
 func TestMaskRangeMatchesInterpreter(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 8))
 	rewrote := 0
-	for i := range 400 {
+	for i := range 1500 {
 		g := &maskGen{r: r}
 		keep := g.boolExpr(3)
 		src := maskGenHead + strings.Join(g.lines, "\n") + "\n" + strings.ReplaceAll(maskGenTail, "%KEEP", keep)
@@ -137,8 +144,8 @@ func TestMaskRangeMatchesInterpreter(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d of 400 random conditions rewritten", rewrote)
+	t.Logf("%d of 1500 random conditions rewritten", rewrote)
 	if rewrote < 100 {
-		t.Errorf("only %d of 400 random conditions were rewritten", rewrote)
+		t.Errorf("only %d of 1500 random conditions were rewritten", rewrote)
 	}
 }
