@@ -22,7 +22,9 @@ func TestMaskSelect(t *testing.T) {
 	}{
 		{"flash_fwd", "sliding_window(32, 0)", "sm_90a", true},
 		{"flash_fwd", "document", "sm_80", true},
-		{"flash_fwd", "causal", "sm_90a", true},
+		// mask-range leaves causal's partial block one compare (j < hi):
+		// no conjunction, so no move.
+		{"flash_fwd", "causal", "sm_90a", false},
 		{"flash_bwd", "sliding_window(32, 0)", "sm_90a", false},
 	} {
 		t.Run(c.kernel+"/"+c.mask+"/"+c.arch, func(t *testing.T) {
