@@ -165,12 +165,17 @@ func isFinalRange(x *tir.Value) bool {
 	return false
 }
 
-// isColumnIndex: v is arange(0, N) along the columns (reshaped, broadcast).
+// isColumnIndex: v is arange(0, N) along the columns (reshaped to [1, N],
+// perhaps broadcast).
 func isColumnIndex(v *tir.Value) bool {
-	for v.Def != nil && (v.Def.Kind == tir.OpBroadcast || v.Def.Kind == tir.OpReshape) {
+	if v.Def != nil && v.Def.Kind == tir.OpBroadcast {
 		v = v.Def.Args[0]
 	}
-	return v.Def != nil && v.Def.Kind == tir.OpArange && v.Def.IntAttr("start") == 0
+	if v.Def == nil || v.Def.Kind != tir.OpReshape || v.Type.Rank() != 2 || v.Type.Shape[0] != 1 {
+		return false
+	}
+	a := v.Def.Args[0].Def
+	return a != nil && a.Kind == tir.OpArange && a.IntAttr("start") == 0
 }
 
 // ---- linear forms ----
