@@ -66,7 +66,7 @@ func rewriteMaskRanges(b *tir.Block) (changed bool) {
 		for _, r := range op.Regions {
 			changed = rewriteMaskRanges(r) || changed
 		}
-		if !selectsConst(op) || op.Result().Type.Rank() != 2 {
+		if _, ok := op.SelectsConst(); !ok || op.Result().Type.Rank() != 2 {
 			continue
 		}
 		nb := &tir.Builder{Block: &tir.Block{}, Pos: op.Pos}
@@ -305,8 +305,10 @@ func (e *rexpr) build(nb *tir.Builder, M int) *tir.Value {
 		}
 		return 1
 	})
-	if len(parts) > 0 && parts[0].neg && e.l.c != 0 {
-		acc = nb.Const(tir.Tensor(tir.I32, col...), e.l.c) // c - v, not 0 - v + c
+	// All terms subtracted: start from the constant (c - v, or 0 - v).
+	allNeg := len(parts) > 0 && parts[0].neg
+	if len(parts) == 0 || allNeg {
+		acc = nb.Const(tir.Tensor(tir.I32, col...), e.l.c)
 	}
 	for _, p := range parts {
 		v := p.v
@@ -317,8 +319,6 @@ func (e *rexpr) build(nb *tir.Builder, M int) *tir.Value {
 			v = nb.Broadcast(v, col)
 		}
 		switch {
-		case acc == nil && p.neg:
-			acc = nb.Binary(tir.OpSub, nb.Const(tir.Tensor(tir.I32, col...), int64(0)), v)
 		case acc == nil:
 			acc = v
 		case p.neg:
@@ -327,10 +327,7 @@ func (e *rexpr) build(nb *tir.Builder, M int) *tir.Value {
 			acc = nb.Binary(tir.OpAdd, acc, v)
 		}
 	}
-	if acc == nil {
-		return nb.Const(tir.Tensor(tir.I32, col...), e.l.c)
-	}
-	if e.l.c != 0 && !(len(parts) > 0 && parts[0].neg) {
+	if !allNeg && len(parts) > 0 && e.l.c != 0 {
 		acc = nb.Binary(tir.OpAdd, acc, nb.Const(tir.Tensor(tir.I32, col...), e.l.c))
 	}
 	return acc
@@ -415,14 +412,4 @@ func cmpBound(d *tir.Op, neg bool, M, N int) (bnd, bool) {
 		return bnd{lo: F, hi: F1}, true
 	}
 	return bnd{}, false
-}
-
-// selectsConst: select(c, x, k) with k a constant, as masks select: -inf
-// for the forward's scores, 0 for the backward's probabilities.
-func selectsConst(op *tir.Op) bool {
-	if op.Kind != tir.OpSelect {
-		return false
-	}
-	f := op.Args[2].Def
-	return f != nil && f.Kind == tir.OpConst
 }

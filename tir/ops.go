@@ -377,17 +377,25 @@ func (b *Block) ReplaceUses(sub map[*Value]*Value) {
 	})
 }
 
-// SelectsNegInf reports whether o is select(c, x, -inf) with -inf a
-// constant: scores masked the way attention masks them (what the code
-// generator and the mask-range pass treat as a mask).
-func (o *Op) SelectsNegInf() bool {
+// SelectsConst reports whether o is select(c, x, k) with k a constant, and
+// k's value: masks select that way (-inf for attention's scores, 0 for the
+// backward's probabilities; the mask-range pass takes both).
+func (o *Op) SelectsConst() (any, bool) {
 	if o.Kind != OpSelect {
-		return false
+		return nil, false
 	}
 	f := o.Args[2].Def
 	if f == nil || f.Kind != OpConst {
-		return false
+		return nil, false
 	}
-	v, ok := f.Attr("value").(float64)
-	return ok && math.IsInf(v, -1)
+	return f.Attr("value"), true
+}
+
+// SelectsNegInf reports whether o is select(c, x, -inf) with -inf a
+// constant: scores masked the way attention masks them (the code
+// generator's one-select-per-element rule takes only these).
+func (o *Op) SelectsNegInf() bool {
+	v, ok := o.SelectsConst()
+	f, isFloat := v.(float64)
+	return ok && isFloat && math.IsInf(f, -1)
 }
