@@ -34,7 +34,8 @@ type Backward struct {
 	// flash_bwd's mask and block sizes.
 	masker   *Forward
 	dtype    tir.Elem
-	tunedFor perArch[*Backward] // bw compiled with the tiles tuned for a GPU arch (tuned)
+	tunedFor perArch[*Backward]     // bw compiled with the tiles tuned for a GPU arch (tuned)
+	spans    spanVariant[*Backward] // bw with document as spans (withSpans)
 }
 
 // stage is one compiled kernel of the backward pass.
@@ -203,6 +204,7 @@ func (bw *Backward) RunCPUGrads(ctx context.Context, in BackwardInputs, sh Shape
 	if err != nil {
 		return nil, err
 	}
+	bw, in = bw.withSpans(in, sh) // the same pairs: bm serves it
 	b, err := bw.bind(in.Aux, in.Scalars, in.Scale, sh, bm, nil)
 	if err != nil {
 		return nil, err

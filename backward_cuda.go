@@ -54,11 +54,20 @@ func (bw *Backward) prepare(ctx context.Context, d *CUDA, in BackwardInputs, sh 
 	if err := bw.checkInputs(in, sh); err != nil {
 		return nil, nil, err
 	}
-	ks, err := bw.kernels(ctx, d)
+	bm, err := bw.masker.blockMaskCUDA(d, in.forwardInputs(), sh)
 	if err != nil {
 		return nil, nil, err
 	}
-	bm, err := bw.masker.blockMaskCUDA(d, in.forwardInputs(), sh)
+	// As the forward's prepare: the span form where the ids allow and its
+	// kernels can be had, with bw's block mask.
+	if g, gin := bw.withSpans(in, sh); g != bw {
+		if g, err = g.tuned(d.Arch); err == nil {
+			if _, err = g.kernels(ctx, d); err == nil {
+				bw, in = g, gin
+			}
+		}
+	}
+	ks, err := bw.kernels(ctx, d)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -409,15 +418,20 @@ func (bw *Backward) uploadLists(dm *DeviceBlockMask) error {
 	return nil
 }
 
-// BundleKernels compiles the backward's kernels and its block classifier
-// (for masks the analytic builder cannot bound) for arch, through the
-// cache c (which may be nil), as bundle entries.
+// BundleKernels compiles the backward's kernels, its block classifier
+// (for masks the analytic builder cannot bound) and the span form of a
+// document mask (withSpans) for arch, through the cache c (which may be
+// nil), as bundle entries.
 func (bw *Backward) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
 	cls, err := bw.masker.classifier()
 	if err != nil {
 		return nil, err
 	}
-	return bundleResults(ctx, c, append(stageResults(bw.stages), cls), arch, tool)
+	rs := append(stageResults(bw.stages), cls)
+	if g, ok := bw.spanVariant(); ok {
+		rs = append(rs, stageResults(g.stages)...) // what document runs as on contiguous ids (withSpans)
+	}
+	return bundleResults(ctx, c, rs, arch, tool)
 }
 
 // BundleKernels compiles the varlen backward's kernels for arch, through

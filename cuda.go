@@ -55,11 +55,20 @@ func (f *Forward) prepare(ctx context.Context, d *CUDA, in Inputs, sh Shape) (pr
 	if plan.SplitKV {
 		return f.prepareDecode(ctx, d, plan, in, sh)
 	}
-	k, err := d.Kernel(ctx, f.res, nil)
+	bm, err := f.blockMaskCUDA(d, in, sh)
 	if err != nil {
 		return nil, err
 	}
-	bm, err := f.blockMaskCUDA(d, in, sh)
+	// The span form keeps the same pairs: f's block mask serves it. A
+	// span kernel that cannot be had (in no bundle, no llc) leaves f.
+	if g, gin := f.withSpans(in, sh); g != f {
+		if g, err = g.tuned(d.Arch); err == nil {
+			if _, err = d.Kernel(ctx, g.res, nil); err == nil {
+				f, in = g, gin
+			}
+		}
+	}
+	k, err := d.Kernel(ctx, f.res, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -483,10 +492,10 @@ func (f *Forward) classifier() (*compiler.Result, error) {
 }
 
 // BundleKernels compiles f, its block classifier (used for masks the
-// analytic builder cannot bound) and, unless Options turn split-KV and
-// PackGQA off, the split-KV kernels (flash_fwd_splitkv for both tile
-// heights, flash_fwd_combine) for arch, through the cache c (which may be
-// nil), as bundle entries.
+// analytic builder cannot bound), unless Options turn split-KV and PackGQA
+// off the split-KV kernels (flash_fwd_splitkv for both tile heights,
+// flash_fwd_combine), and the span form of a document mask (withSpans) for
+// arch, through the cache c (which may be nil), as bundle entries.
 func (f *Forward) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
 	cls, err := f.classifier()
 	if err != nil {
@@ -496,5 +505,9 @@ func (f *Forward) BundleKernels(ctx context.Context, c *cache.Cache, arch string
 	if err != nil {
 		return nil, err
 	}
-	return bundleResults(ctx, c, append([]*compiler.Result{f.res, cls}, ds...), arch, tool)
+	rs := append([]*compiler.Result{f.res, cls}, ds...)
+	if g, ok := f.spanVariant(); ok {
+		rs = append(rs, g.res) // what document runs as on contiguous ids (withSpans)
+	}
+	return bundleResults(ctx, c, rs, arch, tool)
 }

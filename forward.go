@@ -83,7 +83,8 @@ type Forward struct {
 	amu       sync.Mutex
 	analyzers map[string]*blockmask.Analyzer // by B, H, SeqQ, SeqK and the mask's run-time parameters
 
-	tunedFor perArch[*Forward] // f compiled with the tile arguments tuned for a GPU arch (tuned)
+	tunedFor perArch[*Forward]     // f compiled with the tile arguments tuned for a GPU arch (tuned)
+	spans    spanVariant[*Forward] // f with document as spans (withSpans)
 
 	dmu        sync.Mutex               // the split-KV kernels, made on first use
 	splitRes   map[int]*compiler.Result // flash_fwd_splitkv by BLOCK_M
@@ -401,6 +402,7 @@ func (f *Forward) RunCPUContext(ctx context.Context, in Inputs, sh Shape) (o, ls
 	if plan.SplitKV {
 		return f.runDecodeCPU(ctx, plan, in, sh, bm)
 	}
+	f, in = f.withSpans(in, sh) // the same pairs: bm serves it
 	call, err := f.bind(in, sh, bm, nil)
 	if err != nil {
 		return nil, nil, err

@@ -333,7 +333,7 @@ func TestCLIExprErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct{ src, kind, want string }{
-		{"nosuch", "mask", "<mask>:1:1: unknown mask mod nosuch (mask mods: and_masks, causal, causal_bottom_right, chunked, document, none, noop_mask, not_mask, or_masks, prefix_lm, sliding_window)"},
+		{"nosuch", "mask", "<mask>:1:1: unknown mask mod nosuch (mask mods: and_masks, causal, causal_bottom_right, chunked, document, document_spans, document_spans_kv, none, noop_mask, not_mask, or_masks, prefix_lm, sliding_window)"},
 		{"nosuch(3)", "mask", "<mask>:1:1: unknown mask mod nosuch"},
 		{"causal(1)", "mask", "<mask>:1:7: mask mod causal takes no compile-time arguments; write just causal"},
 		{"softcap(2.0)", "mask", "<mask>:1:1: softcap(2.0) is not a mask mod (mask mods: "},

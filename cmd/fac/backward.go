@@ -322,7 +322,7 @@ func benchBackwardOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, w
 		return benchResult{}, err
 	}
 	sh := fac.Shape{Batch: b, Heads: h, KVHeads: h, SeqQ: s, SeqK: s, Dim: d}
-	in, doc, randn, err := benchInputs(fwd, opts.Mask, sh, docLen)
+	in, randn, err := benchInputs(fwd, opts.Mask, sh, docLen)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -335,7 +335,7 @@ func benchBackwardOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, w
 	if err != nil {
 		return benchResult{}, err
 	}
-	pairs, err := keptPairs(fwd, s, doc)
+	pairs, err := keptPairs(fwd, s, in.Aux)
 	if err != nil {
 		return benchResult{}, err
 	}

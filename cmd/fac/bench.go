@@ -205,10 +205,11 @@ work, as one packed batch.`,
 }
 
 // benchInputs makes a benchmark's random inputs for shape sh (seeded by
-// the sequence length), the document ids of the document mask (documents
-// of docLen tokens) and a generator for more random tensors. fac bench can
-// make up no other aux tensor.
-func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.Inputs, []int32, func(int) []float32, error) {
+// the sequence length), the aux tensors of the document masks (documents
+// of docLen tokens: document's ids, document_spans's spans) and a
+// generator for more random tensors. fac bench can make up no other aux
+// tensor.
+func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.Inputs, func(int) []float32, error) {
 	rng := rand.New(rand.NewPCG(uint64(sh.SeqQ), 3))
 	randn := func(n int) []float32 {
 		out := make([]float32, n)
@@ -223,13 +224,24 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 	for i := range doc {
 		doc[i] = int32(i / docLen)
 	}
-	for _, name := range fwd.AuxTensors() {
-		if name != "doc" {
-			return in, nil, nil, fmt.Errorf("mask %s reads aux tensor %q, which fac bench cannot make up", mask, name)
-		}
-		in.Aux["doc"] = doc
+	start, end := make([]int32, len(doc)), make([]int32, len(doc))
+	for i := range doc {
+		start[i] = int32(i / docLen * docLen)
+		end[i] = int32(min(len(doc), (i/docLen+1)*docLen))
 	}
-	return in, doc, randn, nil
+	for _, name := range fwd.AuxTensors() {
+		switch name {
+		case "doc":
+			in.Aux["doc"] = doc
+		case "doc_start":
+			in.Aux[name] = start
+		case "doc_end":
+			in.Aux[name] = end
+		default:
+			return in, nil, fmt.Errorf("mask %s reads aux tensor %q, which fac bench cannot make up", mask, name)
+		}
+	}
+	return in, randn, nil
 }
 
 // benchShapes are the shapes fac bench times, in order: each --seqlen as
@@ -300,7 +312,7 @@ func benchShape(gpu *fac.CUDA, opts fac.Options, sh fac.Shape, docLen, warmup, r
 	if err != nil {
 		return benchResult{}, err
 	}
-	in, doc, _, err := benchInputs(fwd, opts.Mask, sh, docLen)
+	in, _, err := benchInputs(fwd, opts.Mask, sh, docLen)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -311,11 +323,11 @@ func benchShape(gpu *fac.CUDA, opts fac.Options, sh fac.Shape, docLen, warmup, r
 	var pairs int64
 	switch {
 	case sh.SeqQ == sh.SeqK:
-		pairs, err = keptPairs(fwd, sh.SeqQ, doc)
+		pairs, err = keptPairs(fwd, sh.SeqQ, in.Aux)
 	case fwd.Mask() == nil:
 		pairs = int64(sh.SeqQ) * int64(sh.SeqK)
 	default:
-		pairs, err = fwd.CountPairs(fac.Shape{Batch: 1, Heads: 1, KVHeads: 1, SeqQ: sh.SeqQ, SeqK: sh.SeqK, Dim: 1}, map[string]any{"doc": doc})
+		pairs, err = fwd.CountPairs(fac.Shape{Batch: 1, Heads: 1, KVHeads: 1, SeqQ: sh.SeqQ, SeqK: sh.SeqK, Dim: 1}, in.Aux)
 	}
 	if err != nil {
 		return benchResult{}, err

@@ -15,11 +15,12 @@ import (
 // block mask (fac.Forward.CountPairs: full blocks by area, partial blocks
 // row by row, or by evaluating them where the mask reads aux tensors):
 // O(blocks), not O(s²).
-func keptPairs(fwd *fac.Forward, s int, doc []int32) (int64, error) {
+func keptPairs(fwd *fac.Forward, s int, aux map[string]any) (int64, error) {
+	doc, _ := aux["doc"].([]int32)
 	if n, ok := keptPairsFast(fwd.Mask(), s, doc); ok {
 		return n, nil
 	}
-	return fwd.CountPairs(fac.Shape{Batch: 1, Heads: 1, KVHeads: 1, SeqQ: s, SeqK: s, Dim: 1}, map[string]any{"doc": doc})
+	return fwd.CountPairs(fac.Shape{Batch: 1, Heads: 1, KVHeads: 1, SeqQ: s, SeqK: s, Dim: 1}, aux)
 }
 
 // keptPairsFast counts in O(s) where the mask is one of the stdlib's; ok

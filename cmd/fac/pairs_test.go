@@ -70,7 +70,7 @@ func TestKeptPairsLongContext(t *testing.T) {
 		}
 		done := make(chan int64, 1)
 		go func() {
-			n, err := keptPairs(fwd, s, doc)
+			n, err := keptPairs(fwd, s, map[string]any{"doc": doc})
 			if err != nil {
 				t.Error(err)
 			}
