@@ -1,6 +1,7 @@
 package fac
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -89,7 +90,7 @@ func spansAux(aux map[string]any, n int, reads []string) (map[string]any, bool) 
 		}
 		data, _, err := launch.HostData("i32", doc) // any integer slice, or an Array, that converts exactly
 		ids, isI32 := data.([]int32)
-		if err != nil || !isI32 || len(ids) < n || aux[prefix+"doc_start"] != nil || aux[prefix+"doc_end"] != nil {
+		if err != nil || !isI32 || len(ids) < n || spanNamesTaken(aux) {
 			return nil, false
 		}
 		start, end, ok := documentRuns(ids[:n])
@@ -101,7 +102,7 @@ func spansAux(aux map[string]any, n int, reads []string) (map[string]any, bool) 
 			out[k] = v
 		}
 		out[prefix+"doc_start"], out[prefix+"doc_end"] = start, end
-		if !contains(reads, "doc") {
+		if !slices.Contains(reads, "doc") {
 			delete(out, prefix+"doc")
 		}
 		return out, true
@@ -109,9 +110,11 @@ func spansAux(aux map[string]any, n int, reads []string) (map[string]any, bool) 
 	return nil, false
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
+// spanNamesTaken reports whether aux already has a tensor under a name the
+// span masks read: another mod's, which the binder could hand them.
+func spanNamesTaken(aux map[string]any) bool {
+	for _, k := range []string{"doc_start", "doc_end", "mask.doc_start", "mask.doc_end"} {
+		if _, ok := aux[k]; ok {
 			return true
 		}
 	}

@@ -67,11 +67,12 @@ func TestSpansAux(t *testing.T) {
 		t.Errorf("mask.doc, read elsewhere too: %v %v", aux, ok)
 	}
 	for name, aux := range map[string]map[string]any{
-		"short":    {"doc": doc},
-		"not runs": {"doc": []int32{0, 1, 0, 1, 0, 1, 0}},
-		"not i32":  {"doc": []int64{0, 0, 0, 0, 0, 0, 1 << 40}},
-		"taken":    {"doc": []int32{0, 0, 0, 0, 0, 0, 0}, "doc_start": []int32{0}},
-		"absent":   {"slopes": []float32{1}},
+		"short":             {"doc": doc},
+		"not runs":          {"doc": []int32{0, 1, 0, 1, 0, 1, 0}},
+		"not i32":           {"doc": []int64{0, 0, 0, 0, 0, 0, 1 << 40}},
+		"taken":             {"doc": []int32{0, 0, 0, 0, 0, 0, 0}, "doc_start": []int32{0}},
+		"taken by the mask": {"doc": []int32{0, 0, 0, 0, 0, 0, 0}, "mask.doc_end": []int32{0}},
+		"absent":            {"slopes": []float32{1}},
 	} {
 		if _, ok := spansAux(aux, 7, nil); ok {
 			t.Errorf("%s: spans taken", name)
