@@ -52,10 +52,12 @@ func spansExpr(m *lang.ModInst, form string) (expr string, ok bool) {
 	return m.Name() + "(" + strings.Join(parts, ", ") + ")", ok
 }
 
-// documentRuns gives each position i of doc the run of equal ids holding
-// it, [start[i], end[i]); ok is false when some id has positions in two
-// runs (then doc[q] == doc[kv] is no run test).
-func documentRuns(doc []int32) (start, end []int32, ok bool) {
+// DocumentSpans gives each position i of document ids doc the run of equal
+// ids holding it, [start[i], end[i]): the aux tensors doc_start and doc_end
+// of the stdlib's document_spans and document_spans_kv. ok is false when
+// some id has positions in two runs (then doc[q] == doc[kv] is no span
+// test).
+func DocumentSpans(doc []int32) (start, end []int32, ok bool) {
 	start, end = make([]int32, len(doc)), make([]int32, len(doc))
 	seen := map[int32]bool{}
 	for lo := 0; lo < len(doc); {
@@ -93,7 +95,7 @@ func spansAux(aux map[string]any, n int, reads []string) (map[string]any, bool) 
 		if err != nil || !isI32 || len(ids) < n || spanNamesTaken(aux) {
 			return nil, false
 		}
-		start, end, ok := documentRuns(ids[:n])
+		start, end, ok := DocumentSpans(ids[:n])
 		if !ok {
 			return nil, false
 		}

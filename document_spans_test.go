@@ -37,15 +37,15 @@ func TestSpansExpr(t *testing.T) {
 	}
 }
 
-func TestDocumentRuns(t *testing.T) {
-	start, end, ok := documentRuns([]int32{7, 7, 3, 9, 9, 9})
+func TestDocumentSpans(t *testing.T) {
+	start, end, ok := DocumentSpans([]int32{7, 7, 3, 9, 9, 9})
 	if !ok || fmt.Sprint(start, end) != "[0 0 2 3 3 3] [2 2 3 6 6 6]" {
 		t.Errorf("runs: %v %v %v", start, end, ok)
 	}
-	if _, _, ok := documentRuns([]int32{0, 0, 1, 0}); ok {
+	if _, _, ok := DocumentSpans([]int32{0, 0, 1, 0}); ok {
 		t.Error("an id in two runs passed")
 	}
-	if _, _, ok := documentRuns(nil); !ok {
+	if _, _, ok := DocumentSpans(nil); !ok {
 		t.Error("no ids: want ok")
 	}
 }

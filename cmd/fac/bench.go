@@ -224,11 +224,7 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 	for i := range doc {
 		doc[i] = int32(i / docLen)
 	}
-	start, end := make([]int32, len(doc)), make([]int32, len(doc))
-	for i := range doc {
-		start[i] = int32(i / docLen * docLen)
-		end[i] = int32(min(len(doc), (i/docLen+1)*docLen))
-	}
+	start, end, _ := fac.DocumentSpans(doc) // runs: doc's documents are consecutive
 	for _, name := range fwd.AuxTensors() {
 		switch name {
 		case "doc":
