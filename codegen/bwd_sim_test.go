@@ -39,7 +39,7 @@ func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCas
 				Hk * sk * D, sk * D, D, // dv
 				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
 			}
-			args = append(args, simBlockLists(sk, sq)...)
+			args = append(args, simBlockLists(sk, sq, 128)...)
 			args = append(args, attention.TileGroup(B*Hk))
 			if doc {
 				args = append(args, simDocArgs(sq, sk)...)

@@ -12,6 +12,7 @@
 package codegen
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -124,9 +125,33 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	if out == nil {
 		out = os.Stderr
 	}
+	// The stores' exchange through shared memory (coalesceStore) is an
+	// optimization: where it would take the kernel past the shared memory a
+	// CTA may have (a persistent kernel, whose exchange cannot overlap the
+	// tiles, at three stages), the kernel stores from registers instead.
+	var printed bytes.Buffer
+	res, err := lowerOnce(f, kernel, opts, tg, nw, true, &printed)
+	if err == nil && res.CoalescedStores > 0 && res.SharedBytes > tg.maxShared {
+		var again bytes.Buffer
+		direct, err2 := lowerOnce(f, kernel, opts, tg, nw, false, &again)
+		if err2 == nil && direct.SharedBytes <= tg.maxShared {
+			direct.Notes = append(direct.Notes, fmt.Sprintf("stores from registers: through shared memory into 16-byte vectors the kernel would need %d bytes of shared memory, over the %d a CTA may have on %s", res.SharedBytes, tg.maxShared, opts.Arch))
+			res, printed = direct, again
+		}
+	}
+	if _, werr := out.Write(printed.Bytes()); werr != nil && err == nil {
+		err = werr
+	}
+	return res, err
+}
+
+// lowerOnce runs the target's phases on f, printing what opts asks for to
+// out; coalesce allows stores through shared memory (coalesceStore).
+func lowerOnce(f *tir.Func, kernel string, opts Options, tg target, nw int, coalesce bool, out io.Writer) (*Result, error) {
 	l := core.NewLowerer(f, opts.Arch, tg.t, nw)
+	l.SetCoalesceStores(coalesce)
 	var times []PhaseTime
-	for _, p := range phases {
+	for _, p := range tg.t.Phases() {
 		if opts.Disable[p.Name] {
 			continue
 		}

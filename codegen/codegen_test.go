@@ -483,6 +483,9 @@ func simCases() []simCase {
 		persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8), 3),
 		withAttrs(persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8), 2), "warp_specialize", false),
 		withAttrs(persistent(withWarps(frontend("frontend_flash_128x128_ws_persistent", "", tir.BF16, 128, 1, 2, 2, 300, 650, false), 8), 2), "num_stages", int64(3)),
+		// Four consumer warpgroups on 256-row tiles and a producer (640
+		// threads; setmaxnreg within the registers at entry), D = 64.
+		withWarps(frontend("frontend_flash_256x64_d64_ws", "", tir.BF16, 64, 1, 2, 2, 300, 390, false), 16),
 	}
 }
 
@@ -541,9 +544,12 @@ func persistent(c simCase, programs int) simCase {
 // emits it: q, o [B, H, sq, D], k, v [B, H/kvGroup, sk, D], lse [B, H, sq].
 func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
 	Hk := H / kvGroup
-	bm := 64
-	if strings.Contains(file, "128x128") {
+	bm, qblk := 64, 128 // the q tile, and the q mask block (SPARSE_Q)
+	switch {
+	case strings.Contains(file, "128x128"):
 		bm = 128
+	case strings.Contains(file, "256x"):
+		bm, qblk = 256, 256
 	}
 	return simCase{kernel: file, fn: fn, grid: [3]int{(sq + bm - 1) / bm, B * H, 1}, rtol: 1e-2, atol: 2e-3,
 		args: func(rng *rand.Rand) []any {
@@ -557,7 +563,7 @@ func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc boo
 				H * sq * D, sq * D, D, // o
 				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
 			}
-			args = append(args, simBlockLists(sq, sk)...)
+			args = append(args, simBlockLists(sq, sk, qblk)...)
 			if doc {
 				args = append(args, simDocArgs(sq, sk)...)
 			}
@@ -576,15 +582,15 @@ func simDocArgs(sq, sk int) []any {
 	return []any{cpu.FromI32("doc", ids), n}
 }
 
-// simBlockLists are block-mask arguments for the stdlib kernels' 128×128
+// simBlockLists are block-mask arguments for the stdlib kernels' qblk×128
 // mask blocks, shared over batch and heads: every kv block listed, the
 // even ones as partial and the odd ones as full (the interpreter runs the
 // same lists, so any lists compare), listed in a scrambled order, and the
 // last q block row empty when there are several (a loop of no iterations:
 // the pipelined prologue must not run).
-func simBlockLists(sq, sk int) []any {
+func simBlockLists(sq, sk, qblk int) []any {
 	const blk = 128
-	nq, nk := (sq+blk-1)/blk, (sk+blk-1)/blk
+	nq, nk := (sq+qblk-1)/qblk, (sk+blk-1)/blk
 	np, nf := make([]int32, nq), make([]int32, nq)
 	pi, fi := make([]int32, nq*nk), make([]int32, nq*nk)
 	for r := 0; r < nq; r++ {

@@ -374,6 +374,8 @@ func (t *simThread) tmaAsm(in *ir.InstCall, s string, args []uint64) bool {
 		strings.Contains(s, "mbarrier.arrive"),
 		strings.Contains(s, "mbarrier.init"),
 		strings.Contains(s, "fence.mbarrier_init"):
+	case strings.HasPrefix(s, "prefetch.tensormap"):
+		return true // a cache hint
 	case s == asmCounterInit || s == asmRelease:
 		// sm90's release counters (tma.go): a shared u32 zeroed, then
 		// incremented modulo a limit by an acquire-release atomic.

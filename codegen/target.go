@@ -16,19 +16,22 @@ import (
 // Archs past Hopper use sm80's mma.sync path, which they all run; wgmma
 // is sm_90a-only.
 var archTargets = []struct {
-	name     string // the target package
-	min, max int    // SM numbers served, inclusive
-	new      func(arch string) core.Target
+	name      string // the target package
+	min, max  int    // SM numbers served, inclusive
+	maxShared int    // bytes of shared memory a CTA may have (opt-in) on the largest part
+	new       func(arch string) core.Target
 }{
-	{"sm90", 90, 90, func(arch string) core.Target { return sm90.New(arch) }},
-	{"sm80", 80, 1 << 30, func(string) core.Target { return sm80.Target{} }},
+	{"sm90", 90, 90, 227 << 10, func(arch string) core.Target { return sm90.New(arch) }},
+	// A100's 163 KiB; sm_86/89 parts have less, which the load reports.
+	{"sm80", 80, 1 << 30, 163 << 10, func(string) core.Target { return sm80.Target{} }},
 }
 
 var archRE = regexp.MustCompile(`^sm_(\d+)[af]?$`)
 
 type target struct {
-	name string
-	t    core.Target
+	name      string
+	t         core.Target
+	maxShared int
 }
 
 func targetFor(arch string) (target, error) {
@@ -39,7 +42,7 @@ func targetFor(arch string) (target, error) {
 	n, _ := strconv.Atoi(am[1])
 	for _, r := range archTargets {
 		if n >= r.min && n <= r.max {
-			return target{r.name, r.new(arch)}, nil
+			return target{r.name, r.new(arch), r.maxShared}, nil
 		}
 	}
 	return target{}, fmt.Errorf("codegen: arch %s not supported: need sm_80 or newer (bf16 mma, cvt.rn.bf16)", arch)

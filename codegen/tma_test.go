@@ -119,6 +119,28 @@ func TestWarpSpecializeStages(t *testing.T) {
 	}
 }
 
+// TestPersistentStages: a persistent producer forward keeps its producer
+// with the next tile's block counts carried (persistent-prefetch), and at
+// three buffers, where the stores' exchange would take it past 227 KiB of
+// shared memory, stores from registers instead and fits; at two it keeps
+// the exchange.
+func TestPersistentStages(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	for _, n := range []int64{2, 3} {
+		m, k := loadKernel(t, "frontend_flash_128x128_ws_persistent")
+		m.Func(k).SetAttr("num_stages", n)
+		res, err := Lower(m, k, Options{Arch: "sm_90a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct := slices.ContainsFunc(res.Notes, func(s string) bool { return strings.Contains(s, "stores from registers") })
+		if res.Threads != 384 || res.SharedBytes > 227<<10 || direct != (n == 3) || (res.CoalescedStores == 0) != direct {
+			t.Errorf("num_stages = %d: %d threads, %d bytes of shared memory, %d coalesced stores, notes %q; want 384, at most %d, and stores from registers only at 3",
+				n, res.Threads, res.SharedBytes, res.CoalescedStores, res.Notes, 227<<10)
+		}
+	}
+}
+
 // TestWarpSpecializeOff: a kernel asking for warp_specialize whose copies
 // do not qualify compiles without a producer and says why (fac compile -v).
 func TestWarpSpecializeOff(t *testing.T) {

@@ -29,6 +29,10 @@ var Order = []Constraint{
 	{"cse", "fuse-dot-acc", "cse merges the zero constants and the copies of an operand, so the dot's result has one use to fuse with"},
 	{"fuse-dot-acc", "dce", "fusing leaves the zero accumulators unused for dce to delete"},
 	{"fuse-dot-acc", "overlap-softmax", "overlap-softmax moves a dot that accumulates onto the rescaled loop-carried value, the form fusing gives attention's P·V"},
+	{"persistent", "persistent-prefetch", "the prefetch reads ahead in the tile loop the persistent pass makes"},
+	{"cse", "persistent-prefetch", "cse shares the header's address arithmetic with the body's, so the loads the prefetch clones are the kernel's own, once"},
+	{"overlap-softmax", "persistent-prefetch", "the next tile's header is loaded after the tile's last region, which includes the tail branch overlap-softmax adds after the kv loop"},
+	{"persistent-prefetch", "dce", "the loads the prefetch replaces by carried values leave address arithmetic for dce to delete"},
 	{"overlap-softmax", "dce", "the rotated dot leaves the body's own B load unused for dce to delete"},
 }
 

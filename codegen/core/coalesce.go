@@ -24,7 +24,7 @@ import "github.com/fac-compiler/fac/tir"
 func (a *assigner) coalesceStore(op *tir.Op, lay Layout) (Layout, bool) {
 	p := op.Args[0]
 	t := p.Type
-	if t.Rank() != 2 || a.inLoop(op) {
+	if t.Rank() != 2 || a.l.noCoalesce || a.inLoop(op) {
 		return nil, false
 	}
 	bytes := t.Elem.Bytes()

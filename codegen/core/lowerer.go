@@ -82,7 +82,8 @@ type Lowerer struct {
 	smem            *ir.Global
 	smemBytes       int
 	conversions     int
-	coalesced       int // conversions of stored values into 16-byte vectors (coalesceStore)
+	coalesced       int  // conversions of stored values into 16-byte vectors (coalesceStore)
+	noCoalesce      bool // SetCoalesceStores(false)
 	nblocks         int
 	params          []Param
 	extra           []*extraParam // parameters added by phases (params.go)
@@ -189,6 +190,10 @@ func (l *Lowerer) Conversions() int { return l.conversions }
 // CoalescedStores counts the stored values converted through shared
 // memory into 16-byte vectors (coalesceStore).
 func (l *Lowerer) CoalescedStores() int { return l.coalesced }
+
+// SetCoalesceStores allows (the default) or forbids converting stored
+// tiles into 16-byte vectors through shared memory (coalesceStore).
+func (l *Lowerer) SetCoalesceStores(on bool) { l.noCoalesce = !on }
 
 // ---- assignment queries (after assign-layouts) ----
 

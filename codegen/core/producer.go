@@ -66,7 +66,8 @@ type warpSpec struct {
 	pt                         ProducerTarget
 	need                       map[*tir.Op]bool // ops the producer lowers (top level, and the outer loop's body)
 	pipe                       *pipeline
-	outer                      *tir.Op // the loop around pipe's, or nil
+	outer                      *tir.Op      // the loop around pipe's, or nil
+	carried                    map[int]bool // the values outer carries that the producer needs, by index
 	producerRegs, consumerRegs int
 	consumer                   bool // the consumer program is being lowered
 	producing                  bool // the producer program is being lowered
@@ -80,6 +81,20 @@ type warpSpec struct {
 // ProducerRegs is what setmaxnreg leaves the producer warpgroup: it walks
 // scalars only.
 const ProducerRegs = 24
+
+// consumerRegs is what setmaxnreg.inc may give each of nw consumer warps'
+// threads: the registers the CTA got at entry (ptxas gives each of its
+// threads 65536 / threads, rounded down to a multiple of 8 and at most 255:
+// the kernel has one CTA per multiprocessor) less the producer warpgroup's
+// share, rounded down to setmaxnreg's multiple of 8. An increase past that
+// pool would wait forever for registers no warp frees: 240 for two
+// consumer warpgroups (168 at entry), 112 for four (96 at entry), not the
+// 120 that the multiprocessor's 65536 alone would give.
+func consumerRegs(nw, producerRegs int) int {
+	threads := nw*32 + 128
+	entry := min(255, 65536/threads) &^ 7
+	return min(256, (entry*threads-128*producerRegs)/(nw*32)) &^ 7
+}
 
 // WarpSpecialized reports whether the kernel has a producer warpgroup.
 func (l *Lowerer) WarpSpecialized() bool { return l.ws != nil }
@@ -134,13 +149,26 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 	if !l.releases(p) {
 		return "the loop's buffers go back through a CTA barrier"
 	}
-	ws := &warpSpec{pt: pt, need: map[*tir.Op]bool{}, pipe: p, outer: outer, producerRegs: ProducerRegs}
+	ws := &warpSpec{pt: pt, need: map[*tir.Op]bool{}, carried: map[int]bool{}, pipe: p, outer: outer, producerRegs: ProducerRegs}
 	// closure marks the available ops that v depends on.
 	var closure func(v *tir.Value) string
 	closure = func(v *tir.Value) string {
 		d := v.Def
-		if d == nil && outer != nil && slices.Contains(outer.Regions[0].Args[1:], v) {
-			return fmt.Sprintf("a copy depends on a value the loop at %s carries", outer.Pos)
+		if d == nil && outer != nil {
+			// A value the outer loop carries (a persistent kernel's
+			// prefetched header): the producer carries it too, from the
+			// same initial value and the same next one.
+			if i := slices.Index(outer.Regions[0].Args[1:], v); i >= 0 {
+				if ws.carried[i] {
+					return ""
+				}
+				ws.carried[i] = true
+				if w := closure(outer.Args[3+i]); w != "" {
+					return w
+				}
+				body := outer.Regions[0].Ops
+				return closure(body[len(body)-1].Args[i])
+			}
 		}
 		if d == nil || ws.need[d] {
 			return "" // a kernel parameter or the outer loop's induction variable, or seen
@@ -252,9 +280,7 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 		p.tail.issued = true // by the producer
 		l.Note(fmt.Sprintf("load at %s: issued by the producer warp after the loop at %s (its tail)", p.tail.st.Load.Pos, p.loop.Pos))
 	}
-	// The registers the producer leaves, rounded down to setmaxnreg's
-	// multiple of 8 (240 for two consumer warpgroups).
-	ws.consumerRegs = min(256, (65536-128*ws.producerRegs)/(l.nw*32)) &^ 7
+	ws.consumerRegs = consumerRegs(l.nw, ws.producerRegs)
 	l.ws = ws
 	return ""
 }
@@ -319,12 +345,26 @@ func (l *Lowerer) produceBlock(b *tir.Block) {
 }
 
 // produceOuter runs the loop around the pipelined one for its induction
-// variable only: the producer carries nothing else.
+// variable and the carried values the copies need (ws.carried).
 func (l *Lowerer) produceOuter(op *tir.Op) {
-	l.producerFor(op, nil, func(iv value.Value, _ []*ir.InstPhi) []value.Value {
-		l.put(op.Regions[0].Args[0], scalarL, []value.Value{iv})
-		l.produceBlock(op.Regions[0])
-		return nil
+	body := op.Regions[0]
+	idx := slices.Sorted(maps.Keys(l.ws.carried))
+	var inits []value.Value
+	for _, i := range idx {
+		inits = append(inits, l.Get(op.Args[3+i], scalarL)[0])
+	}
+	l.producerFor(op, inits, func(iv value.Value, phis []*ir.InstPhi) []value.Value {
+		l.put(body.Args[0], scalarL, []value.Value{iv})
+		for k, i := range idx {
+			l.put(body.Args[1+i], scalarL, []value.Value{phis[k]})
+		}
+		l.produceBlock(body)
+		yield := body.Ops[len(body.Ops)-1]
+		next := make([]value.Value, len(idx))
+		for k, i := range idx {
+			next[k] = l.Get(yield.Args[i], scalarL)[0]
+		}
+		return next
 	})
 }
 

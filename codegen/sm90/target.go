@@ -64,6 +64,9 @@ type Target struct {
 	// each from tmaBase.
 	tmaBars []int
 	tmaBase int
+	// tmaMaps are the tensor-map parameters the copies use
+	// (core.Lowerer.TensorMapParam), each once.
+	tmaMaps []int
 	// base holds the sm80 strategies used where Hopper's own are not.
 	base sm80.Target
 	// bases caches per-kernel tile offsets of layout bases (entry block).

@@ -3,6 +3,7 @@ package sm90
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/llir/llvm/ir"
@@ -47,7 +48,10 @@ const EnvTMA = "FAC_TMA"
 const (
 	asmMbarInit     = "mbarrier.init.shared::cta.b64 [$0], %d;" // arrivals per phase
 	asmMbarInitDone = "fence.mbarrier_init.release.cluster;"
-	asmExpectTx     = "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
+	// $0: a tensor map's generic address (i64): its descriptor fetched
+	// into the cache before the first copy needs it.
+	asmPrefetchTensorMap = "prefetch.tensormap [$0];"
+	asmExpectTx          = "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;"
 	// A release counter: zeroed, then counted up modulo the warpgroups;
 	// the thread that wraps it around frees the buffer last.
 	asmCounterInit = "st.shared.u32 [$0], 0;"
@@ -153,6 +157,9 @@ func (t *Target) planTMA(l *core.Lowerer) {
 		}
 		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), counters: -1, empty: -1, again: loops[op] == 1 && st.PipeLoop() == nil}
 		tl.param = l.AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
+		if !slices.Contains(t.tmaMaps, tl.param) {
+			t.tmaMaps = append(t.tmaMaps, tl.param)
+		}
 		p.tma = tl
 		// Full barriers (one arrival: the fill's expect_tx); a pipelined
 		// loop's tiles share one release counter per buffer
@@ -392,12 +399,18 @@ func rowBound(m *tir.Value, row vec, isParam func(*tir.Value, bool) bool) (strin
 // ---- emission ----
 
 // Prologue initialises the TMA loads' mbarriers and release counters (one
-// thread; a CTA barrier publishes them before anyone waits).
+// thread; a CTA barrier publishes them before anyone waits). The same
+// thread first prefetches the tensor maps' descriptors (as CUTLASS's
+// kernels do): the first copy of each would otherwise fetch its 128 bytes
+// from the kernel's parameters in series with the copy, at every CTA.
 func (t *Target) Prologue(l *core.Lowerer) {
 	if len(t.tmaBars) == 0 {
 		return
 	}
 	l.IfThen(l.Block().NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0)), "mbar.init", func() {
+		for _, i := range t.tmaMaps {
+			l.Asm(types.Void, asmPrefetchTensorMap, "l,~{memory}", true, l.TensorMapParam(i))
+		}
 		for i, n := range t.tmaBars {
 			a := sharedAddr32(l, t.tmaBase+8*i, nil)
 			if n == 0 && l.WarpSpecialized() {
