@@ -129,9 +129,14 @@ func TestPersistentStages(t *testing.T) {
 	for _, n := range []int64{2, 3} {
 		m, k := loadKernel(t, "frontend_flash_128x128_ws_persistent")
 		m.Func(k).SetAttr("num_stages", n)
+		before := m.String()
 		res, err := Lower(m, k, Options{Arch: "sm_90a"})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The second lowering starts from the same IR: Lower leaves it as it was.
+		if m.String() != before {
+			t.Fatalf("num_stages = %d: Lower changed the module", n)
 		}
 		direct := slices.ContainsFunc(res.Notes, func(s string) bool { return strings.Contains(s, "stores from registers") })
 		if res.Threads != 384 || res.SharedBytes > 227<<10 || direct != (n == 3) || (res.CoalescedStores == 0) != direct {

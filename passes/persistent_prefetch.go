@@ -105,8 +105,9 @@ func prefetchHeader(f *tir.Func, loop *tir.Op) bool {
 		q := len(op.Regions) == 0 && len(op.Results) == 1 && op.Result().Type.IsScalar() &&
 			!op.Kind.HasSideEffects() && op.Kind != tir.OpProgramID
 		if q && op.Kind == tir.OpLoad {
+			// Not a load of pointers: its "other" would need a null.
 			root := ptrRoot(op.Args[0])
-			q = root != nil && !written[root]
+			q = root != nil && !written[root] && !op.Result().Type.Ptr
 		}
 		for _, a := range op.Args {
 			if !q {
