@@ -3,8 +3,8 @@
 # three schedules of the tuned forward (scripts/gpu-sweep: base; pers3, persistent with the tuned
 # three K/V buffers, which now fit by storing O from registers; pers2, persistent at two buffers
 # with the exchange), a correctness bundle of the persistent forward at odd shapes, and the PTX of
-# the persistent forwards (masks × identity/alibi, D 64/128) for ptxas -v. Into DIR (default
-# .gpu/s19).
+# the persistent forwards (masks × identity/alibi, D 64/128) for ptxas -v, and the timeline bundles.
+# Into DIR (default .gpu/s19).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 d=${DIR:-.gpu/s19}
@@ -32,5 +32,11 @@ for m in "${masks[@]}"; do for s in identity alibi; do for h in 64 128; do for n
   c=(--const persistent=true); [ $h = 128 ] && c+=(--const num_stages=$ns)
   $f compile --cache-dir - --mask "$m" --score "$s" "${c[@]}" --const DTYPE=bf16 --const HEAD_DIM=$h --arch sm_90a --emit ptx -o $d/ptx/$n.ptx
 done; done; done; done
-(cd $d && tar czf ptx.tgz ptx && rm -rf ptx && gzip -f pers-check.bundle d64w16.bundle d64b256.bundle)
+# The in-kernel timeline (internal/tools/ptxstamp; per tile for the persistent kernel) of base and
+# pers3, for call 4.
+for v in base pers3; do
+  gunzip -c $d/sweep/$v-d128.bundle.gz >$d/$v.bundle
+  go run ./internal/tools/ptxstamp patch $d/$v.bundle $d/stamp-$v.bundle && rm $d/$v.bundle
+done
+(cd $d && tar czf ptx.tgz ptx && rm -rf ptx && gzip -f pers-check.bundle d64w16.bundle d64b256.bundle stamp-base.bundle stamp-pers3.bundle)
 du -sh $d

@@ -10,12 +10,23 @@
 //	fac run --device cuda --bundle out.bundle --no-check --lse-out lse.npy ...   (on the GPU)
 //	go run ./internal/tools/ptxstamp report lse.npy ...
 //
+// (docs/gpu/2026-12-04-s19/call4.sh runs the middle step for the default
+// and the persistent schedule.)
+//
 // Stamps, per consumer warpgroup, in u64 slots of its 64 LSE rows: 0 entry
 // (clock), 1 entry (globaltimer), 2 consumers start, 3 Q landed, 4 loop
 // exit, 5 the last P·V done, 6 before exit (clock), 7 before exit
 // (globaltimer), 8 %smid, 10–15 heads of iterations 0–5, 16 head of the
 // last iteration, 17 the exit test's head, 18–19 K of iterations 0 and 1
 // landed, 20–21 their V, 22 heads counted (iterations + 1).
+//
+// A persistent kernel (one with the grid.programs parameter) is stamped per
+// tile instead (patchPersistent): 0 the program's entry, 2 consumers start,
+// 3 the tile's start, 4 its Q landed, 5 loop exit, 6 the last P·V done, 7
+// the tile's end, 8 %smid, 9 the tile's index within its program, 10–22 as
+// above, 23 the marker persistentMark. Its stamps go over the LSE rows of
+// slot k·programs + program (not of the tile the slot ran), and the
+// kernel's own LSE stores are dropped so that none lands on them.
 package main
 
 import (
@@ -26,6 +37,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/internal/npy"
 )
@@ -49,7 +61,11 @@ func run(args []string) error {
 			if k.Ident.Kernel != "flash_fwd" || !strings.Contains(k.PTX, "setmaxnreg.inc") {
 				continue
 			}
-			p, err := patch(k.PTX)
+			fix := patch
+			if slices.ContainsFunc(k.Params, func(p artifact.Param) bool { return p.Name == "grid.programs" }) {
+				fix = patchPersistent
+			}
+			p, err := fix(k.PTX)
 			if err != nil {
 				return fmt.Errorf("%s: %w", k.Ident, err)
 			}
@@ -72,7 +88,11 @@ func run(args []string) error {
 				return fmt.Errorf("%s: want the f32 LSE of whole 128-row tiles, have %s %v", path, a.Dtype, a.Shape)
 			}
 			fmt.Printf("== %s: %d tiles\n", path, len(f)/128)
-			fmt.Print(report(f))
+			if persistentStamps(f) {
+				fmt.Print(reportPersistent(f))
+			} else {
+				fmt.Print(report(f))
+			}
 		}
 		return nil
 	}
@@ -213,4 +233,170 @@ func pct(xs []int64, p int) int64 {
 	}
 	slices.Sort(xs)
 	return xs[(len(xs)-1)*p/100]
+}
+
+// persistentMark in slot 23 tells a persistent kernel's stamps.
+const persistentMark = 0x5045525354414d50 // "PERSTAMP"
+
+// patchPersistent stamps a persistent flash_fwd with a producer, per tile.
+func patchPersistent(ptx string) (string, error) {
+	if strings.Contains(ptx, "%st0, %clock64") {
+		return "", fmt.Errorf("stamped already")
+	}
+	lines := strings.Split(ptx, "\n")
+	var err error
+	find := func(from int, what string, ok func(string) bool) int {
+		if err != nil {
+			return 0
+		}
+		for i := from; i < len(lines); i++ {
+			if ok(lines[i]) {
+				return i
+			}
+		}
+		err = fmt.Errorf("no %s", what)
+		return 0
+	}
+	labelRE := func(name string) *regexp.Regexp { return regexp.MustCompile(`^(\$L\S+):\s+// %` + name + `\d+$`) }
+	label := func(name string) func(string) bool { return labelRE(name).MatchString }
+	contains := func(sub string) func(string) bool { return func(s string) bool { return strings.Contains(s, sub) } }
+	closing := func(s string) bool { return strings.TrimSpace(s) == "}" }
+	regs := find(0, "register declarations", func(s string) bool { return strings.HasPrefix(strings.TrimSpace(s), ".reg .b64") })
+	entry := find(0, "entry block", contains("// %bb.0:"))
+	cons := find(0, "setmaxnreg.inc", contains("setmaxnreg.inc"))
+	tile := find(cons, "the tile loop's header", label("for.hdr"))
+	join := find(tile, "pipe.join label", label("pipe.join"))
+	q := find(find(join, "Q's wait", contains("mbarrier.try_wait")), "end of Q's wait", closing)
+	hdr := find(join, "the kv loop's header", label("for.hdr"))
+	kw := find(find(hdr, "K's wait", contains("mbarrier.try_wait")), "end of K's wait", closing)
+	v := find(find(kw, "V's wait", contains("mbarrier.try_wait")), "end of V's wait", closing)
+	exit := find(hdr, "the kv loop's exit", label("for.exit"))
+	tail := find(find(exit, "the last P·V's wait", contains("wgmma.wait_group.sync.aligned 0;"))+1, "label after it",
+		func(s string) bool { return strings.HasPrefix(s, "$L") })
+	if err != nil {
+		return "", err
+	}
+	// The tile's end: the branch back to the tile loop's header, or, where
+	// the latch is laid out right before the header, the header's line.
+	tileLabel := labelRE("for.hdr").FindStringSubmatch(lines[tile])[1]
+	end := -1
+	for i := tail; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) == "bra.uni \t"+tileLabel+";" {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		if prev := strings.TrimSpace(lines[tile-1]); strings.HasPrefix(prev, "bra") || strings.HasPrefix(prev, "@") {
+			return "", fmt.Errorf("no branch back to %s after the tail", tileLabel)
+		}
+		end = tile
+	}
+	// The kernel's LSE stores (the epilogue's only 32-bit stores) go, so
+	// that no tile's LSE lands on another slot's stamps.
+	dropped := 0
+	for i := tail; i < end; i++ {
+		if strings.Contains(lines[i], "st.global.b32 ") {
+			lines[i] = "\t// ptxstamp: dropped " + strings.TrimSpace(lines[i])
+			dropped++
+		}
+	}
+	if dropped == 0 {
+		return "", fmt.Errorf("no LSE store in the epilogue")
+	}
+	after := map[int][]string{
+		regs:  {".reg .b64 %st<24>;", ".reg .b64 %sta<2>;", ".reg .b32 %stc;", ".reg .b32 %stk;", ".reg .b32 %str<8>;", ".reg .pred %stp<8>;"},
+		entry: {"mov.u64 %st0, %clock64;", "mov.u64 %st1, %globaltimer;"},
+		cons:  {"mov.u64 %st2, %clock64;", "mov.u32 %stk, 0;"},
+		tile:  {"mov.u64 %st3, %clock64;", "mov.u32 %stc, 0;"},
+		q:     {"mov.u64 %st4, %clock64;"},
+		exit:  {"mov.u64 %st5, %clock64;"},
+		tail:  {"mov.u64 %st6, %clock64;"},
+		kw: {"mov.u64 %st23, %clock64;", "setp.eq.u32 %stp6, %stc, 1;", "setp.eq.u32 %stp7, %stc, 2;",
+			"@%stp6 mov.u64 %st18, %st23;", "@%stp7 mov.u64 %st19, %st23;"},
+		v: {"mov.u64 %st23, %clock64;", "@%stp6 mov.u64 %st20, %st23;", "@%stp7 mov.u64 %st21, %st23;"},
+	}
+	h := []string{"mov.u64 %st23, %clock64;"}
+	for i := 0; i < 6; i++ {
+		h = append(h, fmt.Sprintf("setp.eq.u32 %%stp%d, %%stc, %d;", i, i), fmt.Sprintf("@%%stp%d mov.u64 %%st%d, %%st23;", i, 10+i))
+	}
+	after[hdr] = append(h, "mov.u64 %st16, %st17;", "mov.u64 %st17, %st23;", "add.u32 %stc, %stc, 1;")
+	// At the tile's end: thread 0 of each consumer warpgroup writes the
+	// stamps over its warpgroup's 64 LSE rows of slot k·nctaid.x + ctaid.x,
+	// after a barrier of the warpgroup.
+	store := []string{"mov.u64 %st7, %clock64;", "mov.u32 %str0, %smid;", "cvt.u64.u32 %st8, %str0;",
+		"cvt.u64.u32 %st9, %stk;", "cvt.u64.u32 %st22, %stc;", fmt.Sprintf("mov.u64 %%st23, %d;", uint64(persistentMark)),
+		"mov.u32 %str1, %ctaid.x;", "mov.u32 %str2, %nctaid.x;", "mad.lo.u32 %str4, %stk, %str2, %str1;",
+		"mov.u32 %str5, %tid.x;", "shr.u32 %str6, %str5, 7;", "shl.b32 %str4, %str4, 7;",
+		"mad.lo.u32 %str4, %str6, 64, %str4;", "mul.wide.u32 %sta0, %str4, 4;",
+		"ld.param.u64 %sta1, [flash_fwd_param_4];", "add.s64 %sta0, %sta1, %sta0;",
+		"and.b32 %str7, %str5, 127;", "setp.eq.u32 %stp0, %str7, 0;", "add.u32 %str6, %str6, 13;", "bar.sync %str6, 128;"}
+	for i := 0; i < 24; i += 2 {
+		store = append(store, fmt.Sprintf("@%%stp0 st.global.v2.u64 [%%sta0+%d], {%%st%d, %%st%d};", 8*i, i, i+1))
+	}
+	store = append(store, "add.u32 %stk, %stk, 1;")
+	var out []string
+	for i, s := range lines {
+		if i == end {
+			out = append(out, store...)
+		}
+		out = append(out, s)
+		out = append(out, after[i]...)
+	}
+	return strings.Join(out, "\n"), nil
+}
+
+// persistentStamps reports whether lse holds patchPersistent's stamps.
+func persistentStamps(lse []float32) bool {
+	return len(lse) >= 128 && stamp(lse, 0, 23) == persistentMark
+}
+
+// stamp is u64 slot of the stamps over LSE tile (or slot) t.
+func stamp(lse []float32, t, slot int) uint64 {
+	i := t*128 + 2*slot
+	return uint64(math.Float32bits(lse[i])) | uint64(math.Float32bits(lse[i+1]))<<32
+}
+
+// reportPersistent prints the phases' medians (consumer warpgroup 0,
+// cycles) of a persistent kernel's stamps, one slot per tile run.
+func reportPersistent(lse []float32) string {
+	n := len(lse) / 128
+	programs := 0
+	for s := 0; s < n; s++ {
+		if stamp(lse, s, 9) == 0 {
+			programs++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  persistent: %d slots on %d programs\n", n, programs)
+	phase := func(name string, keep func(s int) bool, d func(s int) int64) {
+		var xs []int64
+		for s := 0; s < n; s++ {
+			if keep(s) {
+				xs = append(xs, d(s))
+			}
+		}
+		fmt.Fprintf(&b, "  %-32s median %8d  p10 %8d  p90 %8d  (%d)\n", name, pct(xs, 50), pct(xs, 10), pct(xs, 90), len(xs))
+	}
+	all := func(int) bool { return true }
+	span := func(from, to int) func(s int) int64 {
+		return func(s int) int64 { return int64(stamp(lse, s, to) - stamp(lse, s, from)) }
+	}
+	first := func(s int) bool { return stamp(lse, s, 9) == 0 }
+	phase("entry -> consumers start", first, span(0, 2))
+	phase("entry -> first tile's start", first, span(0, 3))
+	phase("previous tile's end -> start", func(s int) bool { return !first(s) && s >= programs }, func(s int) int64 {
+		return int64(stamp(lse, s, 3) - stamp(lse, s-programs, 7))
+	})
+	phase("tile start -> Q landed", all, span(3, 4))
+	phase("Q landed -> iteration 0", all, span(4, 10))
+	for i := 0; i < 5; i++ {
+		phase(fmt.Sprintf("iteration %d", i), all, span(10+i, 11+i))
+	}
+	phase("last iteration", all, span(16, 17))
+	phase("loop (Q landed -> exit)", all, span(4, 5))
+	phase("last P·V after the loop", all, span(5, 6))
+	phase("epilogue", all, span(6, 7))
+	phase("tile (start -> end)", all, span(3, 7))
+	return b.String()
 }

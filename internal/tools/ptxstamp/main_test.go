@@ -81,3 +81,86 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchPersistent patches the persistent tuned sm_90a flash_fwd
+// (causal; three buffers, O stored from registers) per tile: the stamps in
+// program order, the write before the branch back to the tile loop's
+// header, and the kernel's LSE stores dropped.
+func TestPatchPersistent(t *testing.T) {
+	tool, err := llc.Find()
+	if err != nil {
+		t.Skip(err)
+	}
+	a, err := compiler.Build(context.Background(), compiler.Request{Kernel: "flash_fwd", Mask: "causal", Arch: "sm_90a",
+		Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "128", "persistent": "true"}}, "sm_90a", tool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := filepath.Join(t.TempDir(), "in.bundle"), filepath.Join(t.TempDir(), "out.bundle")
+	b := &bundle.Bundle{}
+	b.Add(*a)
+	if err := bundle.Write(in, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"patch", in, out}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := bundle.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptx := p.Kernels[0].PTX
+	last := -1
+	for _, s := range []string{"mov.u64 %st0, %clock64;", "mov.u64 %st2, %clock64;", "mov.u64 %st3, %clock64;", "mov.u64 %st4, %clock64;",
+		"setp.eq.u32 %stp0, %stc, 0;", "@%stp6 mov.u64 %st18, %st23;", "@%stp6 mov.u64 %st20, %st23;",
+		"mov.u64 %st5, %clock64;", "mov.u64 %st6, %clock64;", "// ptxstamp: dropped", "mov.u64 %st7, %clock64;",
+		"bar.sync %str6, 128;", "st.global.v2.u64 [%sta0+176], {%st22, %st23};", "add.u32 %stk, %stk, 1;"} {
+		i := strings.Index(ptx, s)
+		if i < 0 || (strings.Count(ptx, s) != 1 && !strings.HasPrefix(s, "//")) || i < last {
+			t.Fatalf("%q: at %d (after %d), %d times", s, i, last, strings.Count(ptx, s))
+		}
+		last = i
+	}
+	if strings.Contains(ptx[strings.Index(ptx, "setmaxnreg.inc"):], "\tst.global.b32") {
+		t.Error("an LSE store of the consumers is left")
+	}
+	if next := strings.TrimSpace(strings.SplitN(ptx[last:], "\n", 3)[1]); !strings.HasPrefix(next, "bra.uni") {
+		t.Errorf("the stamps' write is followed by %q, want the branch back to the tile loop", next)
+	}
+}
+
+// TestReportPersistent: per-tile phases from stamps laid out as
+// patchPersistent writes them: 4 slots on 2 programs.
+func TestReportPersistent(t *testing.T) {
+	lse := make([]float32, 4*128)
+	for s := 0; s < 4; s++ {
+		set := func(slot int, v uint64) {
+			lse[s*128+2*slot] = math.Float32frombits(uint32(v))
+			lse[s*128+2*slot+1] = math.Float32frombits(uint32(v >> 32))
+		}
+		k := uint64(s / 2)
+		start := 1<<33 + 1000 + k*20000
+		set(0, 1<<33)
+		set(2, 1<<33+400)
+		set(3, start)
+		set(4, start+100)
+		for i := 0; i < 6; i++ {
+			set(10+i, start+300+uint64(3000*i))
+		}
+		set(5, start+15000)
+		set(6, start+16200)
+		set(7, start+17500)
+		set(9, k)
+		set(23, persistentMark)
+	}
+	if !persistentStamps(lse) {
+		t.Fatal("the marker is not seen")
+	}
+	r := reportPersistent(lse)
+	for _, want := range []string{"4 slots on 2 programs", "previous tile's end -> start     median     2500", "tile start -> Q landed           median      100",
+		"iteration 1                      median     3000", "epilogue                         median     1300", "tile (start -> end)              median    17500"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("no %q in\n%s", want, r)
+		}
+	}
+}
