@@ -530,12 +530,18 @@ func withAttrs(c simCase, name string, v any) simCase {
 }
 
 // persistent is c for a persistent kernel (the persistent pass) on
-// programs programs: the logical grid goes to its grid parameters.
+// programs programs: the logical grid goes to its grid parameters, and
+// the tiles run in reverse order (grid.order; any permutation is valid).
 func persistent(c simCase, programs int) simCase {
 	g, args := c.grid, c.args
 	c.grid = [3]int{programs, 1, 1}
 	c.args = func(rng *rand.Rand) []any {
-		return append(args(rng), g[0], g[1], g[2], programs)
+		n := g[0] * g[1] * g[2]
+		order := make([]int32, n)
+		for s := range order {
+			order[s] = int32(n - 1 - s)
+		}
+		return append(args(rng), g[0], g[1], g[2], programs, cpu.FromI32("grid.order", order))
 	}
 	return c
 }

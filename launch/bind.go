@@ -85,11 +85,22 @@ type Call struct {
 	Tiles   [3]int
 	Buffers []Buffer
 	Args    []Arg
+	// Order is a persistent kernel's tile order (its grid.order argument,
+	// tir.GridOrder): slot s runs tile Order[s], program p the slots p,
+	// p + programs, … Persist sets it; runtimes provide it as a buffer.
+	Order []int32
 
 	// What WithTensorMaps resolves tensor maps under.
 	contract *Contract
 	problem  Problem
+	// costs are the tiles' expected times (Contract.TileCosts), nil when
+	// not known: Persist deals tiles from them.
+	costs []float64
 }
+
+// TileOrder is the value of a persistent kernel's grid.order argument: the
+// runtime passes Call.Order as an i32 buffer.
+type TileOrder struct{}
 
 // Buffer finds a buffer by parameter name.
 func (c *Call) Buffer(name string) (Buffer, bool) {
@@ -162,6 +173,10 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 		case artifact.KindTensorMap:
 			// Resolved below, once the scalars it reads are bound.
 		case artifact.KindPtr:
+			if p.Name == tir.GridOrder {
+				arg.Value = TileOrder{}
+				break
+			}
 			b, err := c.buffer(p, r, auxUsed)
 			if err != nil {
 				return nil, err
@@ -202,6 +217,11 @@ func (c *Contract) Bind(params []artifact.Param, r Request) (*Call, error) {
 	}
 	if err := call.resolveTensorMaps(); err != nil {
 		return nil, err
+	}
+	if persistent && c.TileCosts != nil && r.BlockMask != nil {
+		if costs := c.TileCosts(r.Problem, r.BlockMask, tiles); len(costs) == call.tileCount() {
+			call.costs = costs
+		}
 	}
 	// A valid launch as bound: one tile per program.
 	call.Persist(call.tileCount())
@@ -259,6 +279,9 @@ func (c *Call) Persist(programs int) {
 	total := c.tileCount()
 	n := max(1, min(programs, total))
 	c.Args[i].Value = int32(n)
+	if slices.ContainsFunc(c.Args, func(a Arg) bool { return a.Param.Name == tir.GridOrder }) {
+		c.Order = tileOrder(total, n, c.costs)
+	}
 	if total == 0 {
 		n = 0
 	}
@@ -283,6 +306,7 @@ func (c *Call) Clone() *Call {
 	out := *c
 	out.Args = slices.Clone(c.Args)
 	out.Buffers = slices.Clone(c.Buffers)
+	out.Order = slices.Clone(c.Order)
 	return &out
 }
 

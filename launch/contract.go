@@ -82,6 +82,11 @@ type Contract struct {
 	Grid func(p Problem) [3]int
 	// Check, when set, rejects problems the kernel cannot run.
 	Check func(p Problem) error
+	// TileCosts, when set, estimates the time of each tile of the logical
+	// grid (linearized x fastest) from the request's host block mask: a
+	// persistent kernel's launch deals its tiles to programs from them
+	// (Call.Persist). Nil, or a nil result: every tile alike.
+	TileCosts func(p Problem, bm BlockMask, tiles [3]int) []float64
 	// Tuned are compile-time arguments the kernel runs faster with, by
 	// TuneKey (code generation variant, DTYPE, HEAD_DIM: "wgmma/bf16/128"),
 	// applied by the compiler when the request names the arch and sets
@@ -310,13 +315,15 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 
 // isGridParam reports whether param is one of a persistent kernel's grid
 // parameters (tir.GridParams).
-func isGridParam(param string) bool { return slices.Contains(tir.GridParams, param) }
+func isGridParam(param string) bool {
+	return slices.Contains(tir.GridParams, param) || param == tir.GridOrder
+}
 
 // checkGridParams checks a persistent kernel's grid parameters: all of
 // tir.GridParams or none, each i32, and none named by the contract (the
 // launch binds them; used holds the names the contract's roles took).
 func (c *Contract) checkGridParams(params []artifact.Param, used map[string]bool) error {
-	for _, name := range tir.GridParams {
+	for _, name := range append(slices.Clone(tir.GridParams), tir.GridOrder) {
 		if used[name] {
 			return fmt.Errorf("contract of kernel %s names parameter %s, which a persistent kernel's launch binds", c.Kernel, name)
 		}
@@ -330,12 +337,24 @@ func (c *Contract) checkGridParams(params []artifact.Param, used map[string]bool
 			return fmt.Errorf("kernel %s has grid parameter %s twice", c.Kernel, p.Name)
 		}
 		seen[p.Name] = true
+		if p.Name == tir.GridOrder {
+			if p.Kind != artifact.KindPtr || p.Elem != "i32" {
+				return fmt.Errorf("kernel %s: grid parameter %s is %s (element %s), want ptr<i32>", c.Kernel, p.Name, p.Kind, p.Elem)
+			}
+			continue
+		}
 		if p.Kind != artifact.KindI32 || p.Elem == "i1" {
 			return fmt.Errorf("kernel %s: grid parameter %s is %s (element %s), want i32", c.Kernel, p.Name, p.Kind, p.Elem)
 		}
 	}
-	if len(seen) != 0 && len(seen) != len(tir.GridParams) {
-		return fmt.Errorf("kernel %s has %d of the grid parameters %s: a persistent kernel takes all of them", c.Kernel, len(seen), strings.Join(tir.GridParams, ", "))
+	// grid.order is optional: kernels built before it (in bundles) take
+	// the four scalars alone and compute the order themselves.
+	n := len(seen)
+	if seen[tir.GridOrder] {
+		n--
+	}
+	if (n != 0 || seen[tir.GridOrder]) && n != len(tir.GridParams) {
+		return fmt.Errorf("kernel %s has %d of the grid parameters %s: a persistent kernel takes all of them", c.Kernel, n, strings.Join(tir.GridParams, ", "))
 	}
 	return nil
 }

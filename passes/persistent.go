@@ -1,31 +1,36 @@
 package passes
 
 import (
+	"slices"
+
 	"github.com/fac-compiler/fac/tir"
 )
 
 // persistent turns kernels whose compile-time argument persistent is true
 // into persistent ones (FlashAttention-3's tile scheduler, static): the
-// P = grid.programs programs take the logical grid's tiles (linearized x
-// fastest, so that the tiles running at once share their heads' K and V
-// in L2) in rounds of P, program pid the pid-th of an even round and the
-// (P-1-pid)-th of an odd one (a snake: under a causal mask the tiles
-// shorten along x, and a program that took a long one takes a short one
-// next; a last round short of P tiles goes in order). One program's next
-// tile then starts while the GPU is still busy with its last (a producer
-// warp loads the next Q and K while the consumers store O):
+// P = grid.programs programs take the logical grid's tiles in rounds of
+// P, program pid slot pid of each round, and slot s runs the tile the
+// launch put at grid.order[s] (tir.GridOrder; tiles linearized x fastest).
+// The launch chooses that order (launch.Call.Order): each round's tiles in
+// launch order (the q tiles of a head together, sharing its K and V in
+// L2), mirrored in odd rounds, or, where it knows the tiles' expected
+// lengths (the block mask's counts), dealt longest first to the programs
+// with the least work so far. One program's next tile then starts while
+// the GPU is still busy with its last (a producer warp loads the next Q
+// and K while the consumers store O):
 //
 //	kernel @k(…) { body[program_id(a)]; return }
 //
 // becomes
 //
-//	kernel @k(…, %grid.x: i32, %grid.y: i32, %grid.z: i32, %grid.programs: i32) {
+//	kernel @k(…, %grid.x: i32, %grid.y: i32, %grid.z: i32, %grid.programs: i32, %grid.order: ptr<i32>) {
 //	  %pid = program_id {axis = 0} : i32
 //	  %xy = mul %grid.x, %grid.y : i32
 //	  %n = mul %xy, %grid.z : i32
 //	  for %pid, %n, %grid.programs {
 //	  ^(%s: i32):
-//	    %t = <%s, or its mirror in an odd full round>
+//	    %p = addptr %grid.order, %s : ptr<i32>
+//	    %t = load %p : i32
 //	    %x = rem %t, %grid.x : i32          // program_id(0)
 //	    %r = div %t, %grid.x : i32
 //	    %y = rem %r, %grid.y : i32          // program_id(1)
@@ -55,10 +60,8 @@ func persistable(f *tir.Func) bool {
 		return false
 	}
 	for _, p := range f.Params {
-		for _, n := range tir.GridParams {
-			if p.Name == n {
-				return false
-			}
+		if slices.Contains(tir.GridParams, p.Name) || p.Name == tir.GridOrder {
+			return false
 		}
 	}
 	early := false
@@ -78,6 +81,8 @@ func makePersistent(f *tir.Func) {
 		grid[i] = &tir.Value{Type: i32, Name: n}
 		f.Params = append(f.Params, grid[i])
 	}
+	order := &tir.Value{Type: tir.PtrTo(tir.I32), Name: tir.GridOrder}
+	f.Params = append(f.Params, order)
 	ops := f.Body.Ops
 	body, ret := ops[:len(ops)-1], ops[len(ops)-1]
 
@@ -90,36 +95,16 @@ func makePersistent(f *tir.Func) {
 	region := &tir.Block{Args: []*tir.Value{t}}
 	loop.Regions = []*tir.Block{region}
 
-	// The snake: in an odd round r whose P tiles all exist, tile
-	// (2r+1)P - 1 - s instead of s.
 	emit := func(k tir.Kind, a, b *tir.Value) *tir.Value {
 		op := tir.NewOp(k, []*tir.Value{a, b}, i32)
 		region.Ops = append(region.Ops, op)
 		return op.Result()
 	}
-	konst := func(v int64) *tir.Value {
-		op := tir.NewOp(tir.OpConst, nil, i32)
-		op.Attrs = []tir.Attr{{Key: "value", Val: v}}
-		region.Ops = append(region.Ops, op)
-		return op.Result()
-	}
-	cmp := func(pred string, a, b *tir.Value) *tir.Value {
-		op := tir.NewOp(tir.OpCmp, []*tir.Value{a, b}, tir.Scalar(tir.I1))
-		op.Attrs = []tir.Attr{{Key: "pred", Val: tir.Ident(pred)}}
-		region.Ops = append(region.Ops, op)
-		return op.Result()
-	}
-	one := konst(1)
-	r := emit(tir.OpDiv, t, grid[3])
-	odd := cmp("eq", emit(tir.OpRem, r, konst(2)), one)
-	end := emit(tir.OpMul, emit(tir.OpAdd, r, one), grid[3])
-	full := cmp("le", end, n.Result())
-	flip := tir.NewOp(tir.OpAnd, []*tir.Value{odd, full}, tir.Scalar(tir.I1))
-	region.Ops = append(region.Ops, flip)
-	mirror := emit(tir.OpSub, emit(tir.OpSub, emit(tir.OpAdd, emit(tir.OpMul, r, grid[3]), end), one), t)
-	sel := tir.NewOp(tir.OpSelect, []*tir.Value{flip.Result(), mirror, t}, i32)
-	region.Ops = append(region.Ops, sel)
-	tile := sel.Result()
+	// The tile slot t runs, as the launch ordered them.
+	at := tir.NewOp(tir.OpAddPtr, []*tir.Value{order, t}, order.Type)
+	load := tir.NewOp(tir.OpLoad, []*tir.Value{at.Result()}, i32)
+	region.Ops = append(region.Ops, at, load)
+	tile := load.Result()
 
 	// The tile's coordinates, only those the body reads.
 	used := [3]bool{}

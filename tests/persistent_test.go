@@ -61,13 +61,13 @@ func TestPersistentForward(t *testing.T) {
 }
 
 // hasGridParams reports whether fwd's kernel ends with the persistent
-// pass's parameters.
+// pass's parameters (the grid's and the tile order).
 func hasGridParams(fwd *fac.Forward) bool {
 	var names []string
 	for _, p := range fwd.Result().Params() {
 		names = append(names, p.Name)
 	}
-	return len(names) >= 4 && slices.Equal(names[len(names)-4:], tir.GridParams)
+	return len(names) >= 5 && slices.Equal(names[len(names)-5:], append(slices.Clone(tir.GridParams), tir.GridOrder))
 }
 
 // firstDiff is the first index where a and b differ bitwise, -1 if none.

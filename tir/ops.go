@@ -247,6 +247,13 @@ type Func struct {
 // them launches grid.programs programs instead of the logical grid.
 var GridParams = []string{"grid.x", "grid.y", "grid.z", "grid.programs"}
 
+// GridOrder is the pointer parameter (ptr<i32>) a persistent kernel takes
+// after GridParams: the tile each slot runs. Program pid runs slots pid,
+// pid + grid.programs, … and slot s the tile order[s] (linearized x
+// fastest); the launch fills it with a permutation of the tiles, which it
+// may choose from their expected lengths.
+const GridOrder = "grid.order"
+
 // Module is a compilation unit: kernels and the functions they call.
 type Module struct {
 	Funcs []*Func

@@ -47,6 +47,11 @@ func Run(ctx context.Context, m *tir.Module, call *launch.Call, host map[string]
 	}
 	args := make([]any, len(call.Args))
 	for i, a := range call.Args {
+		switch a.Value.(type) {
+		case launch.TileOrder:
+			args[i] = FromI32(a.Param.Name, call.Order)
+			continue
+		}
 		if a.Buffer >= 0 {
 			args[i] = bufs[a.Buffer]
 		} else {

@@ -51,8 +51,13 @@ type Kernel struct {
 	fn  *cuda.Function
 	dev cuda.Device
 
+	ctx *cuda.Context
+
 	mu       sync.Mutex
 	programs int // persistent launches' program count, once known
+	// orders are the tile orders of persistent launches on the device, by
+	// content (tileOrder).
+	orders map[string]cuda.DevicePtr
 }
 
 // Open opens GPU ordinal with its primary context and the default kernel
@@ -173,7 +178,7 @@ func (d *Device) finish(key string, a *artifact.Artifact, mod *cuda.Module) (*Ke
 			return nil, err
 		}
 	}
-	k := &Kernel{Art: a, mod: mod, fn: fn, dev: d.Dev}
+	k := &Kernel{Art: a, mod: mod, fn: fn, dev: d.Dev, ctx: d.Ctx}
 	if key != "" {
 		d.modules[key] = k
 	}

@@ -44,9 +44,12 @@ func TestPersistentBundle(t *testing.T) {
 	tile := res.Params()
 	n := len(tile)
 	for i, name := range tir.GridParams {
-		if p := tile[n-4+i]; p.Name != name || p.Kind != artifact.KindI32 {
-			t.Fatalf("tile parameter %d is %+v, want i32 %s", n-4+i, p, name)
+		if p := tile[n-5+i]; p.Name != name || p.Kind != artifact.KindI32 {
+			t.Fatalf("tile parameter %d is %+v, want i32 %s", n-5+i, p, name)
 		}
+	}
+	if p := tile[n-1]; p.Name != tir.GridOrder || p.Kind != artifact.KindPtr || p.Elem != "i32" {
+		t.Fatalf("last tile parameter is %+v, want ptr<i32> %s", p, tir.GridOrder)
 	}
 	b := &bundle.Bundle{Format: bundle.Format, FacVersion: version.Version}
 	for _, arch := range []string{"sm_80", "sm_90a"} {

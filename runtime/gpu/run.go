@@ -158,7 +158,12 @@ func launchArgs(k *Kernel, call *launch.Call, ptrs []cuda.DevicePtr) (*launch.Ca
 	out := make([]any, len(call.Args))
 	for i, a := range call.Args {
 		tm, isMap := a.Value.(launch.TensorMap)
+		_, isOrder := a.Value.(launch.TileOrder)
 		switch {
+		case isOrder:
+			if out[i], err = k.tileOrder(call.Order); err != nil {
+				return nil, nil, fmt.Errorf("kernel %s: %w", call.Kernel, err)
+			}
 		case a.Buffer >= 0:
 			out[i] = ptrs[a.Buffer]
 		case isMap:

@@ -26,6 +26,7 @@ var FlashFwd = &launch.Contract{
 	BlockMask: launch.KVBlockMask,
 	Mods:      []string{"mask", "score"},
 	Grid:      qGrid,
+	TileCosts: fwdTileCosts,
 	Check:     checkHeadDim,
 	Tuned:     fwdTiles,
 	// num_stages may be set without giving up the tiles: a persistent
@@ -87,6 +88,42 @@ var attentionScalars = []launch.Scalar{
 // qGrid is one program per (q tile, batch × head).
 func qGrid(p launch.Problem) [3]int {
 	return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
+}
+
+// fwdTileCosts are flash_fwd's tiles' expected times, in kv iterations,
+// from the block mask's counts (a persistent launch deals its tiles from
+// them, launch.Call.Persist): tile (x, bh) is q tile last − x of batch ×
+// head bh, whose mask row lists its partial and full blocks; a partial
+// block costs about two full ones (the mask's work), and a tile about 2.5
+// iterations more outside its loop (session 16's timeline). Nil when the
+// block mask's lists are not on the host.
+func fwdTileCosts(p launch.Problem, bm launch.BlockMask, tiles [3]int) []float64 {
+	counts, _, full, _ := bm.Lists(false)
+	b, h, numQ, _ := bm.Dims()
+	blockM, sparseQ := p.Attr("BLOCK_M"), p.Attr("SPARSE_Q")
+	sub := float64(p.Attr("SPARSE_K") / max(1, p.Attr("BLOCK_N")))
+	if len(counts) != b*h*numQ || len(full) != len(counts) || blockM <= 0 || sparseQ <= 0 || p.Shape.Heads <= 0 {
+		return nil
+	}
+	costs := make([]float64, 0, tiles[0]*tiles[1]*tiles[2])
+	for bh := 0; bh < tiles[1]; bh++ {
+		bi, hi := bh/p.Shape.Heads, bh%p.Shape.Heads
+		if b == 1 {
+			bi = 0
+		}
+		if h == 1 {
+			hi = 0
+		}
+		for x := 0; x < tiles[0]; x++ {
+			q := (tiles[0] - 1 - x) * blockM / sparseQ
+			i := (bi*h+hi)*numQ + q
+			if bi >= b || hi >= h || q >= numQ {
+				return nil
+			}
+			costs = append(costs, sub*float64(2*counts[i]+full[i])+2.5)
+		}
+	}
+	return costs
 }
 
 func qDims(p launch.Problem) []int {

@@ -23,12 +23,73 @@ func TestPersistentContracts(t *testing.T) {
 			for _, p := range res.Params() {
 				names = append(names, p.Name)
 			}
-			if len(names) < 4 || !slices.Equal(names[len(names)-4:], tir.GridParams) {
-				t.Errorf("%s mask=%q: parameters %v do not end with %v", c.Kernel, mask, names, tir.GridParams)
+			want := append(slices.Clone(tir.GridParams), tir.GridOrder)
+			if len(names) < len(want) || !slices.Equal(names[len(names)-len(want):], want) {
+				t.Errorf("%s mask=%q: parameters %v do not end with %v", c.Kernel, mask, names, want)
 			}
 			if err := c.CheckParams(res.Params()); err != nil {
 				t.Errorf("%s mask=%q: %v", c.Kernel, mask, err)
 			}
 		}
+	}
+}
+
+// causalLists is a block mask of numQ q blocks shared over batch and
+// heads, q block i with one partial block (its diagonal) and i full ones.
+type causalLists struct{ numQ int }
+
+func (m causalLists) Lists(bool) (counts, indices, fullCounts, fullIndices []int32) {
+	counts, fullCounts = make([]int32, m.numQ), make([]int32, m.numQ)
+	for i := range counts {
+		counts[i], fullCounts[i] = 1, int32(i)
+	}
+	return counts, make([]int32, m.numQ*m.numQ), fullCounts, make([]int32, m.numQ*m.numQ)
+}
+func (m causalLists) Dims() (b, h, numQ, numK int) { return 1, 1, m.numQ, m.numQ }
+func (m causalLists) RowLens() (kv, q int)         { return m.numQ, m.numQ }
+
+// TestForwardTileCosts: flash_fwd's tile costs follow its tiles (the last
+// q tile first, batch × head along y) and the block mask's counts, and a
+// persistent call bound with them deals each round's longest tile first.
+func TestForwardTileCosts(t *testing.T) {
+	res, err := compiler.Compile(compiler.Request{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"persistent": "true", "BLOCK_M": "128", "BLOCK_N": "64"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}, Attrs: res.Attrs()}
+	bm := causalLists{numQ: 8}
+	tiles := attention.FlashFwd.Grid(p)
+	costs := attention.FlashFwd.TileCosts(p, bm, tiles)
+	if len(costs) != 8*6 {
+		t.Fatalf("%d costs for tiles %v", len(costs), tiles)
+	}
+	for i, c := range costs {
+		pm := 7 - i%8 // the q tile program x runs
+		if want := 2*float64(2+pm) + 2.5; c != want {
+			t.Fatalf("tile %d (q tile %d): cost %v, want %v (two 64-wide kv tiles per mask block)", i, pm, c, want)
+		}
+	}
+	call, err := attention.FlashFwd.Bind(res.Params(), launch.Request{Problem: p, BlockMask: bm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call.Persist(5)
+	seen := map[int32]bool{}
+	for _, tile := range call.Order {
+		seen[tile] = true
+	}
+	if len(call.Order) != 48 || len(seen) != 48 {
+		t.Fatalf("order %v is not a permutation of the 48 tiles", call.Order)
+	}
+	// Round 0 holds tiles 0–4 (q tiles 7…3 of head 0): program 0 gets the
+	// longest, and every program one of them.
+	if !slices.Equal(call.Order[:5], []int32{0, 1, 2, 3, 4}) {
+		t.Errorf("round 0 runs %v, want tiles 0…4, longest on program 0", call.Order[:5])
+	}
+	// Round 1 (tiles 5–9: q tiles 2, 1, 0 of head 0, then 7, 6 of head 1)
+	// goes longest first (8, 9, 5, 6, 7) to the least loaded programs
+	// (4, 3, 2, 1, 0): program q runs slot 5 + q.
+	if want := []int32{7, 6, 5, 9, 8}; !slices.Equal(call.Order[5:10], want) {
+		t.Errorf("round 1 runs %v, want %v", call.Order[5:10], want)
 	}
 }
