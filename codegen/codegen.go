@@ -132,6 +132,11 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	var printed bytes.Buffer
 	res, err := lowerOnce(f, kernel, opts, tg, nw, true, &printed)
 	if err == nil && res.CoalescedStores > 0 && res.SharedBytes > tg.maxShared {
+		// A fresh target: a target keeps per-kernel state (its mbarriers,
+		// tensor maps, layout bases) while it lowers.
+		if tg, err = targetFor(opts.Arch); err != nil {
+			return nil, err
+		}
 		var again bytes.Buffer
 		direct, err2 := lowerOnce(f, kernel, opts, tg, nw, false, &again)
 		if err2 == nil && direct.SharedBytes <= tg.maxShared {

@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"bytes"
+	"io"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -139,6 +140,21 @@ func TestPersistentStages(t *testing.T) {
 			t.Fatalf("num_stages = %d: Lower changed the module", n)
 		}
 		direct := slices.ContainsFunc(res.Notes, func(s string) bool { return strings.Contains(s, "stores from registers") })
+		if direct {
+			// The retry is the kernel a fresh lowering without the exchange
+			// gives (no state of the first attempt's target leaks into it).
+			tg, err := targetFor("sm_90a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := lowerOnce(m.Func(k), k, Options{Arch: "sm_90a"}, tg, 8, false, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fresh.LL != res.LL || fresh.SharedBytes != res.SharedBytes {
+				t.Errorf("num_stages = %d: the retry (%d bytes) differs from a fresh lowering without the exchange (%d bytes)", n, res.SharedBytes, fresh.SharedBytes)
+			}
+		}
 		if res.Threads != 384 || res.SharedBytes > 227<<10 || direct != (n == 3) || (res.CoalescedStores == 0) != direct {
 			t.Errorf("num_stages = %d: %d threads, %d bytes of shared memory, %d coalesced stores, notes %q; want 384, at most %d, and stores from registers only at 3",
 				n, res.Threads, res.SharedBytes, res.CoalescedStores, res.Notes, 227<<10)
