@@ -99,74 +99,143 @@ func run(args []string) error {
 	return fmt.Errorf("usage: ptxstamp patch IN.bundle OUT.bundle | ptxstamp report LSE.npy...")
 }
 
-// patch inserts the stamps into a flash_fwd kernel with a producer.
-func patch(ptx string) (string, error) {
+// sites finds the lines of a kernel's PTX that stamps go after; the first
+// search that fails is the error, and the later ones return 0.
+type sites struct {
+	lines []string
+	err   error
+}
+
+// newSites splits ptx into lines, refusing a kernel stamped already.
+func newSites(ptx string) (*sites, error) {
 	if strings.Contains(ptx, "%st0, %clock64") {
-		return "", fmt.Errorf("stamped already")
+		return nil, fmt.Errorf("stamped already")
 	}
-	lines := strings.Split(ptx, "\n")
-	find := func(from int, what string, ok func(string) bool) (int, error) {
-		for i := from; i < len(lines); i++ {
-			if ok(lines[i]) {
-				return i, nil
-			}
-		}
-		return 0, fmt.Errorf("no %s", what)
+	return &sites{lines: strings.Split(ptx, "\n")}, nil
+}
+
+// find is the first line from from on that ok accepts.
+func (s *sites) find(from int, what string, ok func(string) bool) int {
+	if s.err != nil {
+		return 0
 	}
-	label := func(name string) func(string) bool {
-		re := regexp.MustCompile(`^\$L\S+:\s+// %` + name + `\d+$`)
-		return func(s string) bool { return re.MatchString(s) }
-	}
-	contains := func(sub string) func(string) bool {
-		return func(s string) bool { return strings.Contains(s, sub) }
-	}
-	closing := func(s string) bool { return strings.TrimSpace(s) == "}" }
-	var err error
-	at := map[string]int{}
-	step := func(name string, from int, what string, ok func(string) bool) int {
-		if err != nil {
-			return 0
-		}
-		var i int
-		i, err = find(from, what, ok)
-		at[name] = i
-		return i
-	}
-	step("regs", 0, "register declarations", func(s string) bool { return strings.HasPrefix(strings.TrimSpace(s), ".reg .b64") })
-	step("entry", 0, "entry block", contains("// %bb.0:"))
-	cons := step("consumers", 0, "setmaxnreg.inc", contains("setmaxnreg.inc"))
-	join := step("join", cons, "pipe.join label", label("pipe.join"))
-	step("q", step("qwait", join, "Q's wait", contains("mbarrier.try_wait")), "end of Q's wait", closing)
-	hdr := step("hdr", cons, "loop header", label("for.hdr"))
-	kw := step("k", step("kwait", hdr, "K's wait", contains("mbarrier.try_wait")), "end of K's wait", closing)
-	step("v", step("vwait", kw, "V's wait", contains("mbarrier.try_wait")), "end of V's wait", closing)
-	exit := step("exit", cons, "loop exit", label("for.exit"))
-	step("tail", step("tailwait", exit, "the last P·V's wait", contains("wgmma.wait_group.sync.aligned 0;"))+1, "label after it", func(s string) bool { return strings.HasPrefix(s, "$L") })
-	if err != nil {
-		return "", err
-	}
-	ret := -1
-	for i, s := range lines {
-		if strings.TrimSpace(s) == "ret;" {
-			ret = i
+	for i := from; i < len(s.lines); i++ {
+		if ok(s.lines[i]) {
+			return i
 		}
 	}
-	after := map[int][]string{
-		at["regs"]:      {".reg .b64 %st<24>;", ".reg .b32 %stc;", ".reg .b32 %str<8>;", ".reg .pred %stp<8>;"},
-		at["entry"]:     {"mov.u64 %st0, %clock64;", "mov.u64 %st1, %globaltimer;"},
-		at["consumers"]: {"mov.u64 %st2, %clock64;"},
-		at["q"]:         {"mov.u64 %st3, %clock64;", "mov.u32 %stc, 0;"},
-		at["exit"]:      {"mov.u64 %st4, %clock64;"},
-		at["tail"]:      {"mov.u64 %st5, %clock64;"},
-		at["k"]: {"mov.u64 %st23, %clock64;", "setp.eq.u32 %stp6, %stc, 1;", "setp.eq.u32 %stp7, %stc, 2;",
-			"@%stp6 mov.u64 %st18, %st23;", "@%stp7 mov.u64 %st19, %st23;"},
-		at["v"]: {"mov.u64 %st23, %clock64;", "@%stp6 mov.u64 %st20, %st23;", "@%stp7 mov.u64 %st21, %st23;"},
-	}
+	s.err = fmt.Errorf("no %s", what)
+	return 0
+}
+
+// waitEnd is the end of the first mbarrier wait from from on.
+func (s *sites) waitEnd(from int, what string) int {
+	return s.find(s.find(from, what, contains("mbarrier.try_wait")), "end of "+what, closing)
+}
+
+// regs, entry and consumers are the register declarations, the entry block
+// and the consumers' setmaxnreg.inc.
+func (s *sites) regs() int {
+	return s.find(0, "register declarations", func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), ".reg .b64") })
+}
+func (s *sites) entry() int     { return s.find(0, "entry block", contains("// %bb.0:")) }
+func (s *sites) consumers() int { return s.find(0, "setmaxnreg.inc", contains("setmaxnreg.inc")) }
+
+// tail is the label after the last P·V's wait, past the kv loop's exit.
+func (s *sites) tail(exit int) int {
+	return s.find(s.find(exit, "the last P·V's wait", contains("wgmma.wait_group.sync.aligned 0;"))+1, "label after it",
+		func(l string) bool { return strings.HasPrefix(l, "$L") })
+}
+
+// labelRE matches the line of a label whose LLVM block is name<N>, the
+// label in group 1.
+func labelRE(name string) *regexp.Regexp {
+	return regexp.MustCompile(`^(\$L\S+):\s+// %` + name + `\d+$`)
+}
+
+func label(name string) func(string) bool { return labelRE(name).MatchString }
+
+func contains(sub string) func(string) bool {
+	return func(l string) bool { return strings.Contains(l, sub) }
+}
+
+func closing(l string) bool { return strings.TrimSpace(l) == "}" }
+
+// kvStamps adds the kv loop's stamps to after: at its header (hdr) the
+// heads of iterations 0–5 (10–15), of the last (16) and of the exit test
+// (17), counting the heads in %stc; after the first K and V waits (kw, v)
+// K and V of iterations 0 and 1 landed (18–21).
+func kvStamps(after map[int][]string, hdr, kw, v int) {
+	after[kw] = []string{"mov.u64 %st23, %clock64;", "setp.eq.u32 %stp6, %stc, 1;", "setp.eq.u32 %stp7, %stc, 2;",
+		"@%stp6 mov.u64 %st18, %st23;", "@%stp7 mov.u64 %st19, %st23;"}
+	after[v] = []string{"mov.u64 %st23, %clock64;", "@%stp6 mov.u64 %st20, %st23;", "@%stp7 mov.u64 %st21, %st23;"}
 	h := []string{"mov.u64 %st23, %clock64;"}
 	for i := 0; i < 6; i++ {
 		h = append(h, fmt.Sprintf("setp.eq.u32 %%stp%d, %%stc, %d;", i, i), fmt.Sprintf("@%%stp%d mov.u64 %%st%d, %%st23;", i, 10+i))
 	}
-	after[at["hdr"]] = append(h, "mov.u64 %st16, %st17;", "mov.u64 %st17, %st23;", "add.u32 %stc, %stc, 1;")
+	after[hdr] = append(h, "mov.u64 %st16, %st17;", "mov.u64 %st17, %st23;", "add.u32 %stc, %stc, 1;")
+}
+
+// wgStores are the PTX that has thread 0 of each consumer warpgroup write
+// the stamps to the LSE rows at row index %str4 (its warpgroup's 64 rows
+// follow), into u64 slots from addr (scratch holds the LSE pointer), after
+// a barrier of the warpgroup; each write is st, given the slot pair i, i + 1.
+func wgStores(addr, scratch string, st func(i int) string) []string {
+	out := []string{"mov.u32 %str5, %tid.x;", "shr.u32 %str6, %str5, 7;", "shl.b32 %str4, %str4, 7;",
+		"mad.lo.u32 %str4, %str6, 64, %str4;", "mul.wide.u32 " + addr + ", %str4, 4;",
+		"ld.param.u64 " + scratch + ", [flash_fwd_param_4];", "add.s64 " + addr + ", " + scratch + ", " + addr + ";",
+		"and.b32 %str7, %str5, 127;", "setp.eq.u32 %stp0, %str7, 0;", "add.u32 %str6, %str6, 13;", "bar.sync %str6, 128;"}
+	for i := 0; i < 24; i += 2 {
+		out = append(out, st(i))
+	}
+	return out
+}
+
+// splice is the kernel with after[i] inserted after each line i and
+// before inserted before line at.
+func (s *sites) splice(after map[int][]string, at int, before []string) string {
+	var out []string
+	for i, l := range s.lines {
+		if i == at {
+			out = append(out, before...)
+		}
+		out = append(out, l)
+		out = append(out, after[i]...)
+	}
+	return strings.Join(out, "\n")
+}
+
+// patch inserts the stamps into a flash_fwd kernel with a producer.
+func patch(ptx string) (string, error) {
+	s, err := newSites(ptx)
+	if err != nil {
+		return "", err
+	}
+	regs, entry, cons := s.regs(), s.entry(), s.consumers()
+	q := s.waitEnd(s.find(cons, "pipe.join label", label("pipe.join")), "Q's wait")
+	hdr := s.find(cons, "loop header", label("for.hdr"))
+	kw := s.waitEnd(hdr, "K's wait")
+	v := s.waitEnd(kw, "V's wait")
+	exit := s.find(cons, "loop exit", label("for.exit"))
+	tail := s.tail(exit)
+	if s.err != nil {
+		return "", s.err
+	}
+	ret := -1
+	for i, l := range s.lines {
+		if strings.TrimSpace(l) == "ret;" {
+			ret = i
+		}
+	}
+	after := map[int][]string{
+		regs:  {".reg .b64 %st<24>;", ".reg .b32 %stc;", ".reg .b32 %str<8>;", ".reg .pred %stp<8>;"},
+		entry: {"mov.u64 %st0, %clock64;", "mov.u64 %st1, %globaltimer;"},
+		cons:  {"mov.u64 %st2, %clock64;"},
+		q:     {"mov.u64 %st3, %clock64;", "mov.u32 %stc, 0;"},
+		exit:  {"mov.u64 %st4, %clock64;"},
+		tail:  {"mov.u64 %st5, %clock64;"},
+	}
+	kvStamps(after, hdr, kw, v)
 	// Before the exit: thread 0 of each consumer warpgroup writes the
 	// stamps over its warpgroup's LSE rows of the tile (pid_m = nctaid.x -
 	// 1 - ctaid.x), after a barrier of the warpgroup orders the kernel's
@@ -174,41 +243,24 @@ func patch(ptx string) (string, error) {
 	store := []string{"mov.u64 %st6, %clock64;", "mov.u64 %st7, %globaltimer;",
 		"mov.u32 %str0, %smid;", "cvt.u64.u32 %st8, %str0;", "cvt.u64.u32 %st22, %stc;",
 		"mov.u32 %str1, %ctaid.y;", "mov.u32 %str2, %nctaid.x;", "mov.u32 %str3, %ctaid.x;",
-		"sub.u32 %str3, %str2, %str3;", "sub.u32 %str3, %str3, 1;", "mad.lo.u32 %str4, %str1, %str2, %str3;",
-		"mov.u32 %str5, %tid.x;", "shr.u32 %str6, %str5, 7;", "shl.b32 %str4, %str4, 7;",
-		"mad.lo.u32 %str4, %str6, 64, %str4;", "mul.wide.u32 %st9, %str4, 4;",
-		"ld.param.u64 %st23, [flash_fwd_param_4];", "add.s64 %st9, %st23, %st9;",
-		"and.b32 %str7, %str5, 127;", "setp.eq.u32 %stp0, %str7, 0;", "add.u32 %str6, %str6, 13;", "bar.sync %str6, 128;"}
-	for i := 0; i < 23; i += 2 {
-		if i == 8 {
-			store = append(store, "@%stp0 st.global.u64 [%st9+64], %st8;")
-			continue
+		"sub.u32 %str3, %str2, %str3;", "sub.u32 %str3, %str3, 1;", "mad.lo.u32 %str4, %str1, %str2, %str3;"}
+	store = append(store, wgStores("%st9", "%st23", func(i int) string {
+		if i == 8 { // slot 9 holds the address
+			return "@%stp0 st.global.u64 [%st9+64], %st8;"
 		}
-		store = append(store, fmt.Sprintf("@%%stp0 st.global.v2.u64 [%%st9+%d], {%%st%d, %%st%d};", 8*i, i, i+1))
-	}
-	var out []string
-	for i, s := range lines {
-		if i == ret {
-			out = append(out, store...)
-		}
-		out = append(out, s)
-		out = append(out, after[i]...)
-	}
-	return strings.Join(out, "\n"), nil
+		return fmt.Sprintf("@%%stp0 st.global.v2.u64 [%%st9+%d], {%%st%d, %%st%d};", 8*i, i, i+1)
+	})...)
+	return s.splice(after, ret, store), nil
 }
 
 // report prints the phases' medians (consumer warpgroup 0, cycles) of the
 // stamps in lse (whole tiles of 128 rows).
 func report(lse []float32) string {
-	u := func(t, slot int) int64 {
-		i := t*128 + 2*slot
-		return int64(uint64(math.Float32bits(lse[i])) | uint64(math.Float32bits(lse[i+1]))<<32)
-	}
 	var b strings.Builder
 	phase := func(name string, from, to int) {
 		var d []int64
 		for t := 0; t < len(lse)/128; t++ {
-			d = append(d, u(t, to)-u(t, from))
+			d = append(d, int64(stamp(lse, t, to)-stamp(lse, t, from)))
 		}
 		fmt.Fprintf(&b, "  %-28s median %8d  p10 %8d  p90 %8d\n", name, pct(d, 50), pct(d, 10), pct(d, 90))
 	}
@@ -240,42 +292,23 @@ const persistentMark = 0x5045525354414d50 // "PERSTAMP"
 
 // patchPersistent stamps a persistent flash_fwd with a producer, per tile.
 func patchPersistent(ptx string) (string, error) {
-	if strings.Contains(ptx, "%st0, %clock64") {
-		return "", fmt.Errorf("stamped already")
-	}
-	lines := strings.Split(ptx, "\n")
-	var err error
-	find := func(from int, what string, ok func(string) bool) int {
-		if err != nil {
-			return 0
-		}
-		for i := from; i < len(lines); i++ {
-			if ok(lines[i]) {
-				return i
-			}
-		}
-		err = fmt.Errorf("no %s", what)
-		return 0
-	}
-	labelRE := func(name string) *regexp.Regexp { return regexp.MustCompile(`^(\$L\S+):\s+// %` + name + `\d+$`) }
-	label := func(name string) func(string) bool { return labelRE(name).MatchString }
-	contains := func(sub string) func(string) bool { return func(s string) bool { return strings.Contains(s, sub) } }
-	closing := func(s string) bool { return strings.TrimSpace(s) == "}" }
-	regs := find(0, "register declarations", func(s string) bool { return strings.HasPrefix(strings.TrimSpace(s), ".reg .b64") })
-	entry := find(0, "entry block", contains("// %bb.0:"))
-	cons := find(0, "setmaxnreg.inc", contains("setmaxnreg.inc"))
-	tile := find(cons, "the tile loop's header", label("for.hdr"))
-	join := find(tile, "pipe.join label", label("pipe.join"))
-	q := find(find(join, "Q's wait", contains("mbarrier.try_wait")), "end of Q's wait", closing)
-	hdr := find(join, "the kv loop's header", label("for.hdr"))
-	kw := find(find(hdr, "K's wait", contains("mbarrier.try_wait")), "end of K's wait", closing)
-	v := find(find(kw, "V's wait", contains("mbarrier.try_wait")), "end of V's wait", closing)
-	exit := find(hdr, "the kv loop's exit", label("for.exit"))
-	tail := find(find(exit, "the last P·V's wait", contains("wgmma.wait_group.sync.aligned 0;"))+1, "label after it",
-		func(s string) bool { return strings.HasPrefix(s, "$L") })
+	s, err := newSites(ptx)
 	if err != nil {
 		return "", err
 	}
+	regs, entry, cons := s.regs(), s.entry(), s.consumers()
+	tile := s.find(cons, "the tile loop's header", label("for.hdr"))
+	join := s.find(tile, "pipe.join label", label("pipe.join"))
+	q := s.waitEnd(join, "Q's wait")
+	hdr := s.find(join, "the kv loop's header", label("for.hdr"))
+	kw := s.waitEnd(hdr, "K's wait")
+	v := s.waitEnd(kw, "V's wait")
+	exit := s.find(hdr, "the kv loop's exit", label("for.exit"))
+	tail := s.tail(exit)
+	if s.err != nil {
+		return "", s.err
+	}
+	lines := s.lines
 	// The tile's end: the branch back to the tile loop's header, or, where
 	// the latch is laid out right before the header, the header's line.
 	tileLabel := labelRE("for.hdr").FindStringSubmatch(lines[tile])[1]
@@ -312,38 +345,19 @@ func patchPersistent(ptx string) (string, error) {
 		q:     {"mov.u64 %st4, %clock64;"},
 		exit:  {"mov.u64 %st5, %clock64;"},
 		tail:  {"mov.u64 %st6, %clock64;"},
-		kw: {"mov.u64 %st23, %clock64;", "setp.eq.u32 %stp6, %stc, 1;", "setp.eq.u32 %stp7, %stc, 2;",
-			"@%stp6 mov.u64 %st18, %st23;", "@%stp7 mov.u64 %st19, %st23;"},
-		v: {"mov.u64 %st23, %clock64;", "@%stp6 mov.u64 %st20, %st23;", "@%stp7 mov.u64 %st21, %st23;"},
 	}
-	h := []string{"mov.u64 %st23, %clock64;"}
-	for i := 0; i < 6; i++ {
-		h = append(h, fmt.Sprintf("setp.eq.u32 %%stp%d, %%stc, %d;", i, i), fmt.Sprintf("@%%stp%d mov.u64 %%st%d, %%st23;", i, 10+i))
-	}
-	after[hdr] = append(h, "mov.u64 %st16, %st17;", "mov.u64 %st17, %st23;", "add.u32 %stc, %stc, 1;")
+	kvStamps(after, hdr, kw, v)
 	// At the tile's end: thread 0 of each consumer warpgroup writes the
 	// stamps over its warpgroup's 64 LSE rows of slot k·nctaid.x + ctaid.x,
 	// after a barrier of the warpgroup.
 	store := []string{"mov.u64 %st7, %clock64;", "mov.u32 %str0, %smid;", "cvt.u64.u32 %st8, %str0;",
 		"cvt.u64.u32 %st9, %stk;", "cvt.u64.u32 %st22, %stc;", fmt.Sprintf("mov.u64 %%st23, %d;", uint64(persistentMark)),
-		"mov.u32 %str1, %ctaid.x;", "mov.u32 %str2, %nctaid.x;", "mad.lo.u32 %str4, %stk, %str2, %str1;",
-		"mov.u32 %str5, %tid.x;", "shr.u32 %str6, %str5, 7;", "shl.b32 %str4, %str4, 7;",
-		"mad.lo.u32 %str4, %str6, 64, %str4;", "mul.wide.u32 %sta0, %str4, 4;",
-		"ld.param.u64 %sta1, [flash_fwd_param_4];", "add.s64 %sta0, %sta1, %sta0;",
-		"and.b32 %str7, %str5, 127;", "setp.eq.u32 %stp0, %str7, 0;", "add.u32 %str6, %str6, 13;", "bar.sync %str6, 128;"}
-	for i := 0; i < 24; i += 2 {
-		store = append(store, fmt.Sprintf("@%%stp0 st.global.v2.u64 [%%sta0+%d], {%%st%d, %%st%d};", 8*i, i, i+1))
-	}
+		"mov.u32 %str1, %ctaid.x;", "mov.u32 %str2, %nctaid.x;", "mad.lo.u32 %str4, %stk, %str2, %str1;"}
+	store = append(store, wgStores("%sta0", "%sta1", func(i int) string {
+		return fmt.Sprintf("@%%stp0 st.global.v2.u64 [%%sta0+%d], {%%st%d, %%st%d};", 8*i, i, i+1)
+	})...)
 	store = append(store, "add.u32 %stk, %stk, 1;")
-	var out []string
-	for i, s := range lines {
-		if i == end {
-			out = append(out, store...)
-		}
-		out = append(out, s)
-		out = append(out, after[i]...)
-	}
-	return strings.Join(out, "\n"), nil
+	return s.splice(after, end, store), nil
 }
 
 // persistentStamps reports whether lse holds patchPersistent's stamps.

@@ -15,12 +15,33 @@ import (
 // TestPatch patches the tuned sm_90a flash_fwd (causal) through a bundle:
 // every stamp goes in once, in program order, and the bundle reads back.
 func TestPatch(t *testing.T) {
+	ptx, out := patched(t, map[string]string{"DTYPE": "bf16", "HEAD_DIM": "128"})
+	last := -1
+	for _, s := range []string{"mov.u64 %st0, %clock64;", "mov.u64 %st2, %clock64;", "mov.u64 %st3, %clock64;",
+		"setp.eq.u32 %stp0, %stc, 0;", "@%stp6 mov.u64 %st18, %st23;", "@%stp6 mov.u64 %st20, %st23;",
+		"mov.u64 %st4, %clock64;", "mov.u64 %st5, %clock64;", "bar.sync %str6, 128;", "st.global.v2.u64 [%st9+176], {%st22, %st23};"} {
+		i := strings.Index(ptx, s)
+		if i < 0 || strings.Count(ptx, s) != 1 || i < last {
+			t.Fatalf("%q: at %d (after %d), %d times", s, i, last, strings.Count(ptx, s))
+		}
+		last = i
+	}
+	if err := run([]string{"patch", out, out}); err == nil || !strings.Contains(err.Error(), "stamped already") {
+		t.Errorf("patching a patched bundle: %v, want an error", err)
+	}
+}
+
+// patched is the PTX of the tuned sm_90a flash_fwd (causal) with consts,
+// stamped through a bundle by the tool's patch command, and the stamped
+// bundle's path.
+func patched(t *testing.T, consts map[string]string) (ptx, path string) {
+	t.Helper()
 	tool, err := llc.Find()
 	if err != nil {
 		t.Skip(err)
 	}
 	a, err := compiler.Build(context.Background(), compiler.Request{Kernel: "flash_fwd", Mask: "causal", Arch: "sm_90a",
-		Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "128"}}, "sm_90a", tool, nil)
+		Consts: consts}, "sm_90a", tool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,20 +58,7 @@ func TestPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ptx := p.Kernels[0].PTX
-	last := -1
-	for _, s := range []string{"mov.u64 %st0, %clock64;", "mov.u64 %st2, %clock64;", "mov.u64 %st3, %clock64;",
-		"setp.eq.u32 %stp0, %stc, 0;", "@%stp6 mov.u64 %st18, %st23;", "@%stp6 mov.u64 %st20, %st23;",
-		"mov.u64 %st4, %clock64;", "mov.u64 %st5, %clock64;", "bar.sync %str6, 128;", "st.global.v2.u64 [%st9+176], {%st22, %st23};"} {
-		i := strings.Index(ptx, s)
-		if i < 0 || strings.Count(ptx, s) != 1 || i < last {
-			t.Fatalf("%q: at %d (after %d), %d times", s, i, last, strings.Count(ptx, s))
-		}
-		last = i
-	}
-	if err := run([]string{"patch", out, out}); err == nil || !strings.Contains(err.Error(), "stamped already") {
-		t.Errorf("patching a patched bundle: %v, want an error", err)
-	}
+	return p.Kernels[0].PTX, out
 }
 
 // TestReport: the phases' medians from stamps laid out as the patch writes
@@ -87,29 +95,7 @@ func TestReport(t *testing.T) {
 // program order, the write before the branch back to the tile loop's
 // header, and the kernel's LSE stores dropped.
 func TestPatchPersistent(t *testing.T) {
-	tool, err := llc.Find()
-	if err != nil {
-		t.Skip(err)
-	}
-	a, err := compiler.Build(context.Background(), compiler.Request{Kernel: "flash_fwd", Mask: "causal", Arch: "sm_90a",
-		Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "128", "persistent": "true"}}, "sm_90a", tool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, out := filepath.Join(t.TempDir(), "in.bundle"), filepath.Join(t.TempDir(), "out.bundle")
-	b := &bundle.Bundle{}
-	b.Add(*a)
-	if err := bundle.Write(in, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := run([]string{"patch", in, out}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := bundle.Read(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ptx := p.Kernels[0].PTX
+	ptx, _ := patched(t, map[string]string{"DTYPE": "bf16", "HEAD_DIM": "128", "persistent": "true"})
 	last := -1
 	for _, s := range []string{"mov.u64 %st0, %clock64;", "mov.u64 %st2, %clock64;", "mov.u64 %st3, %clock64;", "mov.u64 %st4, %clock64;",
 		"setp.eq.u32 %stp0, %stc, 0;", "@%stp6 mov.u64 %st18, %st23;", "@%stp6 mov.u64 %st20, %st23;",
