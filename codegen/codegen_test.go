@@ -486,7 +486,27 @@ func simCases() []simCase {
 		// Four consumer warpgroups on 256-row tiles and a producer (640
 		// threads; setmaxnreg within the registers at entry), D = 64.
 		withWarps(frontend("frontend_flash_256x64_d64_ws", "", tir.BF16, 64, 1, 2, 2, 300, 390, false), 16),
+		// Lazy rescaling and the scale folded into exp2's factor: O's
+		// rescale runs only in warps where a row's max grew by more than 8;
+		// at scale 8 (scores spread over about 130 in log2 units) that
+		// happens mid-row too, and a build that never rescales fails this
+		// case; a negative scale takes the scores' own multiply.
+		withWarps(frontend("frontend_flash_128x128_ws_lazy_fold", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
+		withScale(withWarps(frontend("frontend_flash_128x128_ws_lazy_fold", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8), 8),
+		withScale(withWarps(frontend("frontend_flash_128x128_ws_lazy_fold", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8), -0.7),
 	}
+}
+
+// withScale is frontend case c with the softmax scale s instead of
+// 1/sqrt(D).
+func withScale(c simCase, s float32) simCase {
+	args := c.args
+	c.args = func(rng *rand.Rand) []any {
+		a := args(rng)
+		a[21] = s // after the 5 tensors, 12 strides, heads, kv_group, seqlen_q, seqlen_k
+		return a
+	}
+	return c
 }
 
 // smallInts is a buffer of integers in [-3, 3] (bf16 for names a, b, f32

@@ -987,6 +987,17 @@ func (t *simThread) call(in *ir.InstCall) {
 			panic(simAbort{})
 		}
 		set(all[lane^int(args[2])].(uint64))
+	case name == "llvm.nvvm.vote.any.sync":
+		lane := t.tid % 32
+		all, ok := t.cta.warps[t.tid/32].exchange(lane, args[1])
+		if !ok {
+			panic(simAbort{})
+		}
+		var any uint64
+		for _, v := range all {
+			any |= v.(uint64) & 1
+		}
+		set(any)
 	case strings.HasPrefix(name, "llvm.nvvm.mma.m16n8k16.row.col."):
 		t.mma(in, name, args)
 	case strings.HasPrefix(name, "llvm.nvvm.ldmatrix.sync.aligned.m8n8."):

@@ -40,6 +40,7 @@ var Table = []Pass{
 	{Name: "cse", Doc: "eliminate common subexpressions of pure ops, scoped by region", Run: cse, TargetIndependent: true},
 	{Name: "sink-select", Doc: "move a select of a mask tile an if yields into the if's branches, so no i1 tile joins after it", Run: sinkSelect, TargetIndependent: true},
 	{Name: "mask-range", Doc: "rewrite a masked select's conditions bounding the column by row values (causal, windows, the sequence end) into one per-row range [lo, hi) on the tile's column index", Run: maskRange, TargetIndependent: true},
+	{Name: "fold-scale", Doc: "with fold_scale = true, multiply by the softmax scale in the factors the scores meet (exp2's log2(e), the row max's) instead of score by score", Run: foldScale, TargetIndependent: true},
 	{Name: "fuse-dot-acc", Doc: "accumulate an add of a dot with a zero accumulator in the dot (dot(a, b, 0) + x -> dot(a, b, x))", Run: fuseDotAcc, TargetIndependent: true},
 	{Name: "overlap-softmax", Doc: "with overlap = true, move a loop's accumulating dot to the next iteration, so the next block's softmax runs while it does", Run: overlapSoftmax, TargetIndependent: true},
 	{Name: "persistent-prefetch", Doc: "in a persistent kernel, load the next tile's scalar header (block counts) during the current tile, carried into the next iteration", Run: persistentPrefetch, TargetIndependent: true},

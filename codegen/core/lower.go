@@ -295,6 +295,9 @@ func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 		if out := l.indexCmp(op, lout, arg); out != nil {
 			return out
 		}
+		if out := l.unitScale(op, arg); out != nil {
+			return out
+		}
 		args := make([][]value.Value, len(op.Args))
 		for i := range op.Args {
 			args[i] = arg(i)

@@ -5,7 +5,7 @@
 # then carry .gpu/s19/v. sm_90a: forward, backward, device pointers, mod patterns, the driver's JIT
 # warnings; sm_80 forced: forward and backward.
 set -u
-G=$(pwd)/.gpu/s19/v
+G=${G:-$(pwd)/.gpu/s19/v}
 (cd $G && for f in *.gz; do gunzip -kf $f; done)
 (cd tests && FAC_ARCH=sm_90a FAC_BUNDLE=$G/test-sm_90a.bundle FAC_BUNDLE_EXTRA=$G/test-det-sm_90a.bundle:$G/test-patterns.bundle \
   timeout 300 $G/tests.test -test.run 'TestGPUMatchesReference|TestGPUBackwardMatchesReference|TestGPULaunchDevicePointers|TestGPUModPatterns' \
