@@ -47,7 +47,7 @@ type stage struct {
 // CompileBackward compiles the backward kernels for head dimension dim.
 // opts are the forward's: Mask, Score, Sources, DType and Passes apply to
 // every kernel; each of Consts goes to the kernels that declare it (BLOCK_M,
-// BLOCK_N, SPARSE_Q, SPARSE_K, DETERMINISTIC, AUX_GRAD), and one that no
+// BLOCK_N, SPARSE_Q, SPARSE_K, DETERMINISTIC, AUX_GRAD, fold_scale), and one that no
 // backward kernel declares is an error. The block sizes SPARSE_Q ×
 // SPARSE_K must be the forward's for a block mask to serve both.
 // opts.Sinks adds flash_bwd_sinks (calls then need BackwardInputs.Sinks):

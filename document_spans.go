@@ -157,13 +157,9 @@ func (f *Forward) spanVariant() (*Forward, bool) {
 // withSpans is the forward that runs in for shape sh, with its inputs:
 // f's span variant where the ids allow, else f and in.
 func (f *Forward) withSpans(in Inputs, sh Shape) (*Forward, Inputs) {
-	if g, ok := f.spanVariant(); ok {
-		if aux, ok := spansAux(in.Aux, max(sh.SeqQ, sh.SeqK), g.AuxTensors()); ok {
-			in.Aux = aux
-			return g, in
-		}
-	}
-	return f, in
+	g, aux := withSpansOf(f, f.spanVariant, in.Aux, sh)
+	in.Aux = aux
+	return g, in
 }
 
 // spanVariant is the backward's: its tiles' rows are keys, so the variant
@@ -174,11 +170,18 @@ func (bw *Backward) spanVariant() (*Backward, bool) {
 
 // withSpans is the backward that runs in for shape sh, with its inputs.
 func (bw *Backward) withSpans(in BackwardInputs, sh Shape) (*Backward, BackwardInputs) {
-	if g, ok := bw.spanVariant(); ok {
-		if aux, ok := spansAux(in.Aux, max(sh.SeqQ, sh.SeqK), g.AuxTensors()); ok {
-			in.Aux = aux
-			return g, in
+	g, aux := withSpansOf(bw, bw.spanVariant, in.Aux, sh)
+	in.Aux = aux
+	return g, in
+}
+
+// withSpansOf is k's span variant (variant) and the aux tensors with the
+// ids as spans, for shape sh, where both can be had; else k and aux.
+func withSpansOf[K interface{ AuxTensors() []string }](k K, variant func() (K, bool), aux map[string]any, sh Shape) (K, map[string]any) {
+	if g, ok := variant(); ok {
+		if a, ok := spansAux(aux, max(sh.SeqQ, sh.SeqK), g.AuxTensors()); ok {
+			return g, a
 		}
 	}
-	return bw, in
+	return k, aux
 }

@@ -25,9 +25,12 @@ import (
 //	%s = if %pos { yield %x } else { %m = mul %x, %sc; yield %m }
 //	... select(c, %s, -inf), reduce max ..., mul %u, splat(%k) ...
 //
-// The max commutes with a positive scale only, so a scale <= 0 (or NaN)
-// keeps the scores' multiply and a factor of 1: the old computation, bit
-// for bit. With a positive scale, x·scale·log2(e) rounds once instead of
+// The max commutes with a positive scale only (and -inf times a negative
+// one is +inf), so where the scores meet a max reduction or a select of
+// -inf, a scale <= 0 (or NaN) keeps the scores' multiply and a factor of
+// 1: the old computation, bit for bit. Where they meet neither (the
+// backward's P = exp2(s·log2e − lse)), the multiply simply goes and the
+// factor is the scale itself, whatever its sign. With a positive scale, x·scale·log2(e) rounds once instead of
 // twice, so results differ in the last bits: that is why the kernel asks
 // for it by argument (the stdlib forward kernels declare fold_scale) and
 // why this pass is the table's one besides fuse-dot-acc that may change a
@@ -59,6 +62,9 @@ type scaleFold struct {
 	mul     *tir.Op
 	scale   *tir.Value
 	targets []use
+	// signed: the scaled scores meet a max reduction or a select of -inf,
+	// which commute with a positive scale only.
+	signed bool
 }
 
 // fnIndex is what the fold needs to know of a function: each value's uses,
@@ -106,11 +112,11 @@ func foldScaleFunc(f *tir.Func) {
 	var top []*tir.Op
 	for _, sf := range folds {
 		if tops[sf.scale] == nil {
-			tops[sf.scale] = newScaleTop(f, sf.scale, &top)
+			tops[sf.scale] = &scaleTop{f: f, scale: sf.scale, times: map[timesKey]*tir.Value{}, scalarT: tir.Scalar(sf.scale.Type.Elem)}
 		}
 	}
 	for _, sf := range folds {
-		sf.moveMul(f, ix, tops[sf.scale])
+		sf.moveMul(f, ix, tops[sf.scale], &top)
 	}
 	retarget(folds, ix, tops, &top)
 	f.Body.Ops = append(top, f.Body.Ops...)
@@ -146,6 +152,7 @@ func scaleFoldAt(f *tir.Func, op *tir.Op, ix *fnIndex) *scaleFold {
 			switch o := u.op; {
 			case o.Kind == tir.OpSelect && u.i == 1 && o.SelectsNegInf():
 				next = o.Result()
+				sf.signed = true
 			case o.Kind == tir.OpYield:
 				p := ix.holder[o]
 				if p == nil || p.Kind != tir.OpIf {
@@ -154,6 +161,7 @@ func scaleFoldAt(f *tir.Func, op *tir.Op, ix *fnIndex) *scaleFold {
 				next = p.Results[u.i]
 				joins = append(joins, next)
 			case o.Kind == tir.OpReduce && o.IdentAttr("kind") == "max":
+				sf.signed = true
 				for _, w := range ix.uses[o.Result()] {
 					if !constFactor(w) {
 						return nil
@@ -206,26 +214,34 @@ func floatConst(v *tir.Value) (float64, bool) {
 }
 
 // scaleTop is what a kernel computes once per folded scale, at its top:
-// whether the scale is positive, and the scale times each constant factor
-// (1 times it where the scale is not positive).
+// whether the scale is positive and the factor signed folds take (the
+// scale, or 1 where it is not positive), and the factors times each
+// constant.
 type scaleTop struct {
-	f       *tir.Func
-	pos     *tir.Value
-	factor  *tir.Value
-	times   map[float64]*tir.Value
-	scalarT tir.Type
+	f           *tir.Func
+	scale       *tir.Value
+	pos, factor *tir.Value // made on a signed fold's first use
+	times       map[timesKey]*tir.Value
+	scalarT     tir.Type
 }
 
-func newScaleTop(f *tir.Func, scale *tir.Value, top *[]*tir.Op) *scaleTop {
-	st := &scaleTop{f: f, times: map[float64]*tir.Value{}, scalarT: tir.Scalar(scale.Type.Elem)}
-	pos := tir.NewOp(tir.OpCmp, []*tir.Value{scale, st.constant(0, top)}, tir.Scalar(tir.I1))
-	pos.Attrs = []tir.Attr{{Key: "pred", Val: tir.Ident("gt")}}
-	*top = append(*top, pos)
-	st.pos = pos.Result()
-	factor := tir.NewOp(tir.OpSelect, []*tir.Value{st.pos, scale, st.constant(1, top)}, st.scalarT)
-	*top = append(*top, factor)
-	st.factor = factor.Result()
-	return st
+type timesKey struct {
+	c      float64
+	signed bool
+}
+
+// signedFactor is select(scale > 0, scale, 1), and makes pos.
+func (st *scaleTop) signedFactor(top *[]*tir.Op) *tir.Value {
+	if st.factor == nil {
+		pos := tir.NewOp(tir.OpCmp, []*tir.Value{st.scale, st.constant(0, top)}, tir.Scalar(tir.I1))
+		pos.Attrs = []tir.Attr{{Key: "pred", Val: tir.Ident("gt")}}
+		*top = append(*top, pos)
+		st.pos = pos.Result()
+		factor := tir.NewOp(tir.OpSelect, []*tir.Value{st.pos, st.scale, st.constant(1, top)}, st.scalarT)
+		*top = append(*top, factor)
+		st.factor = factor.Result()
+	}
+	return st.factor
 }
 
 // constant is a scalar constant of the kernel's top level: an existing one
@@ -245,24 +261,36 @@ func (st *scaleTop) constant(v float64, top *[]*tir.Op) *tir.Value {
 	return c.Result()
 }
 
-// scaledBy is the scale's factor times c.
-func (st *scaleTop) scaledBy(c float64, top *[]*tir.Op) *tir.Value {
-	if st.times[c] == nil {
-		m := tir.NewOp(tir.OpMul, []*tir.Value{st.factor, st.constant(c, top)}, st.scalarT)
+// scaledBy is the factor of a fold (signed or not) times c.
+func (st *scaleTop) scaledBy(c float64, signed bool, top *[]*tir.Op) *tir.Value {
+	k := timesKey{c, signed}
+	if st.times[k] == nil {
+		f := st.scale
+		if signed {
+			f = st.signedFactor(top)
+		}
+		m := tir.NewOp(tir.OpMul, []*tir.Value{f, st.constant(c, top)}, st.scalarT)
 		*top = append(*top, m)
-		st.times[c] = m.Result()
+		st.times[k] = m.Result()
 	}
-	return st.times[c]
+	return st.times[k]
 }
 
 // moveMul puts the scores' multiply into the else arm of an if on the
-// scale's sign.
-func (sf *scaleFold) moveMul(f *tir.Func, ix *fnIndex, st *scaleTop) {
+// scale's sign, or, for a fold that is not signed, drops it.
+func (sf *scaleFold) moveMul(f *tir.Func, ix *fnIndex, st *scaleTop, top *[]*tir.Op) {
 	x := sf.mul.Args[0]
 	if d := x.Def; d != nil && d.Kind == tir.OpSplat && d.Args[0] == sf.scale {
 		x = sf.mul.Args[1]
 	}
 	s := sf.mul.Result()
+	b := ix.block[sf.mul]
+	if !sf.signed {
+		b.Ops = slices.DeleteFunc(b.Ops, func(o *tir.Op) bool { return o == sf.mul })
+		f.Body.ReplaceAllUses(s, x)
+		return
+	}
+	st.signedFactor(top)
 	moved := tir.NewOp(tir.OpMul, sf.mul.Args, s.Type)
 	moved.Pos = sf.mul.Pos
 	cond := tir.NewOp(tir.OpIf, []*tir.Value{st.pos}, s.Type)
@@ -271,7 +299,6 @@ func (sf *scaleFold) moveMul(f *tir.Func, ix *fnIndex, st *scaleTop) {
 		{Ops: []*tir.Op{tir.NewOp(tir.OpYield, []*tir.Value{x})}},
 		{Ops: []*tir.Op{moved, tir.NewOp(tir.OpYield, []*tir.Value{moved.Result()})}},
 	}
-	b := ix.block[sf.mul]
 	b.Ops[slices.Index(b.Ops, sf.mul)] = cond
 	ix.block[cond] = b
 	f.Body.ReplaceAllUses(s, cond.Result())
@@ -293,7 +320,7 @@ func retarget(folds []*scaleFold, ix *fnIndex, tops map[*tir.Value]*scaleTop, to
 		for _, t := range sf.targets {
 			c := t.op.Args[t.i]
 			v, _ := floatConst(c)
-			k := tops[sf.scale].scaledBy(v, top)
+			k := tops[sf.scale].scaledBy(v, sf.signed, top)
 			if len(c.Type.Shape) == 0 {
 				t.op.Args[t.i] = k
 				continue

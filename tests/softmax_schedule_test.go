@@ -89,3 +89,33 @@ func scaledReference(in fac.Inputs, sh fac.Shape, m goMask, scale float32) ([]fl
 	return reference.Attention(to64(in.Q), to64(in.K), to64(in.V),
 		reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KVHeads, Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}, float64(scale), mf, nil)
 }
+
+// TestBackwardFoldScale runs the backward (atomic dQ, and the
+// DETERMINISTIC mode's flash_bwd_dq) with fold_scale, whose P =
+// exp2(s·log2e − lse) then takes the scale in its factor, against the
+// float64 gradients.
+func TestBackwardFoldScale(t *testing.T) {
+	for _, m := range masks {
+		if !slices.Contains([]string{"causal", "sliding_window(20, 3)", "document"}, m.expr) {
+			continue
+		}
+		for _, det := range []string{"false", "true"} {
+			consts := map[string]string{"fold_scale": "true", "DETERMINISTIC": det}
+			fwd, err := fac.CompileForward(fac.Options{Mask: m.expr, Consts: map[string]string{"fold_scale": "true"}}, bwdDim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bwd, err := fac.CompileBackward(fac.Options{Mask: m.expr, Consts: consts}, bwdDim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh := fac.Shape{Batch: 1, Heads: 4, KVHeads: 2, SeqQ: 157, SeqK: 203, Dim: bwdDim}
+			in := inputs(sh, 21)
+			c := gradCase{name: fmt.Sprintf("%s/deterministic=%s", m.expr, det), fwd: fwd, bwd: bwd, sh: sh, in: only(fwd, in), tol: 1e-5}
+			if m.fn != nil {
+				c.mask = m.fn(sh, in.Aux)
+			}
+			c.run(t, 22)
+		}
+	}
+}

@@ -5,7 +5,8 @@
 # (fold_scale: the scale in exp2's factor, not in each score); lf (both); pers3 (persistent, three
 # K/V buffers, O stored from registers); plf3 (pers3 with both). A correctness bundle of lf and plf3
 # at odd shapes, the PTX of lf and plf3 for ptxas -v, D = 64 on 256-row tiles (w16, and w16 with
-# both), and timeline bundles (internal/tools/ptxstamp) of base, lf and plf3.
+# both), the backward with and without fold_scale, and timeline bundles (internal/tools/ptxstamp)
+# of base, lf and plf3.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 d=${DIR:-.gpu/s20}
@@ -23,6 +24,10 @@ $f build "${mflags[@]}" "${lfc[@]}" --const persistent=true --dtype bf16,f16 --d
 w16=(--const BLOCK_M=256 --const BLOCK_N=64 --const num_warps=16 --const overlap=true --const warp_specialize=true)
 $f build --mask none --mask causal --block 256 "${w16[@]}" --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/d64w16.bundle
 $f build --mask none --mask causal --block 256 "${w16[@]}" "${lfc[@]}" --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/d64w16lf.bundle
+# The backward with and without fold_scale (P's exp2 takes the scale: no sign test there).
+bm=(--mask none --mask causal --mask "sliding_window(1023, 0)" --mask document --mask "prefix_lm(1024)")
+$f build --backward "${bm[@]}" --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/bwd.bundle
+$f build --backward "${bm[@]}" --const fold_scale=true --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/bwdfold.bundle
 mkdir -p $d/ptx
 for m in "${masks[@]}"; do for s in identity alibi; do for h in 64 128; do
   n=$(echo "lf_${m}_${s}_d$h" | tr -c 'a-z0-9_\n' '_')
@@ -30,6 +35,8 @@ for m in "${masks[@]}"; do for s in identity alibi; do for h in 64 128; do
 done; done
   n=$(echo "plf3_${m}_d128" | tr -c 'a-z0-9_\n' '_')
   $f compile --cache-dir - --mask "$m" "${lfc[@]}" --const persistent=true --const DTYPE=bf16 --const HEAD_DIM=128 --arch sm_90a --emit ptx -o $d/ptx/$n.ptx
+  n=$(echo "bwdfold_${m}_d128" | tr -c 'a-z0-9_\n' '_')
+  $f compile --cache-dir - --kernel flash_bwd --mask "$m" --const fold_scale=true --const DTYPE=bf16 --const HEAD_DIM=128 --arch sm_90a --emit ptx -o $d/ptx/$n.ptx
 done
 for m in none causal; do
   $f compile --cache-dir - --mask "$m" "${w16[@]}" "${lfc[@]}" --const SPARSE_Q=256 --const SPARSE_K=256 --const DTYPE=bf16 --const HEAD_DIM=64 \
