@@ -30,11 +30,11 @@ import (
 // -inf, a scale <= 0 (or NaN) keeps the scores' multiply and a factor of
 // 1: the old computation, bit for bit. Where they meet neither (the
 // backward's P = exp2(s·log2e − lse)), the multiply simply goes and the
-// factor is the scale itself, whatever its sign. With a positive scale, x·scale·log2(e) rounds once instead of
-// twice, so results differ in the last bits: that is why the kernel asks
-// for it by argument (the stdlib forward kernels declare fold_scale) and
-// why this pass is the table's one besides fuse-dot-acc that may change a
-// result's rounding.
+// factor is the scale itself, whatever its sign. Folded, x·scale·log2(e)
+// rounds once instead of twice, so results differ in the last bits: that
+// is why the kernel asks for it by argument (the stdlib forward and
+// backward kernels declare fold_scale) and why this pass is the table's
+// one besides fuse-dot-acc that may change a result's rounding.
 //
 // It applies to a mul of a 2-D float tile by a splat of a float parameter
 // whose every use, followed through selects of -inf and the results of
