@@ -61,10 +61,10 @@ func (l *Lowerer) unitScale(op *tir.Op, arg func(int) []value.Value) []value.Val
 			notOne = l.b.NewOr(notOne, c)
 		}
 	}
-	any := l.Call("llvm.nvvm.vote.any.sync", types.I1, ConstI32(-1), notOne)
+	vote := l.Call("llvm.nvvm.vote.any.sync", types.I1, ConstI32(-1), notOne)
 	pre := l.b
 	scale, join := l.newBlock("rescale"), l.newBlock("rescale.end")
-	pre.NewCondBr(any, scale, join)
+	pre.NewCondBr(vote, scale, join)
 	l.b = scale
 	prods := make([]value.Value, len(xs))
 	for r := range xs {
