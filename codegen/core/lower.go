@@ -205,6 +205,9 @@ func (l *Lowerer) Neighbor(d int) *tir.Op {
 func (l *Lowerer) lowerOp(op *tir.Op) {
 	l.issueArmedPrefetch(op)
 	l.awaitUses(op)
+	if ws := l.ws; ws != nil && ws.consumer && !ws.producing && ws.copyOnly[op] {
+		return // the producer's (copyOnlyOps)
+	}
 	if v, ok := l.bodyAhead[op]; ok && l.inSlice == 0 {
 		// A block-list entry a pipelined loop read iterations ago.
 		l.put(op.Result(), scalarL, []value.Value{v})

@@ -66,8 +66,9 @@ type warpSpec struct {
 	pt                         ProducerTarget
 	need                       map[*tir.Op]bool // ops the producer lowers (top level, and the outer loop's body)
 	pipe                       *pipeline
-	outer                      *tir.Op      // the loop around pipe's, or nil
-	carried                    map[int]bool // the values outer carries that the producer needs, by index
+	copyOnly                   map[*tir.Op]bool // ops only the producer's copies read (copyOnlyOps)
+	outer                      *tir.Op          // the loop around pipe's, or nil
+	carried                    map[int]bool     // the values outer carries that the producer needs, by index
 	producerRegs, consumerRegs int
 	consumer                   bool // the consumer program is being lowered
 	producing                  bool // the producer program is being lowered
@@ -281,8 +282,60 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 		l.Note(fmt.Sprintf("load at %s: issued by the producer warp after the loop at %s (its tail)", p.tail.st.Load.Pos, p.loop.Pos))
 	}
 	ws.consumerRegs = consumerRegs(l.nw, ws.producerRegs)
+	ws.copyOnly = l.copyOnlyOps(pt)
+	// The consumers read ahead only the block-list entries they use.
+	p.ahead = slices.DeleteFunc(p.ahead, func(op *tir.Op) bool { return ws.copyOnly[op] })
+	p.aheadSlice = sliceOf(p.slice, p.ahead)
 	l.ws = ws
 	return ""
+}
+
+// copyOnlyOps are the ops whose results only the producer's copies read:
+// the coordinates, masks and block-list entries of the staged loads one
+// thread issues, and whatever only those depend on. The consumers skip
+// them (lowerOp): the copies they stand for are not theirs, and the
+// block-list loads among them, which LLVM cannot delete (a masked load is
+// an asm with side effects), would cost each consumer thread two global
+// loads and their address arithmetic an iteration (flash_fwd's V index,
+// one block behind K's).
+func (l *Lowerer) copyOnlyOps(pt ProducerTarget) map[*tir.Op]bool {
+	users := map[*tir.Value][]*tir.Op{}
+	var ops []*tir.Op
+	l.f.Body.Walk(func(op *tir.Op) bool {
+		ops = append(ops, op)
+		for _, a := range op.Args {
+			users[a] = append(users[a], op)
+		}
+		return true
+	})
+	copied := func(op *tir.Op) bool {
+		st := l.a.async[op]
+		if st == nil {
+			return false
+		}
+		_, ok := pt.CopyOperands(st)
+		return ok
+	}
+	only := map[*tir.Op]bool{}
+	for changed := true; changed; {
+		changed = false
+		for i := len(ops) - 1; i >= 0; i-- {
+			op := ops[i]
+			if only[op] || len(op.Results) == 0 || len(op.Regions) > 0 || op.Kind.HasSideEffects() || l.a.async[op] != nil {
+				continue
+			}
+			used := false
+			for _, r := range op.Results {
+				for _, u := range users[r] {
+					used = used || !(only[u] || copied(u))
+				}
+			}
+			if !used {
+				only[op], changed = true, true
+			}
+		}
+	}
+	return only
 }
 
 // splitWarps runs at the top of the kernel, after the target's prologue:
