@@ -172,6 +172,11 @@ func checkProducer(t *testing.T, ptx string, res *Result) {
 	if !strings.Contains(p, "mbarrier.try_wait.parity") {
 		t.Error("the producer does not wait for empty buffers")
 	}
+	// The consumers skip what only the copies read (copyOnlyOps): no
+	// block-list entry is loaded for nothing, here or in the producer.
+	if dead := deadLoads(ptx); len(dead) > 0 {
+		t.Errorf("global loads whose results nothing reads: %v", dead)
+	}
 	if c := strings.Count(res.LL, "call void @llvm.nvvm.cp.async.commit.group()"); c != 3 {
 		t.Errorf("%d cp.async groups, want 3 (Q, the prologue's K and V)", c)
 	}
@@ -290,4 +295,21 @@ func TestPipelineTailConditions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// predLoadRE is a masked scalar load as codegen emits it (an asm block:
+// the default moved in, then the predicated load).
+var predLoadRE = regexp.MustCompile(`@p ld\.global\.b32 (%r\d+),`)
+
+// deadLoads lists the registers of ptx's masked scalar loads that appear
+// nowhere but in their load and its default's move: loads LLVM could not
+// delete (asm with side effects) and nothing reads.
+func deadLoads(ptx string) []string {
+	var dead []string
+	for _, m := range predLoadRE.FindAllStringSubmatch(ptx, -1) {
+		if n := len(regexp.MustCompile(regexp.QuoteMeta(m[1])+`\b`).FindAllStringIndex(ptx, -1)); n <= 2 {
+			dead = append(dead, m[1])
+		}
+	}
+	return dead
 }
