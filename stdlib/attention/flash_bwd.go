@@ -62,8 +62,9 @@ var FlashBwd = &launch.Contract{
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
-	Check: checkBwd,
-	Tuned: bwdTiles,
+	Check:      checkBwd,
+	Tuned:      bwdTiles,
+	TunedAlone: []string{"fold_scale"},
 }
 
 // bwdTiles: on sm_90a's wgmma path, tiles whose five GEMMs all run on
@@ -75,12 +76,15 @@ var FlashBwd = &launch.Contract{
 // S = 8192, none/causal TFLOPS (BENCHMARKS.md, session 6): D = 128
 // 274/260 against 246/237 for 32×128 and 205/216 for 32×64 on 4 warps;
 // D = 64 243/201 against 172/187 for 64×64 on 4 warps. Elsewhere the
-// kernel's defaults stay.
+// kernel's defaults stay. fold_scale (the scale in P's exp2 factor, not in
+// every score): S = 8192 none / causal / sliding window / document /
+// prefix-LM 400 / 381 / 285 / 253 / 368 TFLOPS without, 406 / 389 / 286 /
+// 258 / 372 with (session 21).
 var bwdTiles = func() map[string]map[string]string {
 	m := map[string]map[string]string{}
 	for _, dt := range []string{"bf16", "f16"} {
-		m[launch.TuneKey("wgmma", dt, "128")] = map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "8"}
-		m[launch.TuneKey("wgmma", dt, "64")] = map[string]string{"BLOCK_M": "32", "BLOCK_N": "128", "num_warps": "4"}
+		m[launch.TuneKey("wgmma", dt, "128")] = map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "8", "fold_scale": "true"}
+		m[launch.TuneKey("wgmma", dt, "64")] = map[string]string{"BLOCK_M": "32", "BLOCK_N": "128", "num_warps": "4", "fold_scale": "true"}
 	}
 	return m
 }()

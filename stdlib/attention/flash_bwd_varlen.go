@@ -32,8 +32,9 @@ var FlashBwdVarlen = &launch.Contract{
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
-	Check: checkHeadDim,
-	Tuned: bwdTiles,
+	Check:      checkHeadDim,
+	Tuned:      bwdTiles,
+	TunedAlone: []string{"fold_scale"},
 }
 
 // VarlenQLists are flash_bwd_varlen's: the q blocks of each kv block.

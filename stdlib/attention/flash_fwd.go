@@ -2,6 +2,8 @@ package attention
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 
 	"github.com/fac-compiler/fac/launch"
 )
@@ -31,8 +33,9 @@ var FlashFwd = &launch.Contract{
 	Tuned:     fwdTiles,
 	// num_stages may be set without giving up the tiles: a persistent
 	// kernel at D = 128 keeps its epilogue's exchange through shared memory
-	// only at two buffers (at three it stores from registers).
-	TunedAlone: []string{"num_stages"},
+	// only at two buffers (at three it stores from registers). The softmax
+	// arguments change no tile either.
+	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale"},
 }
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups
@@ -56,25 +59,39 @@ var wgmmaTiles = func() map[string]map[string]string {
 // bytes of shared memory): a block's copies then have two iterations to land,
 // which took S = 2048 from 510 to 574 TFLOPS and S = 8192 none from 614 to
 // 641 (session 16); at D = 64 three or four buffers measured the same as
-// two. The varlen kernels' copies are not on TMA, so theirs stay
-// wgmmaTiles.
+// two. The varlen kernels' copies are not on TMA: theirs are wgmmaTiles
+// with the softmax arguments.
 var fwdTiles = func() map[string]map[string]string {
-	m := map[string]map[string]string{}
-	for _, dt := range []string{"bf16", "f16"} {
-		for _, d := range []string{"64", "128"} {
-			k := launch.TuneKey("wgmma", dt, d)
-			set := map[string]string{"warp_specialize": "true"}
-			for a, v := range wgmmaTiles[k] {
-				set[a] = v
-			}
-			if d == "128" {
-				set["num_stages"] = "3"
-			}
-			m[k] = set
+	m := withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs)
+	for k, set := range m {
+		set["warp_specialize"] = "true"
+		if strings.HasSuffix(k, "/128") {
+			set["num_stages"] = "3"
 		}
 	}
 	return m
 }()
+
+// fwdSoftmaxArgs take two FP32 instructions per element out of the
+// forwards' softmax on the wgmma path: lazy_rescale (O rescaled only when a
+// row's max grew by more than 8 in log2 units, FlashAttention-4's
+// conditional rescaling) and fold_scale (the scale in exp2's factor, not in
+// every score). H200, S = 8192, D = 128, none / causal / sliding window /
+// document / prefix-LM: 646 / 600 / 433 / 369 / 601 TFLOPS without, 695 /
+// 639 / 455 / 384 / 643 with; D = 64 none / causal 428 / 404 against 454 /
+// 425 (BENCHMARKS.md, session 21). Lazy alone gave 665 (none), the fold
+// alone 671.
+var fwdSoftmaxArgs = map[string]string{"lazy_rescale": "true", "fold_scale": "true"}
+
+// withSoftmaxArgs is a copy of tiles with args added to every set.
+func withSoftmaxArgs(tiles map[string]map[string]string, args map[string]string) map[string]map[string]string {
+	m := map[string]map[string]string{}
+	for k, set := range tiles {
+		m[k] = maps.Clone(set)
+		maps.Copy(m[k], args)
+	}
+	return m
+}
 
 // attentionScalars are the scalars flash_fwd's family takes.
 var attentionScalars = []launch.Scalar{

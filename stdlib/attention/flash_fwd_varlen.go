@@ -27,7 +27,10 @@ var FlashFwdVarlen = &launch.Contract{
 		return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 	},
 	Check: checkHeadDim,
-	Tuned: wgmmaTiles,
+	// The same softmax as flash_fwd's, so the same arguments (its copies
+	// are not on TMA: no producer warpgroup).
+	Tuned:      withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs),
+	TunedAlone: []string{"lazy_rescale", "fold_scale"},
 }
 
 // VarlenLists names a varlen kernel's per-sequence block-mask tensors: a
