@@ -53,14 +53,14 @@ var wgmmaTiles = func() map[string]map[string]string {
 	return m
 }()
 
-// fwdTiles are wgmmaTiles with a producer warpgroup (warp_specialize): 2–5%
-// faster at D = 128 and 6–8% at D = 64 on the H200 (BENCHMARKS.md, session
-// 11). At D = 128 the producer keeps three K/V buffers in flight (229,504
-// bytes of shared memory): a block's copies then have two iterations to land,
-// which took S = 2048 from 510 to 574 TFLOPS and S = 8192 none from 614 to
-// 641 (session 16); at D = 64 three or four buffers measured the same as
-// two. The varlen kernels' copies are not on TMA: theirs are wgmmaTiles
-// with the softmax arguments.
+// fwdTiles are wgmmaTiles with the softmax arguments (fwdSoftmaxArgs) and a
+// producer warpgroup (warp_specialize): 2–5% faster at D = 128 and 6–8% at
+// D = 64 on the H200 (BENCHMARKS.md, session 11). At D = 128 the producer
+// keeps three K/V buffers in flight (229,504 bytes of shared memory): a
+// block's copies then have two iterations to land, which took S = 2048 from
+// 510 to 574 TFLOPS and S = 8192 none from 614 to 641 (session 16); at D =
+// 64 three or four buffers measured the same as two. The varlen kernels'
+// copies are not on TMA: theirs are wgmmaTiles with the softmax arguments.
 var fwdTiles = func() map[string]map[string]string {
 	m := withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs)
 	for k, set := range m {
