@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# Session 21, device call 2 (carry .gpu/s21): call 1's D = 64 schedules and timelines, then the
-# mask's compares as words (bm, prepare-bm.sh) against the default (t): ptxas -v and SASS counts
+# Session 21, device call 2 (carry .gpu/s21): the mask's compares as words (bm, prepare-bm.sh) against the default (t): ptxas -v and SASS counts
 # (R2P, LOP3 with a predicate, ISETP, FSEL) of sliding window, document and causal; GPU checks of bm
 # at odd shapes (forward and backward); two rounds of the five anchors at S = 8192 in turns (forward
-# and backward), D = 64 none / causal, S = 32768.
+# and backward), D = 64 none / causal, S = 32768; then call 1 (D = 64 schedules, timelines), one round.
 set -u
 D=$(pwd)/.gpu/s21; B=$D/bm
-ROUNDS=1 OUT=$OUT bash docs/gpu/2026-12-05-s21/call1.sh 2>&1 | grep -v "^check passed"
 (cd $B && for f in *.gz; do gunzip -kf $f; done)
 ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | tail -1)
 cuobjdump=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | tail -1)
@@ -35,3 +33,4 @@ done
 echo "== bm D=64"; $B/fac bench --bundle $B/bm-d64.bundle --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
 echo "== bm S=32768 B=1"; $B/fac bench --bundle $B/bm-d128.bundle --seqlen 32768 --batch 1 --heads 16 --warmup 3 --reps 10 \
   --mask causal --mask "sliding_window(1023, 0)" 2>&1 | grep -E "$F|rror" | cut -c1-100
+ROUNDS=1 OUT=$OUT bash docs/gpu/2026-12-05-s21/call1.sh 2>&1 | grep -v "^check passed"
