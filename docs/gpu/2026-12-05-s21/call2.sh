@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 21, device call 2 (carry .gpu/s21): the mask's compares as words (bm, prepare-bm.sh) against the default (t): ptxas -v and SASS counts
-# (R2P, LOP3 with a predicate, ISETP, FSEL) of sliding window, document and causal; GPU checks of bm
+# Session 21, device call 2 (carry .gpu/s21): the mask's compares as words (bm, prepare-bm.sh, built
+# from branch s21-bitmask) against the default (t): ptxas -v and SASS counts (R2P, LOP3 with a
+# predicate, ISETP, FSEL) of sliding window, document and causal; GPU checks of bm
 # at odd shapes (forward and backward); two rounds of the five anchors at S = 8192 in turns (forward
 # and backward), D = 64 none / causal, S = 32768; then call 1 (D = 64 schedules, timelines), one round.
 set -u
