@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 21, after prepare.sh (whose fac, in DIR/sweep, predates the change): the mask's compares
-# as words (codegen/core/bit_mask.go), this tree's fac (bm) against the sweep's (t), in DIR/bm: the
+# as words (codegen/core/bit_mask.go; run it from a checkout of branch s21-bitmask), this tree's fac
+# (bm) against the sweep's (t), in DIR/bm: the
 # five anchors at D = 128 (both) and 64 (bm), and the PTX of three masks (both) for ptxas and SASS.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
