@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Session 21: builds for the device calls (Go and llc here), into DIR (default .gpu/s21): the
 # D = 64 schedule sweep on top of the new default (lazy_rescale and fold_scale in the tuned set):
-# t (the tuned set), pp (pingpong), s3 (three K/V buffers); n256 (128×256 tiles, 256-wide mask blocks), n256s1 (128×256
-# without overlap); and the default's timeline bundle (internal/tools/ptxstamp) at D = 128.
+# t (the tuned set), pp (pingpong), s3 (three K/V buffers); n256 (128×256 tiles, 256-wide mask
+# blocks), n256s1 (128×256 without overlap); and the default's timeline bundle
+# (internal/tools/ptxstamp) at D = 128.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 d=${DIR:-.gpu/s21}
 export CGO_ENABLED=0
 FAC_LLC=$(scripts/ensure-llc); export FAC_LLC
-LF=lazy_rescale=true,fold_scale=true
-WS=overlap=true,warp_specialize=true,$LF
 GPU_DIR=$d VARIANTS="t=; pp=;pingpong=true s3=;num_stages=3" \
   DIMS="64" scripts/gpu-sweep prepare
 f=$d/sweep/fac
