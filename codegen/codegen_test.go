@@ -100,6 +100,7 @@ var kernels = []struct {
 	{"frontend_flash_128x128", true},
 	{"atomic_dot", true},
 	{"dot_wgmma", true},
+	{"mask_bits", true},
 	{"../tir/testdata/atomic.tir", false},
 }
 
@@ -417,6 +418,16 @@ func simCases() []simCase {
 		frontend("frontend_flash_causal", "", tir.BF16, 128, 1, 2, 1, 130, 130, false),
 		frontend("frontend_flash_document", "", tir.F16, 64, 1, 1, 1, 150, 150, true),
 		frontend("frontend_flash_window", "", tir.BF16, 64, 1, 1, 1, 200, 200, false),
+		// Index compares as bits of words (core/bit_mask.go): bounds from
+		// below every column to past the last, every order, both sides.
+		{kernel: "mask_bits", grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: func(rng *rand.Rand) []any {
+			lim := make([]float64, 4*64)
+			for i := range lim {
+				lim[i] = float64(rng.Intn(381) - 60)
+			}
+			return []any{buf("a", tir.BF16, 64*16, 1)(rng), buf("b", tir.BF16, 16*128, 1)(rng),
+				cpu.FromFloats("lim", tir.I32, lim), zeros("out", tir.F32, 7*64*128), 77}
+		}},
 		frontend("frontend_flash_f32", "", tir.F32, 64, 1, 1, 1, 64, 100, false),
 		withWarps(frontend("frontend_flash_128x128", "", tir.BF16, 128, 1, 1, 1, 200, 200, false), 8),
 		withWarps(frontend("frontend_flash_128x128_pingpong", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),

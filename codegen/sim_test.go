@@ -52,6 +52,7 @@ var (
 	barCountRE   = regexp.MustCompile(`^bar\.sync (\d+), (\d+);$`)
 	redVecRE     = regexp.MustCompile(`red\.relaxed\.gpu\.global\.add\.v(\d)\.f32`)
 	setMaxNRegRE = regexp.MustCompile(`^setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);$`)
+	bitTestRE    = regexp.MustCompile(`and\.b32 t, \$1, 0x([0-9a-f]+);\n\tsetp\.ne\.b32 \$0, t, 0;`) // core.bitTest
 )
 
 type simAlloc struct {
@@ -912,6 +913,13 @@ func (t *simThread) call(in *ir.InstCall) {
 			set(uf32(float32(math.Tanh(float64(f32(args[0]))))))
 		case s == "mov.pred $0, $1;": // a mask select's condition (core.maskSelect)
 			set(args[0] & 1)
+		case bitTestRE.MatchString(s): // a bit of a mask's word (core.bitTest)
+			k, _ := strconv.ParseUint(bitTestRE.FindStringSubmatch(s)[1], 16, 32)
+			if uint32(args[0])&uint32(k) != 0 {
+				set(1)
+			} else {
+				set(0)
+			}
 		case barCountRE.MatchString(s): // the consumers' CTA barrier beside a producer warpgroup
 			sm := barCountRE.FindStringSubmatch(s)
 			id, _ := strconv.Atoi(sm[1])

@@ -35,14 +35,21 @@ func (l *Lowerer) indexCmp(op *tir.Op, lout *Linear, arg func(int) []value.Value
 		xs := arg(1 - side)
 		base := l.baseCoords(lout)[d]
 		sub := map[value.Value]value.Value{}
-		out := make([]value.Value, len(xs))
-		pred := op.IdentAttr("pred")
+		ts := make([]value.Value, len(xs))
 		for r, x := range xs {
 			t, ok := sub[x]
 			if !ok {
 				t = l.b.NewSub(x, base)
 				sub[x] = t
 			}
+			ts[r] = t
+		}
+		if out := l.bitCmp(op, lout, d, start, side, ts); out != nil {
+			return out
+		}
+		out := make([]value.Value, len(xs))
+		pred := op.IdentAttr("pred")
+		for r, t := range ts {
 			c := constant.NewInt(types.I32, start+int64(lout.RegOffset(r)[d]))
 			if side == 1 {
 				out[r] = l.cmp(pred, tir.Scalar(tir.I32), t, c)

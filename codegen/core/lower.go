@@ -298,6 +298,9 @@ func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 		if out := l.indexCmp(op, lout, arg); out != nil {
 			return out
 		}
+		if out := l.bitLogic(op, lout, ws); out != nil {
+			return out
+		}
 		if out := l.unitScale(op, arg); out != nil {
 			return out
 		}

@@ -129,6 +129,9 @@ type Lowerer struct {
 	// deferred are emissions put off until the next op with regions in
 	// their block, or its end (DeferToRegion).
 	deferred []deferredEmit
+	// bitTiles are the i1 tiles held as bits of words, by layout key
+	// (bit_mask.go).
+	bitTiles map[*tir.Value]map[string]*bitTile
 	// ws, when set, is the producer warpgroup's plan (producer.go).
 	ws *warpSpec
 	// The ops of the block being lowered and the index of the current one
