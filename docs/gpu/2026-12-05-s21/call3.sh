@@ -4,7 +4,7 @@
 # D 64/128: spills, C75xx), then the GPU suites on sm_90a and with the sm_80 path forced
 # (session 19's call3.sh).
 set -u
-G=$(pwd)/.gpu/s21v
+G=${G:-$(pwd)/.gpu/s21v}
 (cd $G && tar xzf ptx.tgz)
 ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | tail -1)
 for p in $G/ptx/*.ptx; do
