@@ -18,13 +18,16 @@
 // exit, 5 the last P·V done, 6 before exit (clock), 7 before exit
 // (globaltimer), 8 %smid, 10–15 heads of iterations 0–5, 16 head of the
 // last iteration, 17 the exit test's head, 18–19 K of iterations 0 and 1
-// landed, 20–21 their V, 22 heads counted (iterations + 1).
+// landed, 20–21 their V, 22 heads counted (iterations + 1); 24–26 in the
+// epilogue, where it has them: after its first barrier of the consumers,
+// after the one that follows O's exchange through shared memory, after
+// O's stores.
 //
 // A persistent kernel (one with the grid.programs parameter) is stamped per
 // tile instead (patchPersistent): 0 the program's entry, 2 consumers start,
 // 3 the tile's start, 4 its Q landed, 5 loop exit, 6 the last P·V done, 7
 // the tile's end, 8 %smid, 9 the tile's index within its program, 10–22 as
-// above, 23 the marker persistentMark. Its stamps go over the LSE rows of
+// above, 23 the marker persistentMark, 24–26 as above. Its stamps go over the LSE rows of
 // slot k·programs + program (not of the tile the slot ran), and the
 // kernel's own LSE stores are dropped so that none lands on them.
 package main
@@ -128,6 +131,38 @@ func (s *sites) find(from int, what string, ok func(string) bool) int {
 	return 0
 }
 
+// findOpt is the first line in [from, to) that ok accepts, or -1; a stamp
+// that only some kernels have (the epilogue's) goes where it is found.
+func (s *sites) findOpt(from, to int, ok func(string) bool) int {
+	for i := from; i < to && i < len(s.lines); i++ {
+		if ok(s.lines[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// epilogueStamps adds stamps 24–26 to after, between tail and end: after
+// the consumers' first barrier (bar.sync 0, with their thread count), the
+// next one (O's exchange written), and the label where O's vector and
+// scalar stores join.
+func (s *sites) epilogueStamps(after map[int][]string, tail, end int) {
+	bar := contains("bar.sync 0, ")
+	e1 := s.findOpt(tail, end, bar)
+	if e1 < 0 {
+		return
+	}
+	after[e1] = append(after[e1], "mov.u64 %st24, %clock64;")
+	e2 := s.findOpt(e1+1, end, bar)
+	if e2 < 0 {
+		return
+	}
+	after[e2] = append(after[e2], "mov.u64 %st25, %clock64;")
+	if e3 := s.findOpt(e2, end, label("vec.end")); e3 >= 0 {
+		after[e3] = append(after[e3], "mov.u64 %st26, %clock64;")
+	}
+}
+
 // waitEnd is the end of the first mbarrier wait from from on.
 func (s *sites) waitEnd(from int, what string) int {
 	return s.find(s.find(from, what, contains("mbarrier.try_wait")), "end of "+what, closing)
@@ -185,7 +220,7 @@ func wgStores(addr, scratch string, st func(i int) string) []string {
 		"mad.lo.u32 %str4, %str6, 64, %str4;", "mul.wide.u32 " + addr + ", %str4, 4;",
 		"ld.param.u64 " + scratch + ", [flash_fwd_param_4];", "add.s64 " + addr + ", " + scratch + ", " + addr + ";",
 		"and.b32 %str7, %str5, 127;", "setp.eq.u32 %stp0, %str7, 0;", "add.u32 %str6, %str6, 13;", "bar.sync %str6, 128;"}
-	for i := 0; i < 24; i += 2 {
+	for i := 0; i < 28; i += 2 {
 		out = append(out, st(i))
 	}
 	return out
@@ -228,7 +263,7 @@ func patch(ptx string) (string, error) {
 		}
 	}
 	after := map[int][]string{
-		regs:  {".reg .b64 %st<24>;", ".reg .b32 %stc;", ".reg .b32 %str<8>;", ".reg .pred %stp<8>;"},
+		regs:  {".reg .b64 %st<28>;", ".reg .b32 %stc;", ".reg .b32 %str<8>;", ".reg .pred %stp<8>;"},
 		entry: {"mov.u64 %st0, %clock64;", "mov.u64 %st1, %globaltimer;"},
 		cons:  {"mov.u64 %st2, %clock64;"},
 		q:     {"mov.u64 %st3, %clock64;", "mov.u32 %stc, 0;"},
@@ -236,6 +271,7 @@ func patch(ptx string) (string, error) {
 		tail:  {"mov.u64 %st5, %clock64;"},
 	}
 	kvStamps(after, hdr, kw, v)
+	s.epilogueStamps(after, tail, ret)
 	// Before the exit: thread 0 of each consumer warpgroup writes the
 	// stamps over its warpgroup's LSE rows of the tile (pid_m = nctaid.x -
 	// 1 - ctaid.x), after a barrier of the warpgroup orders the kernel's
@@ -271,9 +307,23 @@ func report(lse []float32) string {
 		phase(fmt.Sprintf("iteration %d", i), 10+i, 11+i)
 	}
 	phase("last iteration", 16, 17)
+	phase("iteration 0 -> its K landed", 10, 18)
+	phase("its K -> its V landed", 18, 20)
+	phase("iteration 1 -> its K landed", 11, 19)
+	phase("its K -> its V landed", 19, 21)
 	phase("loop (Q landed -> exit)", 3, 4)
 	phase("last P·V after the loop", 4, 5)
 	phase("epilogue", 5, 6)
+	if stamp(lse, 0, 24) != 0 {
+		phase("  to its first barrier", 5, 24)
+		if stamp(lse, 0, 25) != 0 {
+			phase("  O into shared memory", 24, 25)
+			if stamp(lse, 0, 26) != 0 {
+				phase("  O stored", 25, 26)
+				phase("  the rest", 26, 6)
+			}
+		}
+	}
 	phase("tile (entry -> exit)", 0, 6)
 	return b.String()
 }
@@ -338,7 +388,7 @@ func patchPersistent(ptx string) (string, error) {
 		return "", fmt.Errorf("no LSE store in the epilogue")
 	}
 	after := map[int][]string{
-		regs:  {".reg .b64 %st<24>;", ".reg .b64 %sta<2>;", ".reg .b32 %stc;", ".reg .b32 %stk;", ".reg .b32 %str<8>;", ".reg .pred %stp<8>;"},
+		regs:  {".reg .b64 %st<28>;", ".reg .b64 %sta<2>;", ".reg .b32 %stc;", ".reg .b32 %stk;", ".reg .b32 %str<8>;", ".reg .pred %stp<8>;"},
 		entry: {"mov.u64 %st0, %clock64;", "mov.u64 %st1, %globaltimer;"},
 		cons:  {"mov.u64 %st2, %clock64;", "mov.u32 %stk, 0;"},
 		tile:  {"mov.u64 %st3, %clock64;", "mov.u32 %stc, 0;"},
@@ -347,6 +397,7 @@ func patchPersistent(ptx string) (string, error) {
 		tail:  {"mov.u64 %st6, %clock64;"},
 	}
 	kvStamps(after, hdr, kw, v)
+	s.epilogueStamps(after, tail, end)
 	// At the tile's end: thread 0 of each consumer warpgroup writes the
 	// stamps over its warpgroup's 64 LSE rows of slot k·nctaid.x + ctaid.x,
 	// after a barrier of the warpgroup.
@@ -408,9 +459,23 @@ func reportPersistent(lse []float32) string {
 		phase(fmt.Sprintf("iteration %d", i), all, span(10+i, 11+i))
 	}
 	phase("last iteration", all, span(16, 17))
+	phase("iteration 0 -> its K landed", all, span(10, 18))
+	phase("its K -> its V landed", all, span(18, 20))
+	phase("iteration 1 -> its K landed", all, span(11, 19))
+	phase("its K -> its V landed", all, span(19, 21))
 	phase("loop (Q landed -> exit)", all, span(4, 5))
 	phase("last P·V after the loop", all, span(5, 6))
 	phase("epilogue", all, span(6, 7))
+	if stamp(lse, 0, 24) != 0 {
+		phase("  to its first barrier", all, span(6, 24))
+		if stamp(lse, 0, 25) != 0 {
+			phase("  O into shared memory", all, span(24, 25))
+			if stamp(lse, 0, 26) != 0 {
+				phase("  O stored", all, span(25, 26))
+				phase("  the rest", all, span(26, 7))
+			}
+		}
+	}
 	phase("tile (start -> end)", all, span(3, 7))
 	return b.String()
 }
