@@ -28,6 +28,8 @@ type simBulk struct {
 	dst []byte
 	src uint64
 	n   int
+	// store: a tensor store (sim_tma_test.go), dst unused.
+	store *simTensorStore
 }
 
 // bulkAsm runs the bulk-reduction inline asm; false for other asm.
@@ -73,10 +75,14 @@ func (t *simThread) globalRun(addr uint64, n int) []byte {
 	return t.cta.m.global[addr : addr+uint64(n)]
 }
 
-// bulkWait performs the thread's reductions in flight.
+// bulkWait performs the thread's reductions and tensor stores in flight.
 func (t *simThread) bulkWait() {
 	m := t.cta.m
 	for _, b := range t.bulk {
+		if b.store != nil {
+			t.storeBox(b.store, b.src, b.n)
+			continue
+		}
 		t.cta.sched.checkLanded("cp.reduce.async.bulk", b.src, b.n)
 		src := t.cta.shared[b.src : b.src+uint64(b.n)]
 		m.mu.Lock()

@@ -230,7 +230,7 @@ type simThread struct {
 	ncopies int
 	wg      simWG     // wgmma state
 	local   []byte    // alloca'd memory, at simLocal + offset
-	bulk    []simBulk // bulk reductions in flight (sim_bulk_test.go)
+	bulk    []simBulk // bulk reductions and tensor stores in flight (sim_bulk_test.go)
 }
 
 // simLocal tags the generic addresses of a thread's allocas.
@@ -360,7 +360,7 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 				for g := 0; g < res.Threads/128; g++ {
 					cta.wgs = append(cta.wgs, newRendezvous(128))
 				}
-				if usesWGMMA {
+				if usesWGMMA || usesTMA {
 					cta.proxy = newProxyMarks(res.SharedBytes)
 				}
 				cta.sched = newSimSched(m, res.Threads, res.SharedBytes, usesTMA)
@@ -567,7 +567,7 @@ func (t *simThread) run(fn *ir.Func) {
 		switch term := b.Term.(type) {
 		case *ir.TermRet:
 			if len(t.bulk) > 0 {
-				t.cta.m.fail("thread %d exits with %d bulk reductions in flight (no cp.async.bulk.wait_group)", t.tid, len(t.bulk))
+				t.cta.m.fail("thread %d exits with %d bulk reductions or tensor stores in flight (no cp.async.bulk.wait_group)", t.tid, len(t.bulk))
 			}
 			return
 		case *ir.TermBr:

@@ -25,6 +25,14 @@ package codegen
 //     wgmma touching them fails (a missing wait, or an overwrite of a tile
 //     still being read). Landed bytes are async-proxy writes: they clear the
 //     generic-proxy marks of wgmma's check;
+//   - cp.async.bulk.tensor.Nd.global.shared::cta.bulk_group stores a box
+//     from shared memory (laid out as a load's, swizzled) through a tensor
+//     map, writing no element outside the map's extents, in the issuing
+//     thread's bulk group: its source must be fenced for the async proxy
+//     (fence.proxy.async) and hold no copy in flight when it is issued;
+//     the simulator reads it and writes global memory at the thread's
+//     cp.async.bulk.wait_group(.read) 0 (sim_bulk_test.go), failing when
+//     the source changed since the issue (an overwrite before the wait);
 //   - a thread blocked at a bar.sync, a warp/warpgroup rendezvous or an
 //     mbarrier wait counts as blocked; when every live thread of the CTA
 //     is, the wait fails (naming an mbarrier wait when there is one)
@@ -80,6 +88,7 @@ var (
 	mbarInitRE   = regexp.MustCompile(`mbarrier\.init(?:\.shared(?:::cta)?)?\.b64 \[(\$\d+)\], (\$\d+|\d+);`)
 	mbarArriveRE = regexp.MustCompile(`mbarrier\.arrive(\.expect_tx)?(?:\.release\.cta)?(?:\.shared(?:::cta)?)?\.b64 _, \[(\$\d+)\](?:, (\$\d+|\d+))?;`)
 	mbarWaitRE   = regexp.MustCompile(`mbarrier\.try_wait\.parity(?:\.acquire\.cta)?(?:\.shared(?:::cta)?)?\.b64 (\w+), \[(\$\d+)\], (\$\d+|\d+);`)
+	tmaStoreRE   = regexp.MustCompile(`cp\.async\.bulk\.tensor\.(\d)d\.global\.shared::cta(?:\.tile)?\.bulk_group \[(\$\d+), \{([^}]*)\}\], \[(\$\d+)\];`)
 	tmaLoadRE    = regexp.MustCompile(`cp\.async\.bulk\.tensor\.(\d)d\.shared::cluster\.global(?:\.tile)?\.mbarrier::complete_tx::bytes \[(\$\d+)\], \[(\$\d+), \{([^}]*)\}\], \[(\$\d+)\];`)
 )
 
@@ -402,6 +411,21 @@ func (t *simThread) tmaAsm(in *ir.InstCall, s string, args []uint64) bool {
 		return args[k]
 	}
 	switch {
+	case strings.Contains(s, "cp.async.bulk.tensor") && strings.Contains(s, ".bulk_group"):
+		sm := tmaStoreRE.FindStringSubmatch(s)
+		if sm == nil {
+			m.fail("unparsed cp.async.bulk.tensor store asm %q", s)
+		}
+		n := int(sm[1][0] - '0')
+		refs := strings.Split(sm[3], ",")
+		if len(refs) != n {
+			m.fail("cp.async.bulk.tensor.%dd with %d coordinates", n, len(refs))
+		}
+		coords := make([]int64, n)
+		for i, r := range refs {
+			coords[i] = int64(int32(uint32(op(strings.TrimSpace(r)))))
+		}
+		t.tmaStore(op(sm[2]), coords, uint64(uint32(op(sm[4]))))
 	case strings.Contains(s, "cp.async.bulk.tensor"):
 		sm := tmaLoadRE.FindStringSubmatch(s)
 		if sm == nil {
@@ -534,6 +558,94 @@ func (t *simThread) tmaLoad(dst, tmAddr uint64, coords []int64, bar uint64) {
 	}
 	b.copies = append(b.copies, &simBulkCopy{tm: tm, dst: dst, coords: coords})
 	s.wake()
+}
+
+// tmaStore issues a cp.async.bulk.tensor store of the box at coords of
+// the tensor map at tmAddr from shared src into the thread's bulk group
+// (performed at its wait: bulkWait).
+func (t *simThread) tmaStore(tmAddr uint64, coords []int64, src uint64) {
+	m := t.cta.m
+	tm := m.tmaps[tmAddr]
+	if tm == nil {
+		m.fail("cp.async.bulk.tensor store: %#x is not a tensor-map parameter's address", tmAddr)
+	}
+	if len(coords) != len(tm.dims) {
+		m.fail("cp.async.bulk.tensor.%dd store through the %d-d tensor map %s", len(coords), len(tm.dims), tm.name)
+	}
+	align := uint64(128)
+	if tm.swizzle > 0 {
+		align = uint64(8 * tm.swizzle)
+	}
+	n := tm.boxBytes()
+	if src%align != 0 || src+uint64(n) > uint64(len(t.cta.shared)) {
+		m.fail("cp.async.bulk.tensor store source %#x (+%d bytes) not %d-aligned inside SharedBytes=%d", src, n, align, len(t.cta.shared))
+	}
+	t.cta.sched.checkLanded("cp.async.bulk.tensor store", src, n)
+	if p := t.cta.proxy; p != nil {
+		p.mu.Lock()
+		for a := src; a < src+uint64(n); a++ {
+			if who := p.marks[a]; who != 0 {
+				p.mu.Unlock()
+				m.fail("cp.async.bulk.tensor store reads shared byte %d written by thread %d through the generic proxy without fence.proxy.async", a, who-1)
+			}
+		}
+		p.mu.Unlock()
+	}
+	seen := append([]byte(nil), t.cta.shared[src:src+uint64(n)]...)
+	t.bulk = append(t.bulk, simBulk{src: src, n: n, store: &simTensorStore{tm: tm, coords: coords, seen: seen}})
+}
+
+// simTensorStore is a tensor store in flight: its map and coordinates, and
+// its source as it was at the issue.
+type simTensorStore struct {
+	tm     *simTMap
+	coords []int64
+	seen   []byte
+}
+
+// storeBox performs tensor store st of the box at shared src (n bytes):
+// each element inside the map's extents goes to global memory.
+func (t *simThread) storeBox(st *simTensorStore, src uint64, n int) {
+	m := t.cta.m
+	tm := st.tm
+	box := t.cta.shared[src : src+uint64(n)]
+	for i := range box {
+		if box[i] != st.seen[i] {
+			m.fail("shared byte %d of a cp.async.bulk.tensor store's source through %s changed before the store's cp.async.bulk.wait_group.read (an overwrite of a tile still being read)", src+uint64(i), tm.name)
+		}
+	}
+	dims := len(tm.box)
+	idx := make([]int, dims)
+	type elem struct{ dst, a uint64 }
+	var out []elem
+	for e := 0; e < n/tm.elem; e++ {
+		rem := e
+		oob := false
+		dst := tm.base
+		for i := 0; i < dims; i++ {
+			idx[i] = rem % tm.box[i]
+			rem /= tm.box[i]
+			x := st.coords[i] + int64(idx[i])
+			if x < 0 || x >= tm.dims[i] {
+				oob = true
+			}
+			dst += uint64(x) * tm.strides[i]
+		}
+		if oob {
+			continue
+		}
+		a := uint64(e * tm.elem)
+		if tm.swizzle > 0 {
+			a ^= (a >> 7 & uint64(tm.swizzle/16-1)) << 4
+		}
+		m.checkGlobal(dst, tm.elem)
+		out = append(out, elem{dst, a})
+	}
+	m.mu.Lock()
+	for _, o := range out {
+		copy(m.global[o.dst:o.dst+uint64(tm.elem)], box[o.a:o.a+uint64(tm.elem)])
+	}
+	m.mu.Unlock()
 }
 
 // mbarWait blocks until the phase of the given parity of the mbarrier at
@@ -898,6 +1010,149 @@ func TestSimTMALand3D(t *testing.T) {
 		if (i >= 1024) == (mk != 0) {
 			t.Fatalf("proxy mark of byte %d is %d after the copy", i, mk)
 		}
+	}
+}
+
+// tmaStoreTestKernel is a 64-thread kernel: every thread copies 16 bytes
+// of src (512 bf16) to shared memory at tid·16, (with fence) fences them
+// for the async proxy, and after a barrier thread 0 stores the [64 x 8]
+// box of shared 0 (as laid out, swizzled) at (0, row0) of the tensor map
+// %tm over dst, commits the bulk group, (with overwrite) writes shared
+// byte 0 and (with wait) waits for the store's read.
+func tmaStoreTestKernel(fence, overwrite, wait bool) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p(`target triple = "nvptx64-nvidia-cuda"`)
+	p(`@smem = external addrspace(3) global [0 x i8], align 1024`)
+	p(`define ptx_kernel void @tma_store_test(i16 addrspace(1)* %%src, i16 addrspace(1)* %%dst, i32 %%rows, i32 %%stride, i32 %%row0, [128 x i8]* byval([128 x i8]) align 64 %%tm) {`)
+	p(`entry:`)
+	p(`	%%tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()`)
+	p(`	%%sp0 = bitcast [0 x i8] addrspace(3)* @smem to i8 addrspace(3)*`)
+	p(`	%%s0 = ptrtoint i8 addrspace(3)* %%sp0 to i32`)
+	p(`	%%tmi = ptrtoint [128 x i8]* %%tm to i64`)
+	p(`	%%ei = mul i32 %%tid, 8`)
+	p(`	%%gp = getelementptr i16, i16 addrspace(1)* %%src, i32 %%ei`)
+	p(`	%%gv = bitcast i16 addrspace(1)* %%gp to <8 x i16> addrspace(1)*`)
+	p(`	%%v = load <8 x i16>, <8 x i16> addrspace(1)* %%gv, align 16`)
+	p(`	%%off = mul i32 %%tid, 16`)
+	p(`	%%sa = add i32 %%s0, %%off`)
+	p(`	%%sp = inttoptr i32 %%sa to <8 x i16> addrspace(3)*`)
+	p(`	store <8 x i16> %%v, <8 x i16> addrspace(3)* %%sp, align 16`)
+	if fence {
+		p(`	call void asm sideeffect "fence.proxy.async.shared::cta;", "~{memory}"()`)
+	}
+	p(`	call void @llvm.nvvm.barrier0()`)
+	p(`	%%is0 = icmp eq i32 %%tid, 0`)
+	p(`	br i1 %%is0, label %%issue, label %%done`)
+	p(`issue:`)
+	p(`	call void asm sideeffect %s, "l,r,r,r,~{memory}"(i64 %%tmi, i32 0, i32 %%row0, i32 %%s0)`,
+		llQuote("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];"))
+	p(`	call void asm sideeffect "cp.async.bulk.commit_group;", "~{memory}"()`)
+	if overwrite {
+		p(`	%%h0 = bitcast i8 addrspace(3)* %%sp0 to i16 addrspace(3)*`)
+		p(`	store i16 7, i16 addrspace(3)* %%h0, align 2`)
+	}
+	if wait {
+		p(`	call void asm sideeffect "cp.async.bulk.wait_group.read 0;", "~{memory}"()`)
+	}
+	p(`	br label %%done`)
+	p(`done:`)
+	p(`	ret void`)
+	p(`}`)
+	p(`declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()`)
+	p(`declare void @llvm.nvvm.barrier0()`)
+	return b.String()
+}
+
+// tmaStoreTestResult describes tmaStoreTestKernel's parameters: dst is a
+// [rows x stride] bf16 tensor of 64 columns, mapped with a [64 x 8] box.
+func tmaStoreTestResult() *Result {
+	r := tmaTestResult()
+	r.Name = "tma_store_test"
+	r.SharedBytes = 1024
+	r.Params[0].Name, r.Params[1].Name = "src", "dst"
+	r.Params[5].TMA.Tensor = "dst"
+	return r
+}
+
+// tmaStoreTestArgs are tmaStoreTestKernel's arguments: 512 distinct bf16
+// values, and dst filled with 0.5.
+func tmaStoreTestArgs(row0 int) []any {
+	src := make([]float64, 512)
+	for i := range src {
+		src[i] = float64(half.BF16ToF32(uint16(0x3f80 + i)))
+	}
+	dst := make([]float64, tmaTestRows*tmaTestStride)
+	for i := range dst {
+		dst[i] = 0.5
+	}
+	return []any{
+		&cpu.Buffer{Name: "src", Elem: tir.BF16, Vals: src},
+		&cpu.Buffer{Name: "dst", Elem: tir.BF16, Vals: dst},
+		tmaTestRows, tmaTestStride, row0,
+	}
+}
+
+// TestSimTMAStoreBox stores a [64 x 8] bf16 box with a 128-byte swizzle
+// through a tensor map of a [10 x 64] (row stride 72) tensor, with rows out
+// of bounds on either side, and checks every element of the tensor: the
+// box's rows inside the bounds unswizzled, nothing else written.
+func TestSimTMAStoreBox(t *testing.T) {
+	for _, row0 := range []int{5, -3, 0} {
+		t.Run(fmt.Sprintf("row0=%d", row0), func(t *testing.T) {
+			args := tmaStoreTestArgs(row0)
+			if err := simulateWithin(t, time.Minute, tmaStoreTestKernel(true, false, true), tmaStoreTestResult(), args, false); err != nil {
+				t.Fatal(err)
+			}
+			src, dst := args[0].(*cpu.Buffer).Vals, args[1].(*cpu.Buffer).Vals
+			written := 0
+			for y := 0; y < tmaTestRows; y++ {
+				for c := 0; c < tmaTestStride; c++ {
+					want := 0.5
+					if r := y - row0; r >= 0 && r < 8 && c < 64 {
+						o := r*128 + 2*c
+						o ^= (o >> 7 & 7) << 4
+						want = src[o/2]
+						written++
+					}
+					if got := dst[y*tmaTestStride+c]; got != want {
+						t.Fatalf("dst row %d col %d: got %v, want %v", y, c, got, want)
+					}
+				}
+			}
+			wantRows := 0
+			for r := 0; r < 8; r++ {
+				if y := row0 + r; y >= 0 && y < tmaTestRows {
+					wantRows++
+				}
+			}
+			if written != 64*wantRows {
+				t.Fatalf("%d elements written, want %d", written, 64*wantRows)
+			}
+		})
+	}
+}
+
+// TestSimTMAStoreErrors checks that the simulator rejects a store whose
+// source was not fenced, one not waited for, and one whose source is
+// written before the wait.
+func TestSimTMAStoreErrors(t *testing.T) {
+	for _, c := range []struct {
+		name                   string
+		fence, overwrite, wait bool
+		want                   string
+	}{
+		{name: "no fence", wait: true, want: "without fence.proxy.async"},
+		{name: "no wait", fence: true, want: "in flight"},
+		{name: "overwrite", fence: true, overwrite: true, wait: true, want: "changed before the store's cp.async.bulk.wait_group.read"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := simulateWithin(t, time.Minute, tmaStoreTestKernel(c.fence, c.overwrite, c.wait), tmaStoreTestResult(), tmaStoreTestArgs(5), false)
+			t.Logf("%v", err)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error with %q", err, c.want)
+			}
+		})
 	}
 }
 

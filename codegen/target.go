@@ -62,20 +62,25 @@ func Target(arch string) (string, error) {
 // compile's inputs (wgmma on sm_90a, which FAC_WGMMA=0 turns off, and TMA staging with
 // it, which FAC_TMA=0 turns off: "wgmma-cpasync", or FAC_TMA=barrier keeps on a CTA barrier
 // per iteration: "wgmma-tmabarrier", or FAC_DQ_BULK=1 adds f32 tiles through shared memory in bulk:
-// "wgmma-dqbulk"), so that kernels built with
+// "wgmma-dqbulk"; FAC_TMA_STORE=1, TMA stores of stored tiles, adds
+// "-tmastore" to any of the TMA ones: "wgmma-tmastore"), so that kernels built with
 // and without them never share a cache entry or a bundle slot; "" when none.
 func Variant(arch string) string {
 	if t, err := targetFor(arch); err == nil {
 		if s, ok := t.t.(*sm90.Target); ok && s.WGMMA {
+			v := "wgmma"
 			switch {
 			case !s.TMA:
 				return "wgmma-cpasync"
 			case !s.Release:
-				return "wgmma-tmabarrier"
+				v = "wgmma-tmabarrier"
 			case s.DQBulk:
-				return "wgmma-dqbulk"
+				v = "wgmma-dqbulk"
 			}
-			return "wgmma"
+			if s.TMAStore {
+				v += "-tmastore"
+			}
+			return v
 		}
 	}
 	return ""

@@ -90,7 +90,7 @@ func compileCmd() *cobra.Command {
 						}
 					}
 					if len(tma) > 0 {
-						fmt.Fprintf(os.Stderr, "compile: TMA loads of %s\n", strings.Join(tma, ", "))
+						fmt.Fprintf(os.Stderr, "compile: TMA tensor maps of %s\n", strings.Join(tma, ", "))
 					}
 					for _, n := range t.Notes {
 						fmt.Fprintf(os.Stderr, "compile: note: %s\n", n)

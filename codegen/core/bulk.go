@@ -271,3 +271,13 @@ func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []valu
 	l.smemDirty = true
 	return true
 }
+
+// BulkStoreIssued records that this thread's code issued bulk tensor
+// stores (TensorStoreTarget) reading the scratch area, in a committed bulk
+// group: the next CTA barrier waits for their reads first
+// (cp.async.bulk.wait_group.read, a no-op in threads that issued none), as
+// the kernel does before it exits, and shared memory counts as accessed.
+func (l *Lowerer) BulkStoreIssued() {
+	l.bulkPending, l.bulkStored = true, true
+	l.smemDirty = true
+}

@@ -24,7 +24,7 @@ import "github.com/fac-compiler/fac/tir"
 func (a *assigner) coalesceStore(op *tir.Op, lay Layout) (Layout, bool) {
 	p := op.Args[0]
 	t := p.Type
-	if t.Rank() != 2 || a.l.noCoalesce || a.inLoop(op) {
+	if t.Rank() != 2 || a.l.noCoalesce || a.inLoop(op) || a.l.tensorStore(op) {
 		return nil, false
 	}
 	bytes := t.Elem.Bytes()
@@ -64,6 +64,13 @@ func rowRun(x *Linear, d int) int {
 		}
 	}
 	return run
+}
+
+// tensorStore reports whether the target writes store op from shared
+// memory in bulk (TensorStoreTarget).
+func (l *Lowerer) tensorStore(op *tir.Op) bool {
+	t, ok := l.target.(TensorStoreTarget)
+	return ok && op.Kind == tir.OpStore && t.TensorStore(op)
 }
 
 // inLoop reports whether op sits in the body of a for loop, at any depth,

@@ -21,9 +21,10 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	defer func() { l.depth-- }()
 	l.smemDirty = true
 	defer func() { l.smemDirty = true }()
-	if l.bulkIn(op.Regions[0]) {
-		// The previous iteration's bulk reductions may still read their
-		// staging area: the body's first barrier waits for them.
+	if l.bulkIn(op.Regions[0]) || op.Regions[0].Any(l.tensorStore) {
+		// The previous iteration's bulk reductions or tensor stores may
+		// still read their staging area: the body's first barrier waits
+		// for them.
 		l.bulkPending = true
 		defer func() { l.bulkPending = true }()
 	}

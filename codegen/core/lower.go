@@ -77,6 +77,9 @@ func (l *Lowerer) lowerKernel() {
 	if l.bulkUsed {
 		// Shared memory must outlive the bulk reductions that read it.
 		l.asm(types.Void, "cp.async.bulk.wait_group 0;", "~{memory}", true)
+	} else if l.bulkStored {
+		// Shared memory must outlive the tensor stores' reads of it.
+		l.asm(types.Void, "cp.async.bulk.wait_group.read 0;", "~{memory}", true)
 	}
 	l.fusePhiPacks()
 	l.b.NewRet(nil)

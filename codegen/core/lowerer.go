@@ -114,6 +114,9 @@ type Lowerer struct {
 	// bulkUsed: some were issued (the kernel waits for them before it
 	// exits).
 	bulkPending, bulkUsed bool
+	// bulkStored: bulk tensor stores were issued (TensorStoreTarget); the
+	// kernel waits for their reads of shared memory before it exits.
+	bulkStored bool
 	// loops are the for loops being lowered, innermost last (bulk.go);
 	// stagingFrom, when not 0, is where a bulk reduction's staging starts
 	// in the scratch area, which later scratch uses in its loop must stay
@@ -197,6 +200,10 @@ func (l *Lowerer) CoalescedStores() int { return l.coalesced }
 // SetCoalesceStores allows (the default) or forbids converting stored
 // tiles into 16-byte vectors through shared memory (coalesceStore).
 func (l *Lowerer) SetCoalesceStores(on bool) { l.noCoalesce = !on }
+
+// CoalesceStores reports whether stored tiles may go through shared
+// memory (SetCoalesceStores): a target's bulk tensor stores do too.
+func (l *Lowerer) CoalesceStores() bool { return !l.noCoalesce }
 
 // ---- assignment queries (after assign-layouts) ----
 

@@ -296,6 +296,16 @@ func (l *Lowerer) lowerStore(op *tir.Op) {
 	ws := l.a.operandWants(op, lay)
 	pt := op.Args[0].Type
 	e := pt.Elem
+	if l.tensorStore(op) {
+		// From shared memory in bulk (the target's), when it can take
+		// the value's layout; counted with the stores through shared
+		// memory, which a kernel short of it goes without (codegen.Lower).
+		vals := l.Get(op.Args[1], ws[1])
+		if l.target.(TensorStoreTarget).LowerTensorStore(l, op, vals, lay) {
+			l.coalesced++
+			return
+		}
+	}
 	ptrs := l.Get(op.Args[0], ws[0])
 	vals := l.Get(op.Args[1], ws[1])
 	var mask []value.Value

@@ -54,6 +54,19 @@ type BulkReduceTarget interface {
 	BulkReduce(l *Lowerer) bool
 }
 
+// TensorStoreTarget is implemented by targets that can write a stored
+// tile from shared memory in bulk (sm90: a TMA store, FAC_TMA_STORE=1).
+// TensorStore reports whether store op takes that path; it is decided
+// before assign-layouts (coalesceStore then leaves the value in its own
+// layout), only where CoalesceStores allows stores through shared memory.
+// LowerTensorStore emits the store from vals, the value's registers in
+// layout lay, or returns false (nothing emitted) to leave it to the core's
+// store from registers.
+type TensorStoreTarget interface {
+	TensorStore(op *tir.Op) bool
+	LowerTensorStore(l *Lowerer, op *tir.Op, vals []value.Value, lay Layout) bool
+}
+
 // PrologueTarget is implemented by targets that emit code at the start of
 // the kernel body, before the first tile-IR op (sm90: mbarrier set-up).
 type PrologueTarget interface {

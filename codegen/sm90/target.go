@@ -34,6 +34,12 @@ const EnvWGMMA = "FAC_WGMMA"
 // default: with dQᵀ's GEMM issued first, the reds were faster (session 14).
 const EnvDQBulk = "FAC_DQ_BULK"
 
+// EnvTMAStore ("1") writes eligible stored tiles (the forward's O) from
+// shared memory with TMA stores (tmastore.go) instead of 16-byte vectors
+// per thread; its own identity (codegen.Variant adds "-tmastore"). Not the
+// default until it is timed on the GPU.
+const EnvTMAStore = "FAC_TMA_STORE"
+
 // BulkReduce: core.BulkReduceTarget (FAC_DQ_BULK=1).
 func (t *Target) BulkReduce(*core.Lowerer) bool { return t.DQBulk }
 
@@ -60,6 +66,11 @@ type Target struct {
 	// with cp.reduce.async.bulk (core.BulkReduceTarget; with TMA and
 	// FAC_DQ_BULK=1).
 	DQBulk bool
+	// TMAStore writes eligible stored tiles by TMA (tmastore.go; with TMA
+	// and FAC_TMA_STORE=1).
+	TMAStore bool
+	// tmaStores are the stores tma-store planned, by op.
+	tmaStores map[*tir.Op]*tmaStore
 	// tmaBars are the arrival counts of the TMA tiles' mbarriers, 8 bytes
 	// each from tmaBase.
 	tmaBars []int
@@ -86,14 +97,21 @@ var _ core.Target = (*Target)(nil)
 func New(arch string) *Target {
 	w := arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"
 	tma := w && !tmaOff()
-	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) == "1"}
+	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) == "1",
+		TMAStore: tma && os.Getenv(EnvTMAStore) == "1"}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
 // staging (select-async for shared tiles, stage-resident, tma-loads);
 // warp specialization goes here.
+// With FAC_TMA_STORE=1, tma-store picks the TMA stores before
+// assign-layouts (their values keep their own layouts).
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
+	ps := []core.Phase{core.CheckKernel, SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
+	if t.TMAStore {
+		ps = append(ps[:3], append([]core.Phase{TMAStores}, ps[3:]...)...)
+	}
+	return ps
 }
 
 // DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.

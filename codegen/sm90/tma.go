@@ -217,6 +217,17 @@ func matchTMA(l *core.Lowerer, op *tir.Op, tl tile) (*artifact.TMA, []*tir.Value
 	if len(op.Args) == 3 && !core.IsZeroConst(op.Args[2]) {
 		return nil, nil, "masked elements are not zero"
 	}
+	var mask *tir.Value
+	if len(op.Args) == 3 {
+		mask = op.Args[1]
+	}
+	return matchTile(l, op.Args[0], mask, tl)
+}
+
+// matchTile matches a pointer tensor of 16-bit elements (a load's or a
+// store's) and its mask (nil: none) against the affine form of a tensor
+// map: see matchTMA.
+func matchTile(l *core.Lowerer, ptrs, mask *tir.Value, tl tile) (*artifact.TMA, []*tir.Value, string) {
 	params := map[*tir.Value]bool{}
 	for _, p := range l.Func().Params {
 		params[p] = true
@@ -243,7 +254,7 @@ func matchTMA(l *core.Lowerer, op *tir.Op, tl tile) (*artifact.TMA, []*tir.Value
 		}
 		return false
 	}
-	if !ptr(op.Args[0]) {
+	if !ptr(ptrs) {
 		return nil, nil, "the pointer is not a kernel tensor plus offsets"
 	}
 	spec := &artifact.TMA{Tensor: root.Name, Swizzle: tl.w}
@@ -272,8 +283,8 @@ func matchTMA(l *core.Lowerer, op *tir.Op, tl tile) (*artifact.TMA, []*tir.Value
 		return nil, nil, "more than five dims"
 	}
 	bound := ""
-	if len(op.Args) == 3 {
-		b, ok := rowBound(op.Args[1], *row, isParam)
+	if mask != nil {
+		b, ok := rowBound(mask, *row, isParam)
 		if !ok {
 			return nil, nil, "the mask is not rows < a parameter"
 		}

@@ -232,7 +232,7 @@ func encodeTensorMap(call *launch.Call, tm launch.TensorMap, addr cuda.DevicePtr
 		}
 	}
 	if bad != "" {
-		return nil, fmt.Errorf("kernel %s: tensor %s: TMA needs a 16-byte aligned address and strides that are multiples of 16 bytes (%s); set FAC_TMA=0 to compile the cp.async path", call.Kernel, tensor, bad)
+		return nil, fmt.Errorf("kernel %s: tensor %s: TMA needs a 16-byte aligned address and strides that are multiples of 16 bytes (%s); set FAC_TMA=0 to compile the cp.async path (for an output, leaving FAC_TMA_STORE unset is enough)", call.Kernel, tensor, bad)
 	}
 	dt := cuda.TensorBFloat16
 	switch tm.Elem {
