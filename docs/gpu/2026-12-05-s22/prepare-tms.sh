@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 22: the builds of call 4, into DIR (default .gpu/s22m), run from the tree of branch
-# s22-tmastore (FAC_TMA_STORE=1: the epilogue's O through a TMA store). fac; the forward and backward
+# Session 22: the builds of call 4, into DIR (default .gpu/s22m), run from the tree (branch
+# s22-tmastore, merged: FAC_TMA_STORE=1, the epilogue's O through a TMA store). fac; the forward and backward
 # bench bundles with (tms) and without (t) the TMA store, D = 128 (five masks) and D = 64 (none,
 # causal); a check bundle of tms (six masks, bf16/f16, D 64/128, forward and backward); the PTX of
 # tms for ptxas -v; timeline bundles (ptxstamp) of tms. Then a slim copy of the GPU suite's sm_90a
