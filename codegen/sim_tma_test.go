@@ -410,37 +410,33 @@ func (t *simThread) tmaAsm(in *ir.InstCall, s string, args []uint64) bool {
 		}
 		return args[k]
 	}
+	// coords are the values of a tensor copy's coordinate operands (list,
+	// comma-separated), dims of them ("2d" and so on).
+	coords := func(dims, list string) []int64 {
+		n := int(dims[0] - '0')
+		refs := strings.Split(list, ",")
+		if len(refs) != n {
+			m.fail("cp.async.bulk.tensor.%dd with %d coordinates", n, len(refs))
+		}
+		c := make([]int64, n)
+		for i, r := range refs {
+			c[i] = int64(int32(uint32(op(strings.TrimSpace(r)))))
+		}
+		return c
+	}
 	switch {
 	case strings.Contains(s, "cp.async.bulk.tensor") && strings.Contains(s, ".bulk_group"):
 		sm := tmaStoreRE.FindStringSubmatch(s)
 		if sm == nil {
 			m.fail("unparsed cp.async.bulk.tensor store asm %q", s)
 		}
-		n := int(sm[1][0] - '0')
-		refs := strings.Split(sm[3], ",")
-		if len(refs) != n {
-			m.fail("cp.async.bulk.tensor.%dd with %d coordinates", n, len(refs))
-		}
-		coords := make([]int64, n)
-		for i, r := range refs {
-			coords[i] = int64(int32(uint32(op(strings.TrimSpace(r)))))
-		}
-		t.tmaStore(op(sm[2]), coords, uint64(uint32(op(sm[4]))))
+		t.tmaStore(op(sm[2]), coords(sm[1], sm[3]), uint64(uint32(op(sm[4]))))
 	case strings.Contains(s, "cp.async.bulk.tensor"):
 		sm := tmaLoadRE.FindStringSubmatch(s)
 		if sm == nil {
 			m.fail("unparsed cp.async.bulk.tensor asm %q", s)
 		}
-		n := int(sm[1][0] - '0')
-		refs := strings.Split(sm[4], ",")
-		if len(refs) != n {
-			m.fail("cp.async.bulk.tensor.%dd with %d coordinates", n, len(refs))
-		}
-		coords := make([]int64, n)
-		for i, r := range refs {
-			coords[i] = int64(int32(uint32(op(strings.TrimSpace(r)))))
-		}
-		t.tmaLoad(uint64(uint32(op(sm[2]))), op(sm[3]), coords, uint64(uint32(op(sm[5]))))
+		t.tmaLoad(uint64(uint32(op(sm[2]))), op(sm[3]), coords(sm[1], sm[4]), uint64(uint32(op(sm[5]))))
 	case strings.Contains(s, "mbarrier.try_wait.parity"):
 		sm := mbarWaitRE.FindStringSubmatch(s)
 		if sm == nil || !strings.Contains(s, "@!"+sm[1]+" bra ") {

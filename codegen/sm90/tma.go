@@ -62,13 +62,18 @@ const (
 // asmTMA is the tensor copy of an n-dim box: [$0] destination, [$1, {$2
 // .. $n+1}] tensor map and coordinates, [$n+2] mbarrier.
 func asmTMA(n int) (text, constraints string) {
+	text = fmt.Sprintf("cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {%s}], [$%d];",
+		n, asmOperands(2, n), n+2)
+	return text, "r,l" + strings.Repeat(",r", n+1) + ",~{memory}"
+}
+
+// asmOperands lists n inline-asm operands from $from: "$2, $3, …".
+func asmOperands(from, n int) string {
 	cs := make([]string, n)
 	for i := range cs {
-		cs[i] = fmt.Sprintf("$%d", i+2)
+		cs[i] = fmt.Sprintf("$%d", from+i)
 	}
-	text = fmt.Sprintf("cp.async.bulk.tensor.%dd.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {%s}], [$%d];",
-		n, strings.Join(cs, ", "), n+2)
-	return text, "r,l" + strings.Repeat(",r", n+1) + ",~{memory}"
+	return strings.Join(cs, ", ")
 }
 
 // tmaLoad is the TMA plan of one staged tile.

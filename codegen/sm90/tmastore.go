@@ -48,11 +48,7 @@ const (
 // asmTMAStore is the tensor store of an n-dim box: [$0, {$1 .. $n}] tensor
 // map and coordinates, [$n+1] the shared source.
 func asmTMAStore(n int) (text, constraints string) {
-	cs := make([]string, n)
-	for i := range cs {
-		cs[i] = fmt.Sprintf("$%d", i+1)
-	}
-	text = fmt.Sprintf("cp.async.bulk.tensor.%dd.global.shared::cta.bulk_group [$0, {%s}], [$%d];", n, strings.Join(cs, ", "), n+1)
+	text = fmt.Sprintf("cp.async.bulk.tensor.%dd.global.shared::cta.bulk_group [$0, {%s}], [$%d];", n, asmOperands(1, n), n+1)
 	return text, "l" + strings.Repeat(",r", n+1) + ",~{memory}"
 }
 
