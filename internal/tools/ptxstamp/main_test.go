@@ -17,7 +17,7 @@ import (
 func TestPatch(t *testing.T) {
 	ptx, out := patched(t, map[string]string{"DTYPE": "bf16", "HEAD_DIM": "128"})
 	last := -1
-	for _, s := range []string{"mov.u64 %st0, %clock64;", "mov.u64 %st2, %clock64;", "mov.u64 %st3, %clock64;",
+	for _, s := range []string{"mov.u64 %st0, %clock64;", epilogueZero, "mov.u64 %st2, %clock64;", "mov.u64 %st3, %clock64;",
 		"setp.eq.u32 %stp0, %stc, 0;", "@%stp6 mov.u64 %st18, %st23;", "@%stp6 mov.u64 %st20, %st23;",
 		"mov.u64 %st4, %clock64;", "mov.u64 %st5, %clock64;", "mov.u64 %st24, %clock64;", "mov.u64 %st25, %clock64;",
 		"mov.u64 %st26, %clock64;", "bar.sync %str6, 128;", "st.global.v2.u64 [%st9+176], {%st22, %st23};",
