@@ -4,7 +4,8 @@
 # 1. in-kernel timelines (with the epilogue's stamps) of the default (t), persistent (p) and the TMA
 #    store (tms) at S = 8192, B = 2, H = 16, D = 128: sliding window 1024, document, causal;
 # 2. ptxas -v of tms (forward D 64/128, backward causal);
-# 3. GPU checks of tms, forward and backward, odd shapes and GQA, bf16 D 64/128, f16 D 128;
+# 3. GPU checks of tms, forward and backward (the deterministic one too: flash_bwd_dq's dQ), odd
+#    shapes and GQA, bf16 D 64/128, f16 D 128;
 # 4. t against tms in turns: forward (two rounds), backward, D = 64, S = 32768;
 # 5. the GPU suite on sm_90a (the merged tree's kernels, .gpu/s22v's files).
 set -u
@@ -32,6 +33,11 @@ done; done
 FAC_TMA_STORE=1 $f run --device cuda --bundle $D/tms-check.bundle --mask "prefix_lm(100)" --backward --scale -0.2 \
   --seqlen-q 700 --seqlen-k 900 --dim 128 --heads 2 --batch 1 --dtype f16 2>&1 | tail -1 | cut -c1-90
 echo "rc=${PIPESTATUS[0]} tms f16 prefix_lm(100) D=128 scale -0.2"
+for h in 64 128; do
+  FAC_TMA_STORE=1 $f run --device cuda --bundle $D/tms-det.bundle --const DETERMINISTIC=true --const AUX_GRAD=false --backward \
+    --mask "sliding_window(20, 3)" --seqlen-q 1537 --seqlen-k 1000 --dim $h --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
+  echo "rc=${PIPESTATUS[0]} tms deterministic backward D=$h"
+done
 F='^(none|causal|sliding|document|prefix)'
 for r in 1 2; do for v in t tms; do e=""; [ $v = tms ] && e=1
   echo "== r$r $v D=128"; FAC_TMA_STORE=$e $f bench --bundle $D/$v-d128.bundle --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80

@@ -20,6 +20,9 @@ for v in t tms; do
 done
 cm=(--mask causal --mask "sliding_window(20, 3)" --mask "sliding_window(1023, 0)" --mask document --mask none --mask "prefix_lm(100)")
 FAC_TMA_STORE=1 $d/fac build --backward "${cm[@]}" --dtype bf16,f16 --dim 64,128 --arch sm_90a --cache-dir - -o $d/tms-check.bundle
+# The deterministic backward's dQ kernel (flash_bwd_dq) takes the TMA store too.
+FAC_TMA_STORE=1 $d/fac build --backward --mask "sliding_window(20, 3)" --const DETERMINISTIC=true --const AUX_GRAD=false \
+  --dtype bf16 --dim 64,128 --arch sm_90a --cache-dir - -o $d/tms-det.bundle
 for m in causal "sliding_window(1023, 0)" document none; do for h in 64 128; do
   n=$(echo "tms_${m}_d$h" | tr -c 'a-z0-9_\n' '_')
   FAC_TMA_STORE=1 $d/fac compile --cache-dir - --mask "$m" --const DTYPE=bf16 --const HEAD_DIM=$h --arch sm_90a --emit ptx -o $d/ptx/$n.ptx
