@@ -6,7 +6,8 @@
 # 2. ptxas -v of tms (forward D 64/128, backward causal);
 # 3. GPU checks of tms, forward and backward (the deterministic one too: flash_bwd_dq's dQ), odd
 #    shapes and GQA, bf16 D 64/128, f16 D 128;
-# 4. t against tms in turns: forward (two rounds), backward, D = 64, S = 32768;
+# 4. t against tms in turns: forward (two rounds), backward, D = 64, S = 32768; p2tms (persistent,
+#    two buffers, the TMA store: FlashAttention-3's arrangement) forward and its checks;
 # 5. the GPU suite on sm_90a (the merged tree's kernels, .gpu/s22v's files).
 set -u
 D=$(pwd)/.gpu/s22m; S=$(pwd)/.gpu/s22m-suite
@@ -42,6 +43,13 @@ F='^(none|causal|sliding|document|prefix)'
 for r in 1 2; do for v in t tms; do e=""; [ $v = tms ] && e=1
   echo "== r$r $v D=128"; FAC_TMA_STORE=$e $f bench --bundle $D/$v-d128.bundle --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
 done; done
+P2="--const persistent=true --const num_stages=2"
+echo "== p2tms D=128 (persistent, two buffers, TMA store)"; FAC_TMA_STORE=1 $f bench --bundle $D/p2tms-d128.bundle $P2 --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
+for m in causal "sliding_window(1023, 0)" document; do
+  FAC_TMA_STORE=1 $f run --device cuda --bundle $D/p2tms-d128.bundle $P2 --mask "$m" --random-aux --doc-len 300 \
+    --seqlen-q 1537 --seqlen-k 1000 --dim 128 --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
+  echo "rc=${PIPESTATUS[0]} p2tms $m D=128"
+done
 for v in t tms; do e=""; [ $v = tms ] && e=1
   echo "== $v backward"; FAC_TMA_STORE=$e $f bench --bundle $D/$v-d128.bundle --backward --seqlen 8192 --warmup 3 --reps 10 2>&1 | grep -E "$F|rror" | cut -c1-80
 done

@@ -18,6 +18,9 @@ for v in t tms; do
   FAC_TMA_STORE=$e $d/fac build --backward "${bm[@]}" --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/$v-d128.bundle
   FAC_TMA_STORE=$e $d/fac build --mask none --mask causal --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/$v-d64.bundle
 done
+# FlashAttention-3's shape of it: persistent, two K/V buffers, O by TMA store from its own staging
+# tile (197,632 bytes), so that the next tile's Q and first K/V load during the epilogue.
+FAC_TMA_STORE=1 $d/fac build "${bm[@]}" --const persistent=true --const num_stages=2 --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/p2tms-d128.bundle
 cm=(--mask causal --mask "sliding_window(20, 3)" --mask "sliding_window(1023, 0)" --mask document --mask none --mask "prefix_lm(100)")
 FAC_TMA_STORE=1 $d/fac build --backward "${cm[@]}" --dtype bf16,f16 --dim 64,128 --arch sm_90a --cache-dir - -o $d/tms-check.bundle
 # The deterministic backward's dQ kernel (flash_bwd_dq) takes the TMA store too.
