@@ -27,15 +27,16 @@ var FlashFwd = &launch.Contract{
 	Scalars:   attentionScalars,
 	BlockMask: launch.KVBlockMask,
 	Mods:      []string{"mask", "score"},
-	Grid:      qGrid,
+	Grid:      fwdGrid,
 	TileCosts: fwdTileCosts,
 	Check:     checkHeadDim,
 	Tuned:     fwdTiles,
 	// num_stages may be set without giving up the tiles: a persistent
 	// kernel at D = 128 keeps its epilogue's exchange through shared memory
 	// only at two buffers (at three it stores from registers). The softmax
-	// arguments change no tile either.
-	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale"},
+	// arguments change no tile either, nor does heads_minor (the order of
+	// the grid).
+	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "heads_minor"},
 }
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups
@@ -107,6 +108,21 @@ func qGrid(p launch.Problem) [3]int {
 	return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 }
 
+// fwdGrid is qGrid, or with heads_minor (B × H, q tiles): the kernel then
+// reads its tile's batch × head from program_id(0) and its q tile from
+// program_id(1), so that programs start q tile by q tile across the heads.
+func fwdGrid(p launch.Problem) [3]int {
+	g := qGrid(p)
+	if headsMinor(p) {
+		g[0], g[1] = g[1], g[0]
+	}
+	return g
+}
+
+// headsMinor reports whether the kernel was compiled with heads_minor
+// (flash_fwd's own argument; kernels that lack it run heads-major).
+func headsMinor(p launch.Problem) bool { return p.Attrs["heads_minor"] != 0 }
+
 // fwdTileCosts are flash_fwd's tiles' expected times, in kv iterations,
 // from the block mask's counts (a persistent launch deals its tiles from
 // them, launch.Call.Persist): tile (x, bh) is q tile last − x of batch ×
@@ -122,8 +138,12 @@ func fwdTileCosts(p launch.Problem, bm launch.BlockMask, tiles [3]int) []float64
 	if len(counts) != b*h*numQ || len(full) != len(counts) || blockM <= 0 || sparseQ <= 0 || p.Shape.Heads <= 0 {
 		return nil
 	}
-	costs := make([]float64, 0, tiles[0]*tiles[1]*tiles[2])
-	for bh := 0; bh < tiles[1]; bh++ {
+	nq, nbh := tiles[0], tiles[1]
+	if headsMinor(p) {
+		nq, nbh = nbh, nq
+	}
+	costs := make([]float64, tiles[0]*tiles[1]*tiles[2])
+	for bh := 0; bh < nbh; bh++ {
 		bi, hi := bh/p.Shape.Heads, bh%p.Shape.Heads
 		if b == 1 {
 			bi = 0
@@ -131,13 +151,19 @@ func fwdTileCosts(p launch.Problem, bm launch.BlockMask, tiles [3]int) []float64
 		if h == 1 {
 			hi = 0
 		}
-		for x := 0; x < tiles[0]; x++ {
-			q := (tiles[0] - 1 - x) * blockM / sparseQ
+		for x := 0; x < nq; x++ {
+			q := (nq - 1 - x) * blockM / sparseQ
 			i := (bi*h+hi)*numQ + q
 			if bi >= b || hi >= h || q >= numQ {
 				return nil
 			}
-			costs = append(costs, sub*float64(2*counts[i]+full[i])+2.5)
+			// Tiles are linearized x fastest: (x, bh), or (bh, x) with
+			// heads_minor.
+			t := bh*nq + x
+			if headsMinor(p) {
+				t = x*nbh + bh
+			}
+			costs[t] = sub*float64(2*counts[i]+full[i]) + 2.5
 		}
 	}
 	return costs

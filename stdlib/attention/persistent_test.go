@@ -93,3 +93,35 @@ func TestForwardTileCosts(t *testing.T) {
 		t.Errorf("round 1 runs %v, want %v", call.Order[5:10], want)
 	}
 }
+
+// TestForwardHeadsMinor: with heads_minor the grid is (batch × head, q
+// tiles), and the tile costs follow it: tile (bh, x) costs what heads-major
+// tile (x, bh) does, so the first row of tiles is every head's last q tile.
+func TestForwardHeadsMinor(t *testing.T) {
+	p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}}
+	bm := causalLists{numQ: 8}
+	var grids [2][3]int
+	var costs [2][]float64
+	for i, hm := range []string{"false", "true"} {
+		res, err := compiler.Compile(compiler.Request{Kernel: "flash_fwd", Mask: "causal", Consts: map[string]string{"heads_minor": hm, "BLOCK_M": "128", "BLOCK_N": "64"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Attrs = res.Attrs()
+		grids[i] = attention.FlashFwd.Grid(p)
+		costs[i] = attention.FlashFwd.TileCosts(p, bm, grids[i])
+	}
+	if grids[0] != [3]int{8, 6, 1} || grids[1] != [3]int{6, 8, 1} {
+		t.Fatalf("grids %v and %v, want [8 6 1] and [6 8 1]", grids[0], grids[1])
+	}
+	for x := 0; x < 8; x++ {
+		for bh := 0; bh < 6; bh++ {
+			if a, b := costs[0][bh*8+x], costs[1][x*6+bh]; a != b {
+				t.Fatalf("q tile %d of head %d: cost %v heads-major, %v heads-minor", 7-x, bh, a, b)
+			}
+		}
+	}
+	if costs[1][0] != costs[1][5] || costs[1][0] <= costs[1][6] {
+		t.Errorf("heads-minor costs %v: want every head's last q tile first, the longest", costs[1][:12])
+	}
+}

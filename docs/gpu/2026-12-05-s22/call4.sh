@@ -7,7 +7,8 @@
 # 3. GPU checks of tms, forward and backward (the deterministic one too: flash_bwd_dq's dQ), odd
 #    shapes and GQA, bf16 D 64/128, f16 D 128;
 # 4. t against tms in turns: forward (two rounds), backward, D = 64, S = 32768; p2tms (persistent,
-#    two buffers, the TMA store: FlashAttention-3's arrangement) forward and its checks;
+#    two buffers, the TMA store: FlashAttention-3's arrangement) forward and its checks; hm
+#    (flash_fwd's heads_minor) at S = 8192 and 2048 against t, and its checks;
 # 5. the GPU suite on sm_90a (the merged tree's kernels, .gpu/s22v's files).
 set -u
 D=$(pwd)/.gpu/s22m; S=$(pwd)/.gpu/s22m-suite
@@ -49,6 +50,16 @@ for m in causal "sliding_window(1023, 0)" document; do
   FAC_TMA_STORE=1 $f run --device cuda --bundle $D/p2tms-d128.bundle $P2 --mask "$m" --random-aux --doc-len 300 \
     --seqlen-q 1537 --seqlen-k 1000 --dim 128 --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
   echo "rc=${PIPESTATUS[0]} p2tms $m D=128"
+done
+HM="--const heads_minor=true"
+echo "== hm D=128 (heads_minor)"; $f bench --bundle $D/hm-d128.bundle $HM --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
+for v in t hm; do c=""; [ $v = hm ] && c=$HM
+  echo "== $v S=2048"; $f bench --bundle $D/$v-d128.bundle $c --seqlen 2048 --batch 8 2>&1 | grep -E "$F|rror" | cut -c1-80
+done
+for m in causal "sliding_window(20, 3)" document; do
+  $f run --device cuda --bundle $D/hm-check.bundle $HM --mask "$m" --random-aux --doc-len 300 \
+    --seqlen-q 1537 --seqlen-k 1000 --dim 128 --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
+  echo "rc=${PIPESTATUS[0]} hm $m D=128"
 done
 for v in t tms; do e=""; [ $v = tms ] && e=1
   echo "== $v backward"; FAC_TMA_STORE=$e $f bench --bundle $D/$v-d128.bundle --backward --seqlen 8192 --warmup 3 --reps 10 2>&1 | grep -E "$F|rror" | cut -c1-80
