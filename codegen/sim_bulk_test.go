@@ -49,16 +49,7 @@ func (t *simThread) bulkAsm(in *ir.InstCall, s string, args []uint64) bool {
 		if n%16 != 0 || src%16 != 0 || args[0]%16 != 0 || src+uint64(n) > uint64(len(t.cta.shared)) {
 			m.fail("cp.reduce.async.bulk of %d bytes from shared %d to %#x: misaligned or beyond SharedBytes=%d", n, src, args[0], len(t.cta.shared))
 		}
-		if p := t.cta.proxy; p != nil {
-			p.mu.Lock()
-			for a := src; a < src+uint64(n); a++ {
-				if who := p.marks[a]; who != 0 {
-					p.mu.Unlock()
-					m.fail("cp.reduce.async.bulk reads shared byte %d written by thread %d through the generic proxy without fence.proxy.async", a, who-1)
-				}
-			}
-			p.mu.Unlock()
-		}
+		t.cta.checkFenced("cp.reduce.async.bulk", src, n)
 		t.bulk = append(t.bulk, simBulk{dst: t.globalRun(args[0], n), src: src, n: n})
 	case s == "cp.async.bulk.commit_group;":
 	case s == "cp.async.bulk.wait_group.read 0;", s == "cp.async.bulk.wait_group 0;":

@@ -111,6 +111,42 @@ func (tm *simTMap) boxBytes() int {
 	return n
 }
 
+// boxElem is the global address of element e of the box at coords (dim 0
+// fastest), its index within the box left in idx, and whether it lies
+// outside the tensor's extents (not read by a load, not written by a
+// store).
+func (tm *simTMap) boxElem(coords []int64, e int, idx []int) (addr uint64, oob bool) {
+	addr = tm.base
+	for i := range tm.box {
+		idx[i] = e % tm.box[i]
+		e /= tm.box[i]
+		x := coords[i] + int64(idx[i])
+		if x < 0 || x >= tm.dims[i] {
+			oob = true
+		}
+		addr += uint64(x) * tm.strides[i]
+	}
+	return addr, oob
+}
+
+// checkFenced fails when a bulk copy (what) reads shared bytes [src, src +
+// n) that a thread wrote through the generic proxy without
+// fence.proxy.async since.
+func (c *simCTA) checkFenced(what string, src uint64, n int) {
+	p := c.proxy
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	for a := src; a < src+uint64(n); a++ {
+		if who := p.marks[a]; who != 0 {
+			p.mu.Unlock()
+			c.m.fail("%s reads shared byte %d written by thread %d through the generic proxy without fence.proxy.async", what, a, who-1)
+		}
+	}
+	p.mu.Unlock()
+}
+
 // simArgInt is an i32 argument's value.
 func simArgInt(a any) (int64, bool) {
 	switch a := a.(type) {
@@ -577,16 +613,7 @@ func (t *simThread) tmaStore(tmAddr uint64, coords []int64, src uint64) {
 		m.fail("cp.async.bulk.tensor store source %#x (+%d bytes) not %d-aligned inside SharedBytes=%d", src, n, align, len(t.cta.shared))
 	}
 	t.cta.sched.checkLanded("cp.async.bulk.tensor store", src, n)
-	if p := t.cta.proxy; p != nil {
-		p.mu.Lock()
-		for a := src; a < src+uint64(n); a++ {
-			if who := p.marks[a]; who != 0 {
-				p.mu.Unlock()
-				m.fail("cp.async.bulk.tensor store reads shared byte %d written by thread %d through the generic proxy without fence.proxy.async", a, who-1)
-			}
-		}
-		p.mu.Unlock()
-	}
+	t.cta.checkFenced("cp.async.bulk.tensor store", src, n)
 	seen := append([]byte(nil), t.cta.shared[src:src+uint64(n)]...)
 	t.bulk = append(t.bulk, simBulk{src: src, n: n, store: &simTensorStore{tm: tm, coords: coords, seen: seen}})
 }
@@ -610,23 +637,11 @@ func (t *simThread) storeBox(st *simTensorStore, src uint64, n int) {
 			m.fail("shared byte %d of a cp.async.bulk.tensor store's source through %s changed before the store's cp.async.bulk.wait_group.read (an overwrite of a tile still being read)", src+uint64(i), tm.name)
 		}
 	}
-	dims := len(tm.box)
-	idx := make([]int, dims)
+	idx := make([]int, len(tm.box))
 	type elem struct{ dst, a uint64 }
 	var out []elem
 	for e := 0; e < n/tm.elem; e++ {
-		rem := e
-		oob := false
-		dst := tm.base
-		for i := 0; i < dims; i++ {
-			idx[i] = rem % tm.box[i]
-			rem /= tm.box[i]
-			x := st.coords[i] + int64(idx[i])
-			if x < 0 || x >= tm.dims[i] {
-				oob = true
-			}
-			dst += uint64(x) * tm.strides[i]
-		}
+		dst, oob := tm.boxElem(st.coords, e, idx)
 		if oob {
 			continue
 		}
@@ -692,23 +707,11 @@ func (t *simThread) mbarWait(addr uint64, parity int) {
 func (c *simCTA) land(cp *simBulkCopy) {
 	tm := cp.tm
 	m := c.m
-	n := len(tm.box)
 	total := tm.boxBytes() / tm.elem
-	idx := make([]int, n)
+	idx := make([]int, len(tm.box))
 	var zero [8]byte
 	for e := 0; e < total; e++ {
-		rem := e
-		oob := false
-		src := tm.base
-		for i := 0; i < n; i++ {
-			idx[i] = rem % tm.box[i]
-			rem /= tm.box[i]
-			x := cp.coords[i] + int64(idx[i])
-			if x < 0 || x >= tm.dims[i] {
-				oob = true
-			}
-			src += uint64(x) * tm.strides[i]
-		}
+		src, oob := tm.boxElem(cp.coords, e, idx)
 		a := cp.dst + uint64(e*tm.elem)
 		if tm.swizzle > 0 {
 			a ^= (a >> 7 & uint64(tm.swizzle/16-1)) << 4
