@@ -111,6 +111,23 @@ func (tm *simTMap) boxBytes() int {
 	return n
 }
 
+// copyMap is the tensor map a bulk tensor copy (what) names at tmAddr
+// with coords, and the alignment its shared side needs (128 bytes, or
+// the swizzle pattern's 8 rows).
+func (m *simMachine) copyMap(what string, tmAddr uint64, coords []int64) (*simTMap, uint64) {
+	tm := m.tmaps[tmAddr]
+	if tm == nil {
+		m.fail("%s: %#x is not a tensor-map parameter's address", what, tmAddr)
+	}
+	if len(coords) != len(tm.dims) {
+		m.fail("%s with %d coordinates through the %d-d tensor map %s", what, len(coords), len(tm.dims), tm.name)
+	}
+	if tm.swizzle > 0 {
+		return tm, uint64(8 * tm.swizzle)
+	}
+	return tm, 128
+}
+
 // boxElem is the global address of element e of the box at coords (dim 0
 // fastest), its index within the box left in idx, and whether it lies
 // outside the tensor's extents (not read by a load, not written by a
@@ -555,17 +572,7 @@ func (t *simThread) mbarArrive(addr uint64, tx int) {
 // are in flight until a wait on bar lands it.
 func (t *simThread) tmaLoad(dst, tmAddr uint64, coords []int64, bar uint64) {
 	m := t.cta.m
-	tm := m.tmaps[tmAddr]
-	if tm == nil {
-		m.fail("cp.async.bulk.tensor: %#x is not a tensor-map parameter's address", tmAddr)
-	}
-	if len(coords) != len(tm.dims) {
-		m.fail("cp.async.bulk.tensor.%dd through the %d-d tensor map %s", len(coords), len(tm.dims), tm.name)
-	}
-	align := uint64(128)
-	if tm.swizzle > 0 {
-		align = uint64(8 * tm.swizzle) // the swizzle pattern repeats every 8 rows
-	}
+	tm, align := m.copyMap("cp.async.bulk.tensor", tmAddr, coords)
 	n := uint64(tm.boxBytes())
 	if dst%align != 0 || dst+n > uint64(len(t.cta.shared)) {
 		m.fail("cp.async.bulk.tensor destination %#x (+%d bytes) not %d-aligned inside SharedBytes=%d", dst, n, align, len(t.cta.shared))
@@ -597,17 +604,7 @@ func (t *simThread) tmaLoad(dst, tmAddr uint64, coords []int64, bar uint64) {
 // (performed at its wait: bulkWait).
 func (t *simThread) tmaStore(tmAddr uint64, coords []int64, src uint64) {
 	m := t.cta.m
-	tm := m.tmaps[tmAddr]
-	if tm == nil {
-		m.fail("cp.async.bulk.tensor store: %#x is not a tensor-map parameter's address", tmAddr)
-	}
-	if len(coords) != len(tm.dims) {
-		m.fail("cp.async.bulk.tensor.%dd store through the %d-d tensor map %s", len(coords), len(tm.dims), tm.name)
-	}
-	align := uint64(128)
-	if tm.swizzle > 0 {
-		align = uint64(8 * tm.swizzle)
-	}
+	tm, align := m.copyMap("cp.async.bulk.tensor store", tmAddr, coords)
 	n := tm.boxBytes()
 	if src%align != 0 || src+uint64(n) > uint64(len(t.cta.shared)) {
 		m.fail("cp.async.bulk.tensor store source %#x (+%d bytes) not %d-aligned inside SharedBytes=%d", src, n, align, len(t.cta.shared))
