@@ -65,7 +65,13 @@ type simMachine struct {
 	allocs []simAlloc
 	errs   []string
 	tmaps  map[uint64]*simTMap // tensor-map parameters by their (fake) address (sim_tma_test.go)
+	grid   [3]int
 }
+
+// simSMs is %nsmid on the simulator: fewer than most cases' programs, so
+// that a prefetch for the next wave's program lands inside the grid as
+// well as past it.
+const simSMs = 3
 
 func (m *simMachine) fail(format string, args ...any) {
 	m.mu.Lock()
@@ -272,7 +278,7 @@ func simulate(ll string, res *Result, grid [3]int, args []any, misalign bool) er
 	if fn == nil {
 		return fmt.Errorf("no function %s", res.Name)
 	}
-	m := &simMachine{}
+	m := &simMachine{grid: grid}
 	usesWGMMA := strings.Contains(ll, "wgmma.mma_async")
 	params := map[value.Value]uint64{}
 	type outBuf struct {
@@ -866,6 +872,13 @@ func (t *simThread) call(in *ir.InstCall) {
 			default:
 				set(args[2])
 			}
+		case strings.Contains(s, "prefetch.global.L2"):
+			// A hint, but only for addresses inside a buffer: a prefetch
+			// the kernel should have masked fails here. The predicate is
+			// $1 when there is one.
+			if len(args) < 2 || args[1] != 0 {
+				t.mem(in.Args[0], args[0], 1)
+			}
 		case strings.Contains(s, "st.global"):
 			n, w := vecOf(s, "st.global.")
 			switch {
@@ -963,6 +976,10 @@ func (t *simThread) call(in *ir.InstCall) {
 		set(uint64(t.tid))
 	case strings.HasPrefix(name, "llvm.nvvm.read.ptx.sreg.ctaid."):
 		set(uint64(t.cta.ctaid[name[len(name)-1]-'x']))
+	case strings.HasPrefix(name, "llvm.nvvm.read.ptx.sreg.nctaid."):
+		set(uint64(m.grid[name[len(name)-1]-'x']))
+	case name == "llvm.nvvm.read.ptx.sreg.nsmid":
+		set(simSMs)
 	case name == "llvm.nvvm.cp.async.cg.shared.global.16.s":
 		c := simCopy{dst: args[0], src: args[1], dstV: in.Args[0], srcV: in.Args[1], n: int(args[2])}
 		// The hardware may complete a copy any time between issue and

@@ -16,7 +16,7 @@ var builtinFuncs = map[string]bool{
 	"program_id": true, "arange": true, "zeros": true, "full": true, "load": true, "store": true,
 	"dot": true, "trans": true, "max": true, "min": true, "sum": true, "exp": true, "exp2": true,
 	"log": true, "log2": true, "tanh": true, "sqrt": true, "abs": true, "select": true, "where": true,
-	"cdiv": true, "atomic_add": true, "grad": true,
+	"cdiv": true, "atomic_add": true, "grad": true, "num_programs": true, "num_sms": true, "prefetch": true,
 }
 
 var builtinNames = func() map[string]bool {
@@ -187,13 +187,30 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 		return l.atomicAdd(ca)
 	case "grad":
 		return l.grad(ca)
-	case "program_id":
+	case "program_id", "num_programs":
 		a := l.bindArgs(name, ca, []string{"axis"}, 1)
-		axis := l.constInt(a["axis"], "program_id's axis")
+		axis := l.constInt(a["axis"], name+"'s axis")
 		if axis < 0 || axis > 2 {
-			l.fail(pos, "program_id axis must be 0, 1 or 2, got %d", axis)
+			l.fail(pos, "%s axis must be 0, 1 or 2, got %d", name, axis)
+		}
+		if name == "num_programs" {
+			return val{v: l.b.NumPrograms(axis), pos: pos}
 		}
 		return val{v: l.b.ProgramID(axis), pos: pos}
+	case "num_sms":
+		l.bindArgs(name, ca, nil, 0)
+		l.kernelOnly(name, pos)
+		return val{v: l.b.NumSMs(), pos: pos}
+	case "prefetch":
+		a := l.bindArgs(name, ca, []string{"ptr", "mask"}, 1)
+		l.kernelOnly(name, pos)
+		p := l.pointerArg(a["ptr"], "prefetch")
+		var mv *tir.Value
+		if m, ok := a["mask"]; ok {
+			mv = l.maskArg(m, p.Type.Shape, "prefetch")
+		}
+		l.b.Prefetch(p, mv)
+		return val{pos: pos}
 	case "arange":
 		a := l.bindArgs(name, ca, []string{"start", "end"}, 2)
 		s, e := l.constInt(a["start"], "arange's start"), l.constInt(a["end"], "arange's end")
@@ -392,6 +409,14 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 		l.fail(x.pos, "%s needs a float argument, got %s (convert with f32(x))", name, x.describe())
 	}
 	return val{v: l.b.Unary(unaryKinds[name], v), pos: pos}
+}
+
+// kernelOnly rejects a built-in that a mod must not call: a mod's value
+// may depend only on its arguments, the same on every device.
+func (l *lowerer) kernelOnly(name string, pos lexer.Position) {
+	if l.inMod() {
+		l.fail(pos, "%s is for kernels, not mods: a mod's value depends only on its arguments", name)
+	}
 }
 
 func (l *lowerer) pointerArg(v val, what string) *tir.Value {

@@ -35,7 +35,7 @@ import (
 //	    %r = div %t, %grid.x : i32
 //	    %y = rem %r, %grid.y : i32          // program_id(1)
 //	    %z = div %r, %grid.y : i32          // program_id(2)
-//	    body[program_id(a) -> x, y, z]
+//	    body[program_id(a) -> x, y, z; num_programs(a) -> grid.x, .y, .z]
 //	    yield
 //	  }
 //	  return
@@ -127,31 +127,35 @@ func makePersistent(f *tir.Func) {
 			coord[2] = emit(tir.OpDiv, r, grid[1])
 		}
 	}
-	// The body's program_ids, wherever they are, become the coordinates.
+	// The body's program_ids, wherever they are, become the coordinates,
+	// and its num_programs the logical grid's.
 	region.Ops = append(region.Ops, body...)
 	sub := map[*tir.Value]*tir.Value{}
 	region.Walk(func(o *tir.Op) bool {
-		if o.Kind == tir.OpProgramID {
+		switch o.Kind {
+		case tir.OpProgramID:
 			sub[o.Result()] = coord[o.Attr("axis").(int64)]
+		case tir.OpNumPrograms:
+			sub[o.Result()] = grid[o.Attr("axis").(int64)]
 		}
 		return true
 	})
 	region.ReplaceUses(sub)
-	region.Ops = removeProgramIDs(region.Ops)
+	region.Ops = removeGridOps(region.Ops)
 	region.Ops = append(region.Ops, tir.NewOp(tir.OpYield, nil))
 	f.Body.Ops = []*tir.Op{pid, xy, n, loop, ret}
 }
 
-// removeProgramIDs drops the program_id ops of ops and of their regions
-// (their uses were replaced).
-func removeProgramIDs(ops []*tir.Op) []*tir.Op {
+// removeGridOps drops the program_id and num_programs ops of ops and of
+// their regions (their uses were replaced).
+func removeGridOps(ops []*tir.Op) []*tir.Op {
 	out := ops[:0]
 	for _, op := range ops {
-		if op.Kind == tir.OpProgramID {
+		if op.Kind == tir.OpProgramID || op.Kind == tir.OpNumPrograms {
 			continue
 		}
 		for _, r := range op.Regions {
-			r.Ops = removeProgramIDs(r.Ops)
+			r.Ops = removeGridOps(r.Ops)
 		}
 		out = append(out, op)
 	}

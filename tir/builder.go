@@ -33,6 +33,16 @@ func (b *Builder) ProgramID(axis int) *Value {
 	return b.emit1(OpProgramID, Scalar(I32), nil, Attr{"axis", int64(axis)})
 }
 
+// NumPrograms is the launch grid's size along axis.
+func (b *Builder) NumPrograms(axis int) *Value {
+	return b.emit1(OpNumPrograms, Scalar(I32), nil, Attr{"axis", int64(axis)})
+}
+
+// NumSMs is the device's multiprocessor count (a prefetching hint).
+func (b *Builder) NumSMs() *Value {
+	return b.emit1(OpNumSMs, Scalar(I32), nil)
+}
+
 // Arange is [start, end) as tensor<(end-start)xi32>.
 func (b *Builder) Arange(start, end int) *Value {
 	return b.emit1(OpArange, Tensor(I32, end-start), nil, Attr{"start", int64(start)}, Attr{"end", int64(end)})
@@ -117,6 +127,16 @@ func (b *Builder) AtomicAdd(p, v, mask *Value) *Op {
 		args = append(args, mask)
 	}
 	return b.Emit(NewOp(OpAtomicAdd, args))
+}
+
+// Prefetch brings memory at p into the L2 cache where mask (may be nil)
+// holds.
+func (b *Builder) Prefetch(p, mask *Value) *Op {
+	args := []*Value{p}
+	if mask != nil {
+		args = append(args, mask)
+	}
+	return b.Emit(NewOp(OpPrefetch, args))
 }
 
 // Dot is a[M,K] x b[K,N] + c[M,N].

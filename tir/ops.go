@@ -19,6 +19,14 @@ const (
 	// OpProgramID is the program's index along grid axis 0, 1 or 2.
 	//   %0 = program_id {axis = 0} : i32
 	OpProgramID
+	// OpNumPrograms is the launch grid's size along axis 0, 1 or 2.
+	//   %0 = num_programs {axis = 1} : i32
+	OpNumPrograms
+	// OpNumSMs is the device's multiprocessor count (GPU: %nsmid; the CPU
+	// device: 1), a hint for prefetching what the programs of the next
+	// wave read; results must not depend on it.
+	//   %0 = num_sms : i32
+	OpNumSMs
 	// OpArange is the tensor [start, start+1, ..., end-1].
 	//   %0 = arange {start = 0, end = 64} : tensor<64xi32>
 	OpArange
@@ -94,6 +102,14 @@ const (
 	//   atomic_add %0, %1
 	//   atomic_add %0, %1, %2
 	OpAtomicAdd
+	// OpPrefetch asks for global memory to be brought into the L2 cache,
+	// only where the optional mask is true; it has no result and no effect
+	// on results (PTX prefetch.global.L2; the CPU device checks the
+	// addresses as a load's and reads nothing). A program warms what a
+	// later program will load.
+	//   prefetch %0
+	//   prefetch %0, %1
+	OpPrefetch
 
 	// OpDot is a matrix product with accumulator: a[M,K] x b[K,N] + c[M,N],
 	// accumulating in c's element type.
@@ -133,13 +149,13 @@ const (
 )
 
 var kindNames = [...]string{
-	OpConst: "const", OpProgramID: "program_id", OpArange: "arange", OpSplat: "splat",
+	OpConst: "const", OpProgramID: "program_id", OpNumPrograms: "num_programs", OpNumSMs: "num_sms", OpArange: "arange", OpSplat: "splat",
 	OpBroadcast: "broadcast", OpReshape: "reshape", OpTrans: "trans",
 	OpAdd: "add", OpSub: "sub", OpMul: "mul", OpDiv: "div", OpRem: "rem", OpMin: "min", OpMax: "max",
 	OpAnd: "and", OpOr: "or", OpXor: "xor", OpCmp: "cmp", OpSelect: "select",
 	OpNeg: "neg", OpNot: "not", OpAbs: "abs", OpExp: "exp", OpExp2: "exp2", OpLog: "log", OpLog2: "log2",
 	OpTanh: "tanh", OpSqrt: "sqrt", OpCast: "cast", OpAddPtr: "addptr", OpLoad: "load", OpStore: "store",
-	OpAtomicAdd: "atomic_add", OpDot: "dot", OpReduce: "reduce", OpFor: "for", OpIf: "if", OpYield: "yield",
+	OpAtomicAdd: "atomic_add", OpPrefetch: "prefetch", OpDot: "dot", OpReduce: "reduce", OpFor: "for", OpIf: "if", OpYield: "yield",
 	OpCall: "call", OpReturn: "return",
 }
 
@@ -176,7 +192,7 @@ func (k Kind) IsTerminator() bool { return k == OpYield || k == OpReturn }
 
 // HasSideEffects reports ops that DCE and CSE must keep as they are.
 func (k Kind) HasSideEffects() bool {
-	return k.IsMemWrite() || k == OpCall || k.IsTerminator() || k == OpFor || k == OpIf
+	return k.IsMemWrite() || k == OpPrefetch || k == OpCall || k.IsTerminator() || k == OpFor || k == OpIf
 }
 
 // IsMemWrite reports the ops that write global memory through their first

@@ -234,6 +234,8 @@ func (v *verifier) op(op *Op, n int) error {
 		nargs, maxArgs = 1, 3
 	case k.IsMemWrite():
 		nargs, maxArgs, nres = 2, 3, 0
+	case k == OpPrefetch:
+		nargs, maxArgs, nres = 1, 2, 0
 	case k == OpFor:
 		nargs, maxArgs, nres = 3, -1, len(op.Args)-3
 	case k == OpIf:
@@ -301,6 +303,13 @@ func (v *verifier) op(op *Op, n int) error {
 		if ax, ok := op.Attr("axis").(int64); !ok || ax < 0 || ax > 2 {
 			return errf("axis must be 0, 1 or 2")
 		}
+		return sameRes(Scalar(I32))
+	case k == OpNumPrograms:
+		if ax, ok := op.Attr("axis").(int64); !ok || ax < 0 || ax > 2 {
+			return errf("axis must be 0, 1 or 2")
+		}
+		return sameRes(Scalar(I32))
+	case k == OpNumSMs:
 		return sameRes(Scalar(I32))
 	case k == OpArange:
 		start, ok1 := op.Attr("start").(int64)
@@ -420,6 +429,15 @@ func (v *verifier) op(op *Op, n int) error {
 		}
 		if len(op.Args) == 3 {
 			if m := op.Args[2].Type; !m.Equal(Tensor(I1, a.Shape...)) {
+				return errf("mask %s, want %s", m, Tensor(I1, a.Shape...))
+			}
+		}
+	case k == OpPrefetch:
+		if !a.Ptr {
+			return errf("operand 0 %s is not a pointer", a)
+		}
+		if len(op.Args) == 2 {
+			if m := op.Args[1].Type; !m.Equal(Tensor(I1, a.Shape...)) {
 				return errf("mask %s, want %s", m, Tensor(I1, a.Shape...))
 			}
 		}

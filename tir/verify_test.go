@@ -277,6 +277,18 @@ func TestVerifyErrors(t *testing.T) {
 		{"atomic_add result", tiny(func(b *Builder, p []*Value) {
 			b.Emit(NewOp(OpAtomicAdd, []*Value{p[0], p[3]}, Scalar(F32)))
 		}), "func @t: op 1 (atomic_add): has 1 results, want 0"},
+		{"prefetch non-pointer", tiny(func(b *Builder, p []*Value) {
+			b.Prefetch(p[3], nil)
+		}), "func @t: op 1 (prefetch): operand 0 f32 is not a pointer"},
+		{"prefetch mask shape", tiny(func(b *Builder, p []*Value) {
+			b.Prefetch(p[0], b.Splat(p[2], []int{4}))
+		}), "func @t: op 2 (prefetch): mask tensor<4xi1>, want i1"},
+		{"num_programs axis", tiny(func(b *Builder, p []*Value) {
+			b.NumPrograms(3)
+		}), "func @t: op 1 (num_programs): axis must be 0, 1 or 2"},
+		{"num_sms result", tiny(func(b *Builder, p []*Value) {
+			b.Emit(NewOp(OpNumSMs, nil, Scalar(F32)))
+		}), "func @t: op 1 (num_sms): result type f32, want i32"},
 		{"cmp result", tiny(func(b *Builder, p []*Value) {
 			b.Emit(NewOp(OpCmp, []*Value{p[3], p[3]}, Scalar(F32))).SetAttr("pred", Ident("eq"))
 		}), "func @t: op 1 (cmp): result type f32, want i1"},

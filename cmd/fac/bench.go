@@ -94,7 +94,9 @@ work, as one packed batch.`,
 			if err != nil {
 				return err
 			}
-			if err := blockConsts(consts, block, block, true, fmt.Sprintf("--block %d", block)); err != nil {
+			// --const SPARSE_Q/SPARSE_K may give the blocks on their own
+			// (256×128 blocks for 256-row tiles); --block given must agree.
+			if err := blockConsts(consts, block, block, cmd.Flags().Changed("block"), fmt.Sprintf("--block %d", block)); err != nil {
 				return err
 			}
 			if docLen < 1 {

@@ -182,7 +182,7 @@ func (a *assigner) fwdOp(op *tir.Op) {
 		panic(lowerError{fmt.Sprintf("%s: call to %s not inlined (run the inline pass before codegen)", op.Pos, op.IdentAttr("callee"))})
 	case k == tir.OpConst || k == tir.OpArange || k == tir.OpSplat:
 		a.set(op.Result(), true, nil)
-	case k == tir.OpProgramID:
+	case k == tir.OpProgramID || k == tir.OpNumPrograms || k == tir.OpNumSMs:
 		a.set(op.Result(), false, scalarL)
 	case k.IsElementwise():
 		var best Layout
@@ -259,7 +259,7 @@ func (a *assigner) fwdOp(op *tir.Op) {
 		a.fwdFor(op)
 	case k == tir.OpIf:
 		a.fwdIf(op)
-	case k.IsMemWrite() || k == tir.OpYield || k == tir.OpReturn:
+	case k.IsMemWrite() || k == tir.OpPrefetch || k == tir.OpYield || k == tir.OpReturn:
 	default:
 		panic(lowerError{fmt.Sprintf("%s: codegen does not support op %s", op.Pos, k)})
 	}
@@ -370,16 +370,25 @@ func terminator(b *tir.Block) *tir.Op {
 // ---- backward ----
 
 // storeLayout is the layout a store writes from: the value's own layout
-// when it has one (no conversion before the store), else the pointers'.
+// when it has one (no conversion before the store), else the pointers'
+// (a prefetch's: the pointers').
 func (a *assigner) storeLayout(op *tir.Op) Layout {
 	if l, ok := a.storeLays[op]; ok {
 		return l
 	}
-	p, v := op.Args[0], op.Args[1]
+	p := op.Args[0]
 	if p.Type.IsScalar() {
 		return scalarL
 	}
-	if in := a.get(v); !in.flex {
+	if op.Kind == tir.OpPrefetch {
+		// No value: the pointers' layout, or the default, whose vectors
+		// along the contiguous dim a warp's prefetch coalesces into lines.
+		if in := a.get(p); !in.flex {
+			return in.lay
+		}
+		return a.defaultFor(p.Type)
+	}
+	if in := a.get(op.Args[1]); !in.flex {
 		if c, ok := a.coalesceStore(op, in.lay); ok {
 			return c
 		}
@@ -394,7 +403,7 @@ func (a *assigner) storeLayout(op *tir.Op) Layout {
 // resultLayout is the layout an op's (first) result is produced in, for
 // anchored ops; for stores, the layout it stores from.
 func (a *assigner) resultLayout(op *tir.Op) Layout {
-	if op.Kind.IsMemWrite() {
+	if op.Kind.IsMemWrite() || op.Kind == tir.OpPrefetch {
 		return a.storeLayout(op)
 	}
 	return a.get(op.Result()).lay
@@ -437,7 +446,7 @@ func (a *assigner) computeWants(op *tir.Op, l Layout) []Layout {
 		}
 	}
 	switch k := op.Kind; {
-	case k.IsElementwise(), k == tir.OpBroadcast, k == tir.OpLoad, k.IsMemWrite():
+	case k.IsElementwise(), k == tir.OpBroadcast, k == tir.OpLoad, k.IsMemWrite(), k == tir.OpPrefetch:
 		fill(l)
 	case k == tir.OpReshape:
 		in, out := op.Args[0].Type.Shape, op.Result().Type.Shape
@@ -522,7 +531,7 @@ func (a *assigner) bwdOp(op *tir.Op) {
 	var lays []Layout
 	if len(op.Results) == 1 && a.get(op.Result()).flex {
 		lays = a.get(op.Result()).wants
-	} else if op.Kind.IsMemWrite() {
+	} else if op.Kind.IsMemWrite() || op.Kind == tir.OpPrefetch {
 		l := a.storeLayout(op)
 		a.storeLays[op] = l
 		lays = []Layout{l}

@@ -230,6 +230,9 @@ func (l *Lowerer) lowerOp(op *tir.Op) {
 	case tir.OpAtomicAdd:
 		l.lowerAtomicAdd(op)
 		return
+	case tir.OpPrefetch:
+		l.lowerPrefetch(op)
+		return
 	case tir.OpLoad:
 		if st := l.a.async[op]; st != nil {
 			l.lowerStaged(op, st)
@@ -297,6 +300,14 @@ func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 			Fail("%s: program_id axis %d", op.Pos, axis)
 		}
 		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.ctaid."+"xyz"[axis:axis+1], types.I32)}
+	case k == tir.OpNumPrograms:
+		axis := op.IntAttr("axis")
+		if axis < 0 || axis > 2 {
+			Fail("%s: num_programs axis %d", op.Pos, axis)
+		}
+		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.nctaid."+"xyz"[axis:axis+1], types.I32)}
+	case k == tir.OpNumSMs:
+		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.nsmid", types.I32)}
 	case k.IsElementwise():
 		if out := l.indexCmp(op, lout, arg); out != nil {
 			return out

@@ -376,6 +376,39 @@ func (l *Lowerer) lowerStore(op *tir.Op) {
 	}
 }
 
+// lowerPrefetch asks L2 for the lines under a prefetch's pointers: one
+// prefetch.global.L2 a run of registers contiguous along the last dim (a
+// warp's 32 coalesce into lines), where the mask holds for the run's first;
+// threads holding copies skip it. A hint: a run's first element masked off
+// skips the run.
+func (l *Lowerer) lowerPrefetch(op *tir.Op) {
+	lay := l.a.storeLayout(op)
+	ws := l.a.operandWants(op, lay)
+	pt := op.Args[0].Type
+	ptrs := l.Get(op.Args[0], ws[0])
+	var mask []value.Value
+	if len(op.Args) == 2 {
+		mask = l.Get(op.Args[1], ws[1])
+	}
+	var cont *ir.Block
+	if !pt.IsScalar() {
+		cont = l.guardCopies(l.Lin(lay, pt.Shape), "prefetch")
+	}
+	v, _ := l.memVec(op, lay, pt)
+	for g := 0; g < len(ptrs); g += v {
+		if mask == nil {
+			l.asm(types.Void, "prefetch.global.L2 [$0];", "l", true, ptrs[g])
+			continue
+		}
+		l.asm(types.Void, "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p prefetch.global.L2 [$0];\n\t}", "l,r", true,
+			ptrs[g], l.b.NewZExt(mask[g], types.I32))
+	}
+	if cont != nil {
+		l.b.NewBr(cont)
+		l.b = cont
+	}
+}
+
 // ---- layout changes ----
 
 func rowMajorStrides(shape []int) []int {

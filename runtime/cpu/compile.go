@@ -144,8 +144,10 @@ func (fc *fnCompiler) block(b *tir.Block) (*block, error) {
 // arity gives the allowed operand counts and the result count (-1: any).
 func arity(k tir.Kind) (args []int, results int) {
 	switch {
-	case k == tir.OpConst || k == tir.OpProgramID || k == tir.OpArange:
+	case k == tir.OpConst || k == tir.OpProgramID || k == tir.OpNumPrograms || k == tir.OpNumSMs || k == tir.OpArange:
 		return []int{0}, 1
+	case k == tir.OpPrefetch:
+		return []int{1, 2}, 0
 	case k == tir.OpSplat || k == tir.OpBroadcast || k == tir.OpReshape || k == tir.OpTrans ||
 		k.IsUnary() || k == tir.OpCast || k == tir.OpReduce:
 		return []int{1}, 1
@@ -251,10 +253,10 @@ func (fc *fnCompiler) inst(op *tir.Op) (inst, error) {
 		for i := range in.cdata {
 			in.cdata[i] = fix(in.e, float64(start+int64(i)))
 		}
-	case k == tir.OpProgramID:
+	case k == tir.OpProgramID || k == tir.OpNumPrograms:
 		in.code = int(op.IntAttr("axis"))
 		if in.code < 0 || in.code > 2 {
-			return bad("program_id axis %d not in 0..2", in.code)
+			return bad("%s axis %d not in 0..2", k, in.code)
 		}
 	case k == tir.OpSplat:
 		if !at.IsScalar() {
@@ -341,6 +343,15 @@ func (fc *fnCompiler) inst(op *tir.Op) (inst, error) {
 				return bad("%s operand %s does not match pointers %s", k, a.Type, at)
 			}
 		}
+	case k == tir.OpPrefetch:
+		in.n = at.NumElems()
+		if !at.Ptr {
+			return bad("prefetch needs pointers")
+		}
+		if len(op.Args) == 2 && op.Args[1].Type.NumElems() != in.n {
+			return bad("prefetch mask %s does not match pointers %s", op.Args[1].Type, at)
+		}
+	case k == tir.OpNumSMs:
 	case k == tir.OpDot:
 		bt, ct := op.Args[1].Type, op.Args[2].Type
 		if at.Rank() != 2 || bt.Rank() != 2 || ct.Rank() != 2 || rt.Rank() != 2 ||

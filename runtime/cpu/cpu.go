@@ -97,7 +97,7 @@ func LaunchContext(ctx context.Context, m *tir.Module, kernel string, grid [3]in
 		firstIdx = total
 	)
 	work := func(fr *frame) {
-		var m machine
+		m := machine{grid: grid}
 		for !failed.Load() {
 			i := int(next.Add(1) - 1)
 			if i >= total {
@@ -169,7 +169,7 @@ func (p *Prepared) Call(args ...any) ([]Tensor, error) {
 		x.putFrame(fr)
 		return nil, err
 	}
-	var m machine
+	m := machine{grid: [3]int{1, 1, 1}}
 	t, err := m.run(x, fr)
 	if err != nil {
 		return nil, x.toError(err, m.pid)

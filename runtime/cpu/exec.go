@@ -79,6 +79,7 @@ func assign(dst *slot, src slot, t tir.Type) {
 // machine is the state of one running program.
 type machine struct {
 	pid   [3]int
+	grid  [3]int
 	depth int
 	cur   *inst // op being executed, for errors
 }
@@ -127,6 +128,12 @@ func (m *machine) exec(fr *frame, b *block) (*inst, error) {
 			s[in.r[0]].f = in.cdata
 		case k == tir.OpProgramID:
 			fr.out(in.r[0], 1)[0] = float64(m.pid[in.code])
+		case k == tir.OpNumPrograms:
+			fr.out(in.r[0], 1)[0] = float64(m.grid[in.code])
+		case k == tir.OpNumSMs:
+			fr.out(in.r[0], 1)[0] = 1 // one processor runs each program: a prefetch hint only
+		case k == tir.OpPrefetch:
+			err = prefetch(in, s)
 		case k == tir.OpSplat:
 			if in.ptr {
 				fill(fr.outP(in.r[0], in.n), s[in.a[0]].p[0])
@@ -579,20 +586,33 @@ func load(in *inst, s []slot, d []float64) error {
 	return nil
 }
 
+// prefetch checks the addresses a GPU would prefetch, as a load's, so that
+// a kernel's hint that strays outside its tensors fails here, and reads
+// nothing.
+func prefetch(in *inst, s []slot) error {
+	return eachLive(in, s, 1, "prefetch", func(int, Pointer) {})
+}
+
 func store(in *inst, s []slot) error {
-	ptrs, vals := s[in.a[0]].p, s[in.a[1]].f
+	vals := s[in.a[1]].f
+	return eachLive(in, s, 2, "store", func(i int, p Pointer) { p.Buf.Vals[p.Off] = fix(p.Buf.Elem, vals[i]) })
+}
+
+// eachLive calls f for each pointer of in's first operand whose mask
+// (operand mi, when in has one) holds, once it is checked in bounds.
+func eachLive(in *inst, s []slot, mi int, what string, f func(i int, p Pointer)) error {
 	var mask []float64
-	if len(in.a) == 3 {
-		mask = s[in.a[2]].f
+	if len(in.a) > mi {
+		mask = s[in.a[mi]].f
 	}
-	for i, p := range ptrs {
+	for i, p := range s[in.a[0]].p {
 		if mask != nil && mask[i] == 0 {
 			continue
 		}
-		if err := check("store", p); err != nil {
+		if err := check(what, p); err != nil {
 			return err
 		}
-		p.Buf.Vals[p.Off] = fix(p.Buf.Elem, vals[i])
+		f(i, p)
 	}
 	return nil
 }
@@ -603,23 +623,12 @@ func store(in *inst, s []slot) error {
 var atomicMu sync.Mutex
 
 func atomicAdd(in *inst, s []slot) error {
-	ptrs, vals := s[in.a[0]].p, s[in.a[1]].f
-	var mask []float64
-	if len(in.a) == 3 {
-		mask = s[in.a[2]].f
-	}
+	vals := s[in.a[1]].f
 	atomicMu.Lock()
 	defer atomicMu.Unlock()
-	for i, p := range ptrs {
-		if mask != nil && mask[i] == 0 {
-			continue
-		}
-		if err := check("atomic_add", p); err != nil {
-			return err
-		}
+	return eachLive(in, s, 2, "atomic_add", func(i int, p Pointer) {
 		p.Buf.Vals[p.Off] = fix(p.Buf.Elem, p.Buf.Vals[p.Off]+vals[i])
-	}
-	return nil
+	})
 }
 
 func check(what string, p Pointer) error {

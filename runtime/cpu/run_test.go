@@ -299,6 +299,45 @@ func TestProgramIDGrid(t *testing.T) {
 	}
 }
 
+// TestGridSizeAndPrefetch: num_programs is the launch grid's size and
+// num_sms 1; a prefetch reads nothing but fails where a load would, unless
+// masked off.
+func TestGridSizeAndPrefetch(t *testing.T) {
+	m := kernelModule([]tir.Type{tir.PtrTo(tir.I32), i32s}, []string{"o", "ahead"}, func(b *tir.Builder, ps []*tir.Value) {
+		c := func(v int64) *tir.Value { return b.Const(i32s, v) }
+		lin := b.Binary(tir.OpAdd, b.ProgramID(0), b.Binary(tir.OpMul, b.ProgramID(1), b.NumPrograms(0)))
+		// Slot lin: nx + 10 ny + 100 nz + 1000 num_sms.
+		val := b.Binary(tir.OpAdd, b.NumPrograms(0), b.Binary(tir.OpAdd, b.Binary(tir.OpMul, b.NumPrograms(1), c(10)),
+			b.Binary(tir.OpAdd, b.Binary(tir.OpMul, b.NumPrograms(2), c(100)), b.Binary(tir.OpMul, b.NumSMs(), c(1000)))))
+		next := b.Binary(tir.OpAdd, lin, ps[1])
+		total := b.Binary(tir.OpMul, b.NumPrograms(0), b.NumPrograms(1))
+		b.Prefetch(b.AddPtr(ps[0], next), b.Cmp("lt", next, total))
+		b.Store(b.AddPtr(ps[0], lin), val, nil)
+	})
+	g := [3]int{3, 2, 1}
+	o := FromI32("o", make([]int32, 6))
+	if err := Launch(m, "k", g, o, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range o.I32() {
+		if v != 3+20+100+1000 {
+			t.Fatalf("slot %d = %d, want 1123", i, v)
+		}
+	}
+	// Five programs ahead is past the buffer for every program but the
+	// first: masked, nothing fails; unmasked, the prefetch does.
+	if err := Launch(m, "k", g, o, 5); err != nil {
+		t.Fatal(err)
+	}
+	m2 := kernelModule([]tir.Type{tir.PtrTo(tir.I32)}, []string{"o"}, func(b *tir.Builder, ps []*tir.Value) {
+		b.Prefetch(b.AddPtr(ps[0], b.Const(i32s, int64(6))), nil)
+	})
+	want := `cpu: kernel k: prefetch out of bounds: buffer "o" has 6 elements, index 6 (in op prefetch)`
+	if err := Launch(m2, "k", g, o); err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant  %s", err, want)
+	}
+}
+
 func TestLaunchErrorProgram(t *testing.T) {
 	// Programs with pid >= 3 go out of bounds; the lowest failing one is reported.
 	m := kernelModule([]tir.Type{pf32}, []string{"o"}, func(b *tir.Builder, ps []*tir.Value) {

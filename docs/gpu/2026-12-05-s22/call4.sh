@@ -8,7 +8,7 @@
 #    shapes and GQA, bf16 D 64/128, f16 D 128;
 # 4. t against tms in turns: forward (two rounds), backward, D = 64, S = 32768; p2tms (persistent,
 #    two buffers, the TMA store: FlashAttention-3's arrangement) forward and its checks; hm
-#    (flash_fwd's heads_minor) at S = 8192 and 2048 against t, and its checks;
+#    (flash_fwd's heads_minor) at S = 8192 and 2048 against t, and its checks; hmtms (both) at S = 8192;
 # 5. the GPU suite on sm_90a (the merged tree's kernels, .gpu/s22v's files).
 set -u
 D=$(pwd)/.gpu/s22m; S=$(pwd)/.gpu/s22m-suite
@@ -53,6 +53,7 @@ for m in causal "sliding_window(1023, 0)" document; do
 done
 HM="--const heads_minor=true"
 echo "== hm D=128 (heads_minor)"; $f bench --bundle $D/hm-d128.bundle $HM --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
+echo "== hmtms D=128 (heads_minor and the TMA store)"; FAC_TMA_STORE=1 $f bench --bundle $D/hmtms-d128.bundle $HM --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
 for v in t hm; do c=""; [ $v = hm ] && c=$HM
   echo "== $v S=2048"; $f bench --bundle $D/$v-d128.bundle $c --seqlen 2048 --batch 8 2>&1 | grep -E "$F|rror" | cut -c1-80
 done

@@ -2,7 +2,7 @@
 # Session 22: the builds of call 4, into DIR (default .gpu/s22m), run from the tree (branch
 # s22-tmastore, merged: FAC_TMA_STORE=1, the epilogue's O through a TMA store). fac; the forward and backward
 # bench bundles with (tms) and without (t) the TMA store, D = 128 (five masks) and D = 64 (none,
-# causal); the forward with heads_minor (hm, D = 128); a check bundle of tms (six masks, bf16/f16, D 64/128, forward and backward); the PTX of
+# causal); the forward with heads_minor (hm, D = 128; hmtms with the TMA store too); a check bundle of tms (six masks, bf16/f16, D 64/128, forward and backward); the PTX of
 # tms for ptxas -v; timeline bundles (ptxstamp) of tms. Then a slim copy of the GPU suite's sm_90a
 # files from SUITE (default .gpu/s22v) into $DIR-suite, so that the carry stays under 64 MiB.
 set -euo pipefail
@@ -23,6 +23,7 @@ done
 FAC_TMA_STORE=1 $d/fac build "${bm[@]}" --const persistent=true --const num_stages=2 --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/p2tms-d128.bundle
 # flash_fwd's heads_minor (the grid ordered q tile first across heads: longest first under causal).
 $d/fac build "${bm[@]}" --const heads_minor=true --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/hm-d128.bundle
+FAC_TMA_STORE=1 $d/fac build "${bm[@]}" --const heads_minor=true --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/hmtms-d128.bundle
 $d/fac build --mask causal --mask "sliding_window(20, 3)" --mask document --const heads_minor=true --dtype bf16 --dim 128 \
   --arch sm_90a --cache-dir - -o $d/hm-check.bundle
 cm=(--mask causal --mask "sliding_window(20, 3)" --mask "sliding_window(1023, 0)" --mask document --mask none --mask "prefix_lm(100)")
