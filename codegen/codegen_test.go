@@ -508,6 +508,10 @@ func simCases() []simCase {
 		// num_sms() (3 here) after it; the simulator fails a prefetch
 		// outside every buffer, so the last programs' must be masked off.
 		withWarps(frontend("frontend_flash_128x128_ws_prefetch", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
+		// full_first: a tile's full blocks before its partial ones (the
+		// lists alternate partial and full blocks; the last q tile has none).
+		withWarps(frontend("frontend_flash_128x128_ws_fullfirst", "", tir.BF16, 128, 1, 2, 2, 300, 650, false), 8),
+		withWarps(frontend("frontend_flash_128x128_ws_fullfirst", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8),
 	}
 }
 

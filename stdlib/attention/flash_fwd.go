@@ -35,8 +35,9 @@ var FlashFwd = &launch.Contract{
 	// kernel at D = 128 keeps its epilogue's exchange through shared memory
 	// only at two buffers (at three it stores from registers). The softmax
 	// arguments change no tile either, nor does heads_minor (the order of
-	// the grid) or prefetch_q (a hint to L2).
-	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "heads_minor", "prefetch_q"},
+	// the grid), prefetch_q (a hint to L2) or full_first (the order of a
+	// tile's blocks).
+	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "heads_minor", "prefetch_q", "full_first"},
 }
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups

@@ -1,47 +1,49 @@
 #!/usr/bin/env bash
-# Session 23, device call 6 (carry .gpu/s23p, built by prepare-pq.sh): prefetch_q (pq) against the
-# default (t), S = 8192, B = 2, H = 16, D = 128 unless said:
-# 1. ptxas -v of pq (registers, spills, C75xx) and its SASS's CCTL/prefetch count;
-# 2. GPU checks of pq at odd shapes and GQA (bf16, D 64/128; with heads_minor at D 128);
-# 3. timelines of pq (sliding window, document, causal): "consumers start -> Q landed" against
-#    session 22's 1,505-1,718 cycles for t;
-# 4. t and pq in turns, two rounds, five masks; S = 32768 causal and sliding window; D = 64 (H = 32);
-#    pqall (pq, heads_minor and the TMA store) once.
+# Session 23, device call 6 (carry .gpu/s23p, built by prepare-pq.sh): flash_fwd's prefetch_q (pq:
+# each program prefetches into L2 the Q tile of the program num_sms() after it) and full_first (ff:
+# a tile's full blocks before its partial ones), alone and together (pqff), against the default (t);
+# S = 8192, B = 2, H = 16, D = 128 unless said:
+# 1. ptxas -v of pqff (registers, spills, C75xx) and its SASS's prefetch count;
+# 2. GPU checks of pqff at odd shapes and GQA (bf16, D 64/128; with heads_minor at D 128);
+# 3. timelines of pq and ff (sliding window, document, causal): "consumers start -> Q landed" and
+#    iteration 0 against session 22's t (1,505-1,718 and 4,576-4,823 cycles);
+# 4. t, pq, ff, pqff in turns, two rounds, five masks; then t and pqff at S = 32768 (causal,
+#    sliding window) and D = 64 (H = 32); all (pqff, heads_minor, the TMA store) once.
 set -u
 D=$(pwd)/.gpu/s23p
 (cd $D && for f in *.gz; do gunzip -kf $f; done && tar xzf ptx.tgz)
 f=$D/fac
-PQ="--const prefetch_q=true"
+declare -A C=([t]="" [pq]="--const prefetch_q=true" [ff]="--const full_first=true" [pqff]="--const prefetch_q=true --const full_first=true")
 ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | tail -1)
-echo "== ptxas -v (pq)"
+echo "== ptxas -v (pqff)"
 for p in $D/ptx/*.ptx; do
   echo "$(basename $p .ptx): $($ptxas -arch=sm_90a -v $p -o /tmp/pq.cubin 2>&1 | grep -E "registers|spill|C75|arning|rror" | sed -E 's/ptxas (info|warning) *: //' | tr '\n' ' ' | cut -c1-160)"
   echo "  SASS prefetch-like: $(cuobjdump --dump-sass /tmp/pq.cubin 2>/dev/null | grep -cE 'CCTL|PREFETCH|LDG.*PF')"
 done
-echo "== pq checks"
+echo "== pqff checks"
 for m in causal "sliding_window(20, 3)" document none; do for h in 64 128; do
-  $f run --device cuda --bundle $D/pq-check.bundle $PQ --mask "$m" --random-aux --doc-len 300 \
+  $f run --device cuda --bundle $D/pqff-check.bundle ${C[pqff]} --mask "$m" --random-aux --doc-len 300 \
     --seqlen-q 1537 --seqlen-k 1000 --dim $h --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
-  echo "rc=${PIPESTATUS[0]} pq $m D=$h"
+  echo "rc=${PIPESTATUS[0]} pqff $m D=$h"
 done; done
 for m in causal "sliding_window(20, 3)" document; do
-  $f run --device cuda --bundle $D/pqhm-check.bundle $PQ --const heads_minor=true --mask "$m" --random-aux --doc-len 300 \
+  $f run --device cuda --bundle $D/pqffhm-check.bundle ${C[pqff]} --const heads_minor=true --mask "$m" --random-aux --doc-len 300 \
     --seqlen-q 1537 --seqlen-k 1000 --dim 128 --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
-  echo "rc=${PIPESTATUS[0]} pq+hm $m D=128"
+  echo "rc=${PIPESTATUS[0]} pqff+hm $m D=128"
 done
-for m in "sliding_window(1023, 0)" document causal; do n=$(echo "$m" | tr -c 'a-z0-9\n' '_' | cut -c1-14)
-  $f run --device cuda --bundle $D/stamp-pq.bundle $PQ --mask "$m" --random-aux --no-check --lse-out $OUT/lse-pq-$n.npy \
+for v in pq ff; do for m in "sliding_window(1023, 0)" document causal; do n=$(echo "$m" | tr -c 'a-z0-9\n' '_' | cut -c1-14)
+  $f run --device cuda --bundle $D/stamp-$v.bundle ${C[$v]} --mask "$m" --random-aux --no-check --lse-out $OUT/lse-$v-$n.npy \
     --seqlen-q 8192 --seqlen-k 8192 --batch 2 --heads 16 --dim 128 --dtype bf16 2>&1 | tail -1 | cut -c1-100
-  echo "rc=${PIPESTATUS[0]} timeline pq $m"
-done
-F='^(none|causal|sliding|document|prefix)'
-for r in 1 2; do for v in t pq; do c=""; [ $v = pq ] && c=$PQ
-  echo "== r$r $v D=128"; $f bench --bundle $D/$v-d128.bundle $c --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
+  echo "rc=${PIPESTATUS[0]} timeline $v $m"
 done; done
-for v in t pq; do c=""; [ $v = pq ] && c=$PQ
-  echo "== $v S=32768"; $f bench --bundle $D/$v-d128.bundle $c --seqlen 32768 --batch 1 --heads 16 --warmup 3 --reps 10 \
+F='^(none|causal|sliding|document|prefix)'
+for r in 1 2; do for v in t pq ff pqff; do
+  echo "== r$r $v D=128"; $f bench --bundle $D/$v-d128.bundle ${C[$v]} --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
+done; done
+for v in t pqff; do
+  echo "== $v S=32768"; $f bench --bundle $D/$v-d128.bundle ${C[$v]} --seqlen 32768 --batch 1 --heads 16 --warmup 3 --reps 10 \
     --mask causal --mask "sliding_window(1023, 0)" 2>&1 | grep -E "$F|rror" | cut -c1-100
-  echo "== $v D=64"; $f bench --bundle $D/$v-d64.bundle $c --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
+  echo "== $v D=64"; $f bench --bundle $D/$v-d64.bundle ${C[$v]} --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
 done
-echo "== pqall D=128 (prefetch_q, heads_minor, TMA store)"
-FAC_TMA_STORE=1 $f bench --bundle $D/pqall-d128.bundle $PQ --const heads_minor=true --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
+echo "== all D=128 (prefetch_q, full_first, heads_minor, TMA store)"
+FAC_TMA_STORE=1 $f bench --bundle $D/all-d128.bundle ${C[pqff]} --const heads_minor=true --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
