@@ -340,6 +340,7 @@ type simCase struct {
 	disable    map[string]bool
 	env        map[string]string // set while lowering (code-shaping choices, e.g. FAC_DQ_BULK)
 	attrs      map[string]any    // compile-time arguments changed on the kernel's IR (schedule arguments)
+	sm90Only   bool              // a kernel only a producer warpgroup runs (consumer_groups)
 }
 
 func simCases() []simCase {
@@ -510,8 +511,17 @@ func simCases() []simCase {
 		withWarps(frontend("frontend_flash_128x128_ws_prefetch", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
 		// full_first: a tile's full blocks before its partial ones (the
 		// lists alternate partial and full blocks; the last q tile has none).
-		withWarps(frontend("frontend_flash_128x128_ws_fullfirst", "", tir.BF16, 128, 1, 2, 2, 300, 650, false), 8),
+		withWarps(frontend("frontend_flash_128x128_ws_fullfirst", "", tir.BF16, 128, 1, 2, 2, 300, 390, false), 8),
 		withWarps(frontend("frontend_flash_128x128_ws_fullfirst", "flash_fwd.full", tir.BF16, 128, 1, 1, 1, 200, 130, false), 8),
+		// Three consumer groups of one warpgroup on 64-row tiles of one
+		// 192-row block-mask row, D = 64, sharing the producer's K/V (512
+		// threads); 300 rows: the second program's third group is past
+		// the end.
+		groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)),
+		groups(frontend("frontend_flash_64x128_d64_groups3", "flash_fwd.full", tir.BF16, 64, 1, 1, 1, 200, 130, false)),
+		// The same with O through the TMA store: each group stages its
+		// own tile in its own scratch.
+		withEnv(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), sm90.EnvTMAStore, "1"),
 	}
 }
 
@@ -561,6 +571,12 @@ func withWarps(c simCase, nw int) simCase {
 	return c
 }
 
+// groups is c on sm_90a only, as four warps a group.
+func groups(c simCase) simCase {
+	c.sm90Only, c.numWarps = true, 4
+	return c
+}
+
 // withAttrs is c with compile-time argument name set to v.
 func withAttrs(c simCase, name string, v any) simCase {
 	c.attrs = map[string]any{name: v}
@@ -594,6 +610,8 @@ func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc boo
 		bm = 128
 	case strings.Contains(file, "256x"):
 		bm, qblk = 256, 256
+	case strings.Contains(file, "groups3"):
+		bm, qblk = 192, 192 // three groups of 64 rows a program
 	}
 	return simCase{kernel: file, fn: fn, grid: [3]int{(sq + bm - 1) / bm, B * H, 1}, rtol: 1e-2, atol: 2e-3,
 		args: func(rng *rand.Rand) []any {
@@ -691,6 +709,9 @@ func TestSimulate(t *testing.T) {
 			var ll90 string // sm_90a's default LLVM IR
 			for _, arch := range append(simArchs, wgmmaArch) {
 				t.Run(arch, func(t *testing.T) {
+					if c.sm90Only && arch != wgmmaArch {
+						t.Skip("consumer groups need sm_90a's producer warpgroup (wgmma)")
+					}
 					simArgs := cloneArgs(inputs)
 					for k, v := range c.env {
 						t.Setenv(k, v)

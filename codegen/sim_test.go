@@ -50,6 +50,7 @@ import (
 
 var (
 	barCountRE   = regexp.MustCompile(`^bar\.sync (\d+), (\d+);$`)
+	barRegRE     = regexp.MustCompile(`^bar\.sync \$0, (\d+);$`) // the id in a register: pingpong's turns, a consumer group's barrier
 	redVecRE     = regexp.MustCompile(`red\.relaxed\.gpu\.global\.add\.v(\d)\.f32`)
 	setMaxNRegRE = regexp.MustCompile(`^setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);$`)
 	bitTestRE    = regexp.MustCompile(`and\.b32 t, \$1, 0x([0-9a-f]+);\n\tsetp\.ne\.b32 \$0, t, 0;`) // core.bitTest
@@ -946,8 +947,9 @@ func (t *simThread) call(in *ir.InstCall) {
 			if _, ok := t.cta.wgs[t.tid/128].exchange(t.tid%128, nil); !ok {
 				panic(simAbort{})
 			}
-		case s == "bar.sync $0, 256;":
-			if _, ok := t.cta.namedBar(int(args[0]), 256).exchange(t.tid, nil); !ok {
+		case barRegRE.MatchString(s):
+			n, _ := strconv.Atoi(barRegRE.FindStringSubmatch(s)[1])
+			if _, ok := t.cta.namedBar(int(args[0]), n).exchange(t.tid%n, nil); !ok {
 				panic(simAbort{})
 			}
 		case s == "bar.arrive $0, 256;":

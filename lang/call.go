@@ -16,7 +16,7 @@ var builtinFuncs = map[string]bool{
 	"program_id": true, "arange": true, "zeros": true, "full": true, "load": true, "store": true,
 	"dot": true, "trans": true, "max": true, "min": true, "sum": true, "exp": true, "exp2": true,
 	"log": true, "log2": true, "tanh": true, "sqrt": true, "abs": true, "select": true, "where": true,
-	"cdiv": true, "atomic_add": true, "grad": true, "num_programs": true, "num_sms": true, "prefetch": true,
+	"cdiv": true, "atomic_add": true, "grad": true, "num_programs": true, "num_sms": true, "prefetch": true, "group_id": true,
 }
 
 var builtinNames = func() map[string]bool {
@@ -197,9 +197,12 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 			return val{v: l.b.NumPrograms(axis), pos: pos}
 		}
 		return val{v: l.b.ProgramID(axis), pos: pos}
-	case "num_sms":
+	case "num_sms", "group_id":
 		l.bindArgs(name, ca, nil, 0)
 		l.kernelOnly(name, pos)
+		if name == "group_id" {
+			return val{v: l.b.GroupID(), pos: pos}
+		}
 		return val{v: l.b.NumSMs(), pos: pos}
 	case "prefetch":
 		a := l.bindArgs(name, ca, []string{"ptr", "mask"}, 1)

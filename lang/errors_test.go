@@ -90,6 +90,7 @@ var errorCases = []errorCase{
 	{"arity_builtin_missing.fa", 2, 21, "arange needs argument end (start, end)"},
 	{"builtin_num_sms_in_mod.fa", 3, 36, "num_sms is for kernels, not mods: a mod's value depends only on its arguments"},
 	{"builtin_prefetch_value.fa", 3, 16, "prefetch needs pointers, got i32[16]"},
+	{"builtin_group_id_in_mod.fa", 3, 32, "group_id is for kernels, not mods: a mod's value depends only on its arguments"},
 	{"builtin_num_programs_axis.fa", 3, 26, "num_programs axis must be 0, 1 or 2, got 3"},
 	{"arity_mod_call.fa", 3, 18, "mask causal takes 4 arguments (b, h, q_idx, kv_idx), got 3"},
 	{"arity_mod_cparams.fa", 3, 35, "sliding_window takes 2 compile-time arguments, got 3"},

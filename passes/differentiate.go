@@ -207,7 +207,7 @@ func (d *differ) mark(op *tir.Op) error {
 	case k == tir.OpCast:
 		// float → float carries the gradient; to an integer it stops.
 		d.active[op.Result()] = anyActive && floatRes && op.Args[0].Type.Elem.IsFloat()
-	case k == tir.OpCmp, k == tir.OpConst, k == tir.OpArange, k == tir.OpProgramID, k == tir.OpNumPrograms, k == tir.OpNumSMs:
+	case k == tir.OpCmp, k == tir.OpConst, k == tir.OpArange, k == tir.OpProgramID, k == tir.OpNumPrograms, k == tir.OpNumSMs, k == tir.OpGroupID:
 	case k.IsBinary(), k.IsUnary(), k == tir.OpSelect, k == tir.OpSplat, k == tir.OpBroadcast,
 		k == tir.OpReshape, k == tir.OpTrans, k == tir.OpReduce:
 		if anyActive && floatRes {

@@ -43,6 +43,11 @@ func (b *Builder) NumSMs() *Value {
 	return b.emit1(OpNumSMs, Scalar(I32), nil)
 }
 
+// GroupID is the program's consumer group.
+func (b *Builder) GroupID() *Value {
+	return b.emit1(OpGroupID, Scalar(I32), nil)
+}
+
 // Arange is [start, end) as tensor<(end-start)xi32>.
 func (b *Builder) Arange(start, end int) *Value {
 	return b.emit1(OpArange, Tensor(I32, end-start), nil, Attr{"start", int64(start)}, Attr{"end", int64(end)})

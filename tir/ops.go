@@ -27,6 +27,12 @@ const (
 	// wave read; results must not depend on it.
 	//   %0 = num_sms : i32
 	OpNumSMs
+	// OpGroupID is the program's consumer group: a kernel whose
+	// compile-time argument consumer_groups is G runs each program as G
+	// groups of its num_warps warps, on tiles of their own, sharing the
+	// copies a producer warpgroup issues (sm_90a); 0 to G-1, and 0 without.
+	//   %0 = group_id : i32
+	OpGroupID
 	// OpArange is the tensor [start, start+1, ..., end-1].
 	//   %0 = arange {start = 0, end = 64} : tensor<64xi32>
 	OpArange
@@ -149,7 +155,7 @@ const (
 )
 
 var kindNames = [...]string{
-	OpConst: "const", OpProgramID: "program_id", OpNumPrograms: "num_programs", OpNumSMs: "num_sms", OpArange: "arange", OpSplat: "splat",
+	OpConst: "const", OpProgramID: "program_id", OpNumPrograms: "num_programs", OpNumSMs: "num_sms", OpGroupID: "group_id", OpArange: "arange", OpSplat: "splat",
 	OpBroadcast: "broadcast", OpReshape: "reshape", OpTrans: "trans",
 	OpAdd: "add", OpSub: "sub", OpMul: "mul", OpDiv: "div", OpRem: "rem", OpMin: "min", OpMax: "max",
 	OpAnd: "and", OpOr: "or", OpXor: "xor", OpCmp: "cmp", OpSelect: "select",

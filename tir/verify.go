@@ -309,7 +309,7 @@ func (v *verifier) op(op *Op, n int) error {
 			return errf("axis must be 0, 1 or 2")
 		}
 		return sameRes(Scalar(I32))
-	case k == OpNumSMs:
+	case k == OpNumSMs, k == OpGroupID:
 		return sameRes(Scalar(I32))
 	case k == OpArange:
 		start, ok1 := op.Attr("start").(int64)

@@ -53,6 +53,12 @@ func (l *Lowerer) lowerKernel() {
 	body := l.newBlock("body")
 	l.b = l.entry
 	l.tid = l.Call("llvm.nvvm.read.ptx.sreg.tid.x", types.I32)
+	if l.grp != nil {
+		if l.ws == nil {
+			Fail("consumer_groups = %d: the groups need a producer warpgroup (warp_specialize on sm_90a with TMA copies)", l.grp.n)
+		}
+		l.groupEntry()
+	}
 	l.lane = l.entry.NewAnd(l.tid, ConstI32(31))
 	l.warp = l.entry.NewLShr(l.tid, ConstI32(5))
 	l.b = body
@@ -82,6 +88,9 @@ func (l *Lowerer) lowerKernel() {
 		l.asm(types.Void, "cp.async.bulk.wait_group.read 0;", "~{memory}", true)
 	}
 	l.fusePhiPacks()
+	if l.grp != nil {
+		l.finishGroups()
+	}
 	l.b.NewRet(nil)
 	l.entry.NewBr(body)
 }
@@ -306,6 +315,8 @@ func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 			Fail("%s: num_programs axis %d", op.Pos, axis)
 		}
 		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.nctaid."+"xyz"[axis:axis+1], types.I32)}
+	case k == tir.OpGroupID:
+		return []value.Value{l.GroupID()}
 	case k == tir.OpNumSMs:
 		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.nsmid", types.I32)}
 	case k.IsElementwise():

@@ -60,6 +60,7 @@ func Fail(format string, args ...any) {
 type Lowerer struct {
 	f      *tir.Func
 	nw     int
+	grp    *groupState // consumer groups (groups.go); nil: one
 	arch   string
 	target Target
 	a      *assigner
@@ -159,6 +160,7 @@ func NewLowerer(f *tir.Func, arch string, t Target, nw int) *Lowerer {
 		smemTiles: map[*tir.Value]*Staged{},
 	}
 	l.a.l = l
+	l.grp = newGroupState(f)
 	return l
 }
 

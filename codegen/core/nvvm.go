@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
@@ -389,7 +390,7 @@ func (l *Lowerer) sharedBase(t types.Type) value.Value {
 // around the pipelined one, the tiles are never free: the scratch area
 // always follows them.
 func (l *Lowerer) Scratch() int {
-	if l.inFlight > 0 || (l.ws != nil && l.ws.outer != nil) {
+	if l.inFlight > 0 || (l.ws != nil && l.ws.outer != nil) || l.grp != nil {
 		return l.scratchBase
 	}
 	return 0
@@ -434,12 +435,17 @@ func (l *Lowerer) SharedAbs(t types.Type, byteOff int, idx value.Value) value.Va
 // wgmma descriptor's base: the target tracks those reads).
 func (l *Lowerer) SharedAddress(t types.Type, byteOff int, idx value.Value) value.Value {
 	base := l.sharedBase(t)
+	sz := typeBytes(t)
 	if byteOff != 0 {
-		sz := typeBytes(t)
 		if byteOff%sz != 0 {
 			Fail("internal error: misaligned shared offset")
 		}
 		idx = l.b.NewAdd(idx, ConstI32(int64(byteOff/sz)))
+	}
+	if l.groupPrivate(byteOff) {
+		// The group's own copy (groups.go); the stride is a multiple of
+		// 1024, so of sz.
+		idx = l.b.NewAdd(idx, l.b.NewLShr(l.groupShift(), ConstI32(int64(bits.TrailingZeros(uint(sz))))))
 	}
 	return l.ptrAdd(t, base, idx)
 }

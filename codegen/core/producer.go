@@ -107,7 +107,7 @@ func (l *Lowerer) InProducer() bool { return l.ws != nil && l.ws.producing }
 // warpgroup when the kernel has one.
 func (l *Lowerer) Threads() int {
 	if l.ws != nil {
-		return l.nw*32 + 128
+		return l.ConsumerWarps()*32 + 128
 	}
 	return l.nw * 32
 }
@@ -281,7 +281,10 @@ func (l *Lowerer) PlanProducer(pt ProducerTarget) (why string) {
 		p.tail.issued = true // by the producer
 		l.Note(fmt.Sprintf("load at %s: issued by the producer warp after the loop at %s (its tail)", p.tail.st.Load.Pos, p.loop.Pos))
 	}
-	ws.consumerRegs = consumerRegs(l.nw, ws.producerRegs)
+	if outer != nil && l.grp != nil {
+		return "consumer groups with a loop around the pipelined one"
+	}
+	ws.consumerRegs = consumerRegs(l.ConsumerWarps(), ws.producerRegs)
 	ws.copyOnly = l.copyOnlyOps(pt)
 	// The consumers read ahead only the block-list entries they use.
 	p.ahead = slices.DeleteFunc(p.ahead, func(op *tir.Op) bool { return ws.copyOnly[op] })
@@ -346,13 +349,13 @@ func (l *Lowerer) splitWarps() {
 	ws := l.ws
 	b := l.b
 	prod, run, done, cons := l.newBlock("producer"), l.newBlock("producer.run"), l.newBlock("producer.done"), l.newBlock("consumer")
-	b.NewCondBr(b.NewICmp(enum.IPredUGE, l.tid, ConstI32(int64(l.nw*32))), prod, cons)
+	b.NewCondBr(l.isProducerThread(false), prod, cons)
 	l.b = prod
 	many := l.Threads() > 256 // fewer threads get all the registers they can use anyway
 	if many {
 		ws.pt.SetMaxRegs(l, ws.producerRegs, false)
 	}
-	l.b.NewCondBr(l.b.NewICmp(enum.IPredEQ, l.tid, ConstI32(int64(l.nw*32))), run, done)
+	l.b.NewCondBr(l.isProducerThread(true), run, done)
 	l.b = run
 	l.lowerProducer()
 	l.b.NewBr(done)
@@ -388,6 +391,8 @@ func (l *Lowerer) produceBlock(b *tir.Block) {
 			l.produceOuter(op)
 		case op.Kind == tir.OpIf:
 			l.produceTail(ws.pipe, op)
+		case st != nil && l.groupPrivate(st.ByteOff):
+			l.produceGroups(st)
 		case st != nil:
 			ws.pt.WaitRefill(l, st)
 			l.issueCopy(st, nil, 0, nil)
@@ -555,5 +560,9 @@ func (l *Lowerer) handBackTail() {
 // consumerBarrier is the consumers' CTA barrier once the producer went
 // its own way: bar.sync 0 counted over the consumer threads.
 func (l *Lowerer) consumerBarrier() {
+	if l.grp != nil {
+		l.groupBarrier()
+		return
+	}
 	l.asm(types.Void, fmt.Sprintf("bar.sync 0, %d;", l.nw*32), "~{memory}", true)
 }

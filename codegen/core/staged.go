@@ -160,6 +160,9 @@ func (l *Lowerer) StagedAddr(t types.Type, st *Staged, idx value.Value) value.Va
 // (sm90's mbarriers), and returns their offset. Only after plan-async and
 // pipeline-loads placed the tiles.
 func (l *Lowerer) ReserveShared(bytes int) int {
+	if l.grp != nil {
+		return l.reserveGroupBars(bytes)
+	}
 	off := roundUpTo(l.scratchBase, 8)
 	l.scratchBase = roundUpTo(off+bytes, 128)
 	l.smemBytes = max(l.smemBytes, l.scratchBase)
@@ -399,6 +402,10 @@ func (l *Lowerer) placeStaged() {
 		}
 	}
 	frame(l.f.Body.Ops, true)
+	if l.grp != nil {
+		l.planGroups()
+		end = l.placeGroups(end)
+	}
 	l.scratchBase = end
 	l.smemBytes = end
 }

@@ -170,7 +170,13 @@ func (t *Target) planTMA(l *core.Lowerer) {
 		// loop's tiles share one release counter per buffer
 		// (ReleaseBuffer), made with its first tile.
 		for i := 0; i < st.Stages(); i++ {
-			t.tmaBars = append(t.tmaBars, 1)
+			// A consumer group's own tile: the producer fills every
+			// group's copy, each with its expect_tx.
+			n := 1
+			if l.IsGroupPrivate(st.ByteOff) {
+				n = l.Groups()
+			}
+			t.tmaBars = append(t.tmaBars, n)
 		}
 		if loop := st.PipeLoop(); loop != nil {
 			c, ok := counters[loop]
@@ -423,14 +429,14 @@ func (t *Target) Prologue(l *core.Lowerer) {
 	if len(t.tmaBars) == 0 {
 		return
 	}
-	l.IfThen(l.Block().NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0)), "mbar.init", func() {
+	l.IfThen(l.Block().NewICmp(enum.IPredEQ, l.CTAThreadID(), core.ConstI32(0)), "mbar.init", func() {
 		for _, i := range t.tmaMaps {
 			l.Asm(types.Void, asmPrefetchTensorMap, "l,~{memory}", true, l.TensorMapParam(i))
 		}
 		for i, n := range t.tmaBars {
 			a := sharedAddr32(l, t.tmaBase+8*i, nil)
 			if n == 0 && l.WarpSpecialized() {
-				n = l.NumWarps() / 4 // an empty mbarrier: one arrival per consumer warpgroup
+				n = l.ConsumerWarps() / 4 // an empty mbarrier: one arrival per consumer warpgroup
 			}
 			if n == 0 {
 				l.Asm(types.Void, asmCounterInit, "r,~{memory}", true, a)

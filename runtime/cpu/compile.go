@@ -12,6 +12,7 @@ import (
 // index into a frame, and ops become insts with their shapes worked out.
 type fn struct {
 	f      *tir.Func
+	groups int // consumer groups: the body runs once per group (group_id)
 	params []int
 	types  []tir.Type // by slot
 	body   *block
@@ -89,7 +90,10 @@ func (c *compiler) fn(f *tir.Func) (*fn, error) {
 	if x := c.fns[f]; x != nil {
 		return x, nil // already compiled, or in progress (recursion)
 	}
-	x := &fn{f: f}
+	x := &fn{f: f, groups: 1}
+	if g, ok := f.Attr("consumer_groups").(int64); ok && g > 1 {
+		x.groups = int(g)
+	}
 	c.fns[f] = x
 	fc := &fnCompiler{c: c, x: x, ids: map[*tir.Value]int{}}
 	for _, p := range f.Params {
@@ -144,7 +148,7 @@ func (fc *fnCompiler) block(b *tir.Block) (*block, error) {
 // arity gives the allowed operand counts and the result count (-1: any).
 func arity(k tir.Kind) (args []int, results int) {
 	switch {
-	case k == tir.OpConst || k == tir.OpProgramID || k == tir.OpNumPrograms || k == tir.OpNumSMs || k == tir.OpArange:
+	case k == tir.OpConst || k == tir.OpProgramID || k == tir.OpNumPrograms || k == tir.OpNumSMs || k == tir.OpGroupID || k == tir.OpArange:
 		return []int{0}, 1
 	case k == tir.OpPrefetch:
 		return []int{1, 2}, 0
@@ -351,7 +355,7 @@ func (fc *fnCompiler) inst(op *tir.Op) (inst, error) {
 		if len(op.Args) == 2 && op.Args[1].Type.NumElems() != in.n {
 			return bad("prefetch mask %s does not match pointers %s", op.Args[1].Type, at)
 		}
-	case k == tir.OpNumSMs:
+	case k == tir.OpNumSMs || k == tir.OpGroupID:
 	case k == tir.OpDot:
 		bt, ct := op.Args[1].Type, op.Args[2].Type
 		if at.Rank() != 2 || bt.Rank() != 2 || ct.Rank() != 2 || rt.Rank() != 2 ||

@@ -80,6 +80,7 @@ func assign(dst *slot, src slot, t tir.Type) {
 type machine struct {
 	pid   [3]int
 	grid  [3]int
+	group int
 	depth int
 	cur   *inst // op being executed, for errors
 }
@@ -104,8 +105,12 @@ func (m *machine) run(x *fn, fr *frame) (t *inst, err error) {
 			t, err = nil, m.fail("internal error: %v", r)
 		}
 	}()
-	m.cur, m.depth = nil, 0
-	t, err = m.exec(fr, x.body)
+	// A program of consumer groups runs each in turn: they share nothing
+	// but their inputs.
+	for g := 0; g < x.groups && err == nil; g++ {
+		m.cur, m.depth, m.group = nil, 0, g
+		t, err = m.exec(fr, x.body)
+	}
 	if err == nil && (t == nil && len(x.f.Result) > 0 || t != nil && (t.k != tir.OpReturn || len(t.a) != len(x.f.Result))) {
 		err = m.fail("@%s does not end with return of %d values", x.f.Name, len(x.f.Result))
 	}
@@ -130,6 +135,8 @@ func (m *machine) exec(fr *frame, b *block) (*inst, error) {
 			fr.out(in.r[0], 1)[0] = float64(m.pid[in.code])
 		case k == tir.OpNumPrograms:
 			fr.out(in.r[0], 1)[0] = float64(m.grid[in.code])
+		case k == tir.OpGroupID:
+			fr.out(in.r[0], 1)[0] = float64(m.group)
 		case k == tir.OpNumSMs:
 			fr.out(in.r[0], 1)[0] = 1 // one processor runs each program: a prefetch hint only
 		case k == tir.OpPrefetch:

@@ -114,6 +114,10 @@ func qGrid(p launch.Problem) [3]int {
 // program_id(1), so that programs start q tile by q tile across the heads.
 func fwdGrid(p launch.Problem) [3]int {
 	g := qGrid(p)
+	if n := groups(p); n > 1 {
+		// A program's groups take consecutive q tiles (flash_fwd.fa).
+		g[0] = launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")*n)
+	}
 	if headsMinor(p) {
 		g[0], g[1] = g[1], g[0]
 	}
@@ -123,6 +127,10 @@ func fwdGrid(p launch.Problem) [3]int {
 // headsMinor reports whether the kernel was compiled with heads_minor
 // (flash_fwd's own argument; kernels that lack it run heads-major).
 func headsMinor(p launch.Problem) bool { return p.Attrs["heads_minor"] != 0 }
+
+// groups is the kernel's consumer groups (1 for kernels that lack the
+// argument).
+func groups(p launch.Problem) int { return max(1, int(p.Attrs["consumer_groups"])) }
 
 // fwdTileCosts are flash_fwd's tiles' expected times, in kv iterations,
 // from the block mask's counts (a persistent launch deals its tiles from
@@ -136,7 +144,7 @@ func fwdTileCosts(p launch.Problem, bm launch.BlockMask, tiles [3]int) []float64
 	b, h, numQ, _ := bm.Dims()
 	blockM, sparseQ := p.Attr("BLOCK_M"), p.Attr("SPARSE_Q")
 	sub := float64(p.Attr("SPARSE_K") / max(1, p.Attr("BLOCK_N")))
-	if len(counts) != b*h*numQ || len(full) != len(counts) || blockM <= 0 || sparseQ <= 0 || p.Shape.Heads <= 0 {
+	if len(counts) != b*h*numQ || len(full) != len(counts) || blockM <= 0 || sparseQ <= 0 || p.Shape.Heads <= 0 || groups(p) > 1 {
 		return nil
 	}
 	nq, nbh := tiles[0], tiles[1]
@@ -190,6 +198,16 @@ func checkHeadDim(p launch.Problem) error {
 	}
 	if sq, sk, bm, bn := p.Attr("SPARSE_Q"), p.Attr("SPARSE_K"), p.Attr("BLOCK_M"), p.Attr("BLOCK_N"); sq%bm != 0 || sk%bn != 0 {
 		return fmt.Errorf("mask blocks %d×%d must be multiples of the kernel tile %d×%d", sq, sk, bm, bn)
+	}
+	if n := groups(p); n > 1 {
+		// The groups walk the block-mask row of group 0's q tile, which the
+		// producer loads for all.
+		if sq, bm := p.Attr("SPARSE_Q"), p.Attr("BLOCK_M"); sq%(bm*n) != 0 {
+			return fmt.Errorf("consumer_groups = %d: mask blocks of %d rows must be multiples of the groups' %d×%d rows (--const SPARSE_Q=%d)", n, sq, n, bm, n*bm)
+		}
+		if headsMinor(p) || p.Attrs["persistent"] != 0 {
+			return fmt.Errorf("consumer_groups = %d: not with heads_minor or persistent", n)
+		}
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package attention_test
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fac-compiler/fac/compiler"
@@ -123,5 +125,45 @@ func TestForwardHeadsMinor(t *testing.T) {
 	}
 	if costs[1][0] != costs[1][5] || costs[1][0] <= costs[1][6] {
 		t.Errorf("heads-minor costs %v: want every head's last q tile first, the longest", costs[1][:12])
+	}
+}
+
+// TestForwardConsumerGroups: with consumer_groups = G a program covers G
+// q tiles, so the grid's first axis is cdiv(seqlen_q, G·BLOCK_M); the
+// groups must share a block-mask row, and neither heads_minor nor a
+// persistent launch goes with them.
+func TestForwardConsumerGroups(t *testing.T) {
+	p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}}
+	compile := func(consts map[string]string) launch.Problem {
+		t.Helper()
+		res, err := compiler.Compile(compiler.Request{Kernel: "flash_fwd", Mask: "causal", Consts: consts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := p
+		q.Attrs = res.Attrs()
+		return q
+	}
+	g3 := map[string]string{"consumer_groups": "3", "BLOCK_M": "64", "BLOCK_N": "128", "HEAD_DIM": "64", "SPARSE_Q": "192"}
+	q := compile(g3)
+	if g := attention.FlashFwd.Grid(q); g != [3]int{6, 6, 1} {
+		t.Errorf("grid %v, want [6 6 1] (1000 rows in programs of 192)", g)
+	}
+	if err := attention.FlashFwd.Check(q); err != nil {
+		t.Errorf("check: %v", err)
+	}
+	for _, c := range []struct {
+		set, want string
+	}{
+		{"SPARSE_Q=128", "consumer_groups = 3: mask blocks of 128 rows must be multiples of the groups' 3×64 rows (--const SPARSE_Q=192)"},
+		{"heads_minor=true", "consumer_groups = 3: not with heads_minor or persistent"},
+		{"persistent=true", "consumer_groups = 3: not with heads_minor or persistent"},
+	} {
+		consts := maps.Clone(g3)
+		k, v, _ := strings.Cut(c.set, "=")
+		consts[k] = v
+		if err := attention.FlashFwd.Check(compile(consts)); err == nil || err.Error() != c.want {
+			t.Errorf("%s: err = %v, want %s", c.set, err, c.want)
+		}
 	}
 }

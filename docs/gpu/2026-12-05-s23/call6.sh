@@ -8,14 +8,17 @@
 # 3. timelines of pq and ff (sliding window, document, causal): "consumers start -> Q landed" and
 #    iteration 0 against session 22's t (1,505-1,718 and 4,576-4,823 cycles);
 # 4. t, pq, ff, pqff in turns, two rounds, five masks; then t and pqff at S = 32768 (causal,
-#    sliding window) and D = 64 (H = 32); all (pqff, heads_minor, the TMA store) once.
+#    sliding window) and D = 64 (H = 32); all (pqff, heads_minor, the TMA store) once;
+# 5. consumer groups: GPU checks of g3 (D = 64, three groups on 192-row mask blocks) and g2 (D =
+#    128, two groups), then t against g3, g3s3 (three buffers) and g2 at D = 64 (H = 32), none and
+#    causal, two rounds, and g2 at D = 128 (the PTX of all of them is in step 1's ptxas -v).
 set -u
 D=$(pwd)/.gpu/s23p
 (cd $D && for f in *.gz; do gunzip -kf $f; done && tar xzf ptx.tgz)
 f=$D/fac
 declare -A C=([t]="" [pq]="--const prefetch_q=true" [ff]="--const full_first=true" [pqff]="--const prefetch_q=true --const full_first=true")
 ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | tail -1)
-echo "== ptxas -v (pqff)"
+echo "== ptxas -v (pqff, g3, g3s3, g2)"
 for p in $D/ptx/*.ptx; do
   echo "$(basename $p .ptx): $($ptxas -arch=sm_90a -v $p -o /tmp/pq.cubin 2>&1 | grep -E "registers|spill|C75|arning|rror" | sed -E 's/ptxas (info|warning) *: //' | tr '\n' ' ' | cut -c1-160)"
   echo "  SASS prefetch-like: $(cuobjdump --dump-sass /tmp/pq.cubin 2>/dev/null | grep -cE 'CCTL|PREFETCH|LDG.*PF')"
@@ -47,3 +50,22 @@ for v in t pqff; do
 done
 echo "== all D=128 (prefetch_q, full_first, heads_minor, TMA store)"
 FAC_TMA_STORE=1 $f bench --bundle $D/all-d128.bundle ${C[pqff]} --const heads_minor=true --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
+G="--const BLOCK_M=64 --const BLOCK_N=128 --const num_warps=4 --const SPARSE_K=128 --const warp_specialize=true --const overlap=true --const lazy_rescale=true --const fold_scale=true"
+G3="$G --const consumer_groups=3 --const SPARSE_Q=192"
+G2="$G --const consumer_groups=2 --const SPARSE_Q=128"
+echo "== consumer groups checks"
+for m in causal "sliding_window(20, 3)" document none; do
+  $f run --device cuda --bundle $D/g3-check.bundle $G3 --mask "$m" --random-aux --doc-len 300 \
+    --seqlen-q 1537 --seqlen-k 1000 --dim 64 --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
+  echo "rc=${PIPESTATUS[0]} g3 $m D=64"
+  $f run --device cuda --bundle $D/g2-check.bundle $G2 --mask "$m" --random-aux --doc-len 300 \
+    --seqlen-q 1537 --seqlen-k 1000 --dim 128 --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
+  echo "rc=${PIPESTATUS[0]} g2 $m D=128"
+done
+for r in 1 2; do
+  echo "== r$r t D=64"; $f bench --bundle $D/t-d64.bundle --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
+  echo "== r$r g3 D=64"; $f bench --bundle $D/g3-d64.bundle $G3 --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
+  echo "== r$r g3s3 D=64"; $f bench --bundle $D/g3s3-d64.bundle $G3 --const num_stages=3 --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
+  echo "== r$r g2 D=64"; $f bench --bundle $D/g2.bundle $G2 --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
+done
+echo "== g2 D=128"; $f bench --bundle $D/g2.bundle $G2 --dim 128 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
