@@ -44,6 +44,22 @@ type stage struct {
 	contract *launch.Contract
 }
 
+// backwardDType is opts' element type for the backward kernels (f32 by
+// default), checked with the head dimension.
+func backwardDType(opts Options, dim int) (string, error) {
+	dt := opts.DType
+	if dt == "" {
+		dt = "f32"
+	}
+	if dt != "f32" && dt != "bf16" && dt != "f16" {
+		return "", fmt.Errorf("unsupported dtype %q: the backward kernels take f32, bf16 or f16", dt)
+	}
+	if dim <= 0 || dim > 256 {
+		return "", fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
+	}
+	return dt, nil
+}
+
 // CompileBackward compiles the backward kernels for head dimension dim.
 // opts are the forward's: Mask, Score, Sources, DType and Passes apply to
 // every kernel; each of Consts goes to the kernels that declare it (BLOCK_M,
@@ -54,15 +70,9 @@ type stage struct {
 // dQ, dK and dV need no other change, since the forward's LSE includes
 // the sink.
 func CompileBackward(opts Options, dim int) (*Backward, error) {
-	dt := opts.DType
-	if dt == "" {
-		dt = "f32"
-	}
-	if dt != "f32" && dt != "bf16" && dt != "f16" {
-		return nil, fmt.Errorf("unsupported dtype %q: the backward kernels take f32, bf16 or f16", dt)
-	}
-	if dim <= 0 || dim > 256 {
-		return nil, fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
+	dt, err := backwardDType(opts, dim)
+	if err != nil {
+		return nil, err
 	}
 	bw := &Backward{opts: opts, dim: dim}
 	if v, ok := opts.Consts["DETERMINISTIC"]; ok {

@@ -37,15 +37,9 @@ type BackwardVarlen struct {
 // Passes; Consts to the kernels that declare them). SPARSE_Q × SPARSE_K
 // must be the forward's for one VarlenBlockMask to serve both.
 func CompileBackwardVarlen(opts Options, dim int) (*BackwardVarlen, error) {
-	dt := opts.DType
-	if dt == "" {
-		dt = "f32"
-	}
-	if dt != "f32" && dt != "bf16" && dt != "f16" {
-		return nil, fmt.Errorf("unsupported dtype %q: the backward kernels take f32, bf16 or f16", dt)
-	}
-	if dim <= 0 || dim > 256 {
-		return nil, fmt.Errorf("unsupported head dim %d: want 1..256", dim)
+	dt, err := backwardDType(opts, dim)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Sinks {
 		return nil, fmt.Errorf("%s: sinks are not supported yet (nor by flash_fwd_varlen)", attention.FlashBwdVarlen.Kernel)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"sync"
 
 	"github.com/fac-compiler/fac/artifact"
@@ -486,7 +485,7 @@ func (f *Forward) classifier() (*compiler.Result, error) {
 	f.clsOnce.Do(func() {
 		sq, sk := f.sparse()
 		f.cls, f.clsErr = compiler.Compile(compiler.Request{Sources: f.opts.Sources, Kernel: attention.BlockClassify.Kernel,
-			Mask: f.opts.Mask, Consts: map[string]string{"BLOCK_Q": strconv.Itoa(sq), "BLOCK_K": strconv.Itoa(sk)}})
+			Mask: f.opts.Mask, Consts: attention.ClassifyConsts(sq, sk)})
 	})
 	return f.cls, f.clsErr
 }

@@ -77,6 +77,21 @@ func newGridFor(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options) 
 	return newGeometry(b, h, sh.SeqQ, sh.SeqK, opts.BlockQ, opts.BlockK)
 }
 
+// newGridArgs is newGridFor with the shape's defaults filled in and the
+// mod's aux arguments, what an evaluating builder starts from.
+func newGridArgs(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux map[string]any) (*Grid, Shape, []any, error) {
+	g, err := newGridFor(prog, inst, sh, opts)
+	if err != nil {
+		return nil, sh, nil, err
+	}
+	sh = sh.withDefaults()
+	auxs, err := inputArgs(inst, sh, aux)
+	if err != nil {
+		return nil, sh, nil, err
+	}
+	return g, sh, auxs, nil
+}
+
 // newGeometry is NewGrid without the classes.
 func newGeometry(b, h, seqQ, seqK, blockQ, blockK int) (*Grid, error) {
 	if err := checkGeometry(b, h, seqQ, seqK, blockQ, blockK); err != nil {
@@ -217,12 +232,7 @@ type tileEval struct {
 }
 
 func newTileEval(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux map[string]any) (*tileEval, error) {
-	g, err := newGridFor(prog, inst, sh, opts)
-	if err != nil {
-		return nil, err
-	}
-	sh = sh.withDefaults()
-	auxs, err := inputArgs(inst, sh, aux)
+	g, sh, auxs, err := newGridArgs(prog, inst, sh, opts, aux)
 	if err != nil {
 		return nil, err
 	}
@@ -334,12 +344,7 @@ func firstErr(errs []error) error {
 // classifies the blocks: the reference the other builders are tested
 // against. It is slow; use it on small problems.
 func BruteForce(prog *lang.Program, inst *lang.ModInst, sh Shape, opts Options, aux map[string]any) (*BlockMask, error) {
-	g, err := newGridFor(prog, inst, sh, opts)
-	if err != nil {
-		return nil, err
-	}
-	sh = sh.withDefaults()
-	auxs, err := inputArgs(inst, sh, aux)
+	g, sh, auxs, err := newGridArgs(prog, inst, sh, opts, aux)
 	if err != nil {
 		return nil, err
 	}

@@ -111,15 +111,10 @@ func foldBinary(k tir.Kind, e tir.Elem, x, y any) (any, bool) {
 		}
 	case int64:
 		y := y.(int64)
-		var r int64
-		switch k {
-		case tir.OpAdd:
-			r = x + y
-		case tir.OpSub:
-			r = x - y
-		case tir.OpMul:
-			r = x * y
-		case tir.OpDiv, tir.OpRem:
+		r, ok := foldArith(k, x, y)
+		switch {
+		case ok:
+		case k == tir.OpDiv || k == tir.OpRem:
 			if y == 0 {
 				return nil, false // a runtime fault, not ours to decide
 			}
@@ -127,15 +122,11 @@ func foldBinary(k tir.Kind, e tir.Elem, x, y any) (any, bool) {
 			if r = x / y; k == tir.OpRem {
 				r = x % y
 			}
-		case tir.OpMin:
-			r = min(x, y)
-		case tir.OpMax:
-			r = max(x, y)
-		case tir.OpAnd:
+		case k == tir.OpAnd:
 			r = x & y
-		case tir.OpOr:
+		case k == tir.OpOr:
 			r = x | y
-		case tir.OpXor:
+		case k == tir.OpXor:
 			r = x ^ y
 		default:
 			return nil, false
@@ -143,22 +134,13 @@ func foldBinary(k tir.Kind, e tir.Elem, x, y any) (any, bool) {
 		return wrap(e, r), true
 	case float64:
 		y := y.(float64)
-		var r float64
-		switch k {
-		case tir.OpAdd:
-			r = x + y
-		case tir.OpSub:
-			r = x - y
-		case tir.OpMul:
-			r = x * y
-		case tir.OpDiv:
+		r, ok := foldArith(k, x, y)
+		switch {
+		case ok:
+		case k == tir.OpDiv:
 			r = x / y
-		case tir.OpRem:
+		case k == tir.OpRem:
 			r = math.Mod(x, y) // exact, like C's fmod
-		case tir.OpMin:
-			r = min(x, y) // Go's min and max propagate NaN and order -0.0 < +0.0
-		case tir.OpMax:
-			r = max(x, y)
 		default:
 			return nil, false
 		}
@@ -167,6 +149,24 @@ func foldBinary(k tir.Kind, e tir.Elem, x, y any) (any, bool) {
 		return roundTo(e, r), true
 	}
 	return nil, false
+}
+
+// foldArith folds the ops integers and floats share (Go's min and max
+// propagate NaN and order -0.0 < +0.0, as the interpreter does).
+func foldArith[T int64 | float64](k tir.Kind, x, y T) (T, bool) {
+	switch k {
+	case tir.OpAdd:
+		return x + y, true
+	case tir.OpSub:
+		return x - y, true
+	case tir.OpMul:
+		return x * y, true
+	case tir.OpMin:
+		return min(x, y), true
+	case tir.OpMax:
+		return max(x, y), true
+	}
+	return 0, false
 }
 
 func foldUnary(k tir.Kind, e tir.Elem, x any) (any, bool) {

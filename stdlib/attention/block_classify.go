@@ -1,6 +1,11 @@
 package attention
 
-import "github.com/fac-compiler/fac/launch"
+import (
+	"math/bits"
+	"strconv"
+
+	"github.com/fac-compiler/fac/launch"
+)
 
 // BlockClassify is block_classify.fa's launch contract. Its problem's
 // Batch and Heads are those of the block mask (1 over a dimension the mask
@@ -23,6 +28,13 @@ var BlockClassify = &launch.Contract{
 	},
 	Mods: []string{"mask"},
 	Grid: func(p launch.Problem) [3]int { return [3]int{numQ(p), p.Shape.Batch * p.Shape.Heads, 1} },
+}
+
+// ClassifyConsts are block_classify's compile-time arguments for blocks of
+// bq × bk: the blocks, and the power-of-two tiles holding them.
+func ClassifyConsts(bq, bk int) map[string]string {
+	tile := func(n int) string { return strconv.Itoa(1 << bits.Len(uint(n-1))) }
+	return map[string]string{"BLOCK_Q": strconv.Itoa(bq), "BLOCK_K": strconv.Itoa(bk), "TILE_Q": tile(bq), "TILE_K": tile(bk)}
 }
 
 func numQ(p launch.Problem) int { return launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_Q")) }
