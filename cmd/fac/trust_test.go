@@ -280,3 +280,18 @@ func TestBuildToStdout(t *testing.T) {
 		t.Error(`build -o - made a file named "-"`)
 	}
 }
+
+// TestConsumerGroupsRefused: consumer groups need sm_90a's producer
+// warpgroup and go with neither pingpong nor a persistent loop; each
+// refusal says why, and a launch checks that the groups share mask rows.
+func TestConsumerGroupsRefused(t *testing.T) {
+	dir := t.TempDir()
+	g := []string{"--mask", "causal", "--const", "DTYPE=bf16", "--const", "HEAD_DIM=64", "--const", "BLOCK_M=64", "--const", "num_warps=4",
+		"--const", "consumer_groups=3", "--const", "SPARSE_Q=192", "--const", "warp_specialize=true", "--cache-dir", "-", "-o", "k.ptx"}
+	wantFail(t, runFac(t, dir, append([]string{"compile", "--arch", "sm_80"}, g...)...), "consumer_groups = 3: the groups need a producer warpgroup")
+	wantFail(t, runFac(t, dir, append([]string{"compile", "--arch", "sm_90a", "--const", "pingpong=true"}, g...)...), "pingpong's named barriers are the groups'")
+	wantFail(t, runFac(t, dir, append([]string{"compile", "--arch", "sm_90a", "--const", "persistent=true"}, g...)...),
+		"consumer_groups = 3 needs a producer warpgroup, and warp_specialize is off: consumer groups with a loop around the pipelined one")
+	wantFail(t, runFac(t, dir, "run", "--device", "cpu", "--mask", "causal", "--const", "consumer_groups=3", "--const", "BLOCK_M=64",
+		"--seqlen-q", "100", "--seqlen-k", "100", "--dim", "16"), "must be multiples of the groups' 3×64 rows (--const SPARSE_Q=192)")
+}

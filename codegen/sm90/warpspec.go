@@ -34,6 +34,9 @@ var WarpSpecialize = core.Phase{
 		default:
 			why = l.PlanProducer(t)
 		}
+		if why != "" && l.Groups() > 1 {
+			return fmt.Errorf("consumer_groups = %d needs a producer warpgroup, and warp_specialize is off: %s", l.Groups(), why)
+		}
 		if why != "" {
 			l.Note("warp_specialize: off: " + why)
 			return nil
