@@ -11,7 +11,8 @@
 #    sliding window) and D = 64 (H = 32); all (pqff, heads_minor, the TMA store) once;
 # 5. consumer groups: GPU checks of g3 (D = 64, three groups on 192-row mask blocks) and g2 (D =
 #    128, two groups), then t against g3, g3s3 (three buffers) and g2 at D = 64 (H = 32), none and
-#    causal, two rounds, and g2 at D = 128 (the PTX of all of them is in step 1's ptxas -v).
+#    causal, two rounds, g3 with the TMA store once, and g2 at D = 128 (the PTX of all of them is in
+#    step 1's ptxas -v).
 set -u
 D=$(pwd)/.gpu/s23p
 (cd $D && for f in *.gz; do gunzip -kf $f; done && tar xzf ptx.tgz)
@@ -68,4 +69,5 @@ for r in 1 2; do
   echo "== r$r g3s3 D=64"; $f bench --bundle $D/g3s3-d64.bundle $G3 --const num_stages=3 --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
   echo "== r$r g2 D=64"; $f bench --bundle $D/g2.bundle $G2 --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
 done
+echo "== g3tms D=64"; FAC_TMA_STORE=1 $f bench --bundle $D/g3tms-d64.bundle $G3 --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
 echo "== g2 D=128"; $f bench --bundle $D/g2.bundle $G2 --dim 128 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80

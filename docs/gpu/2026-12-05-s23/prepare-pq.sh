@@ -7,7 +7,7 @@
 # D 64/128, with and without heads_minor); the PTX of pqff for ptxas -v; timeline bundles
 # (ptxstamp) of pq and ff. Consumer groups (flash_fwd's consumer_groups, with 64-row tiles of one
 # warpgroup): three at D = 64 on 192-row mask blocks (g3, two and three K/V buffers), two at D =
-# 64 and 128 (g2), their check bundle and PTX.
+# 64 and 128 (g2), g3 with the TMA store (g3tms), their check bundles and PTX.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 d=${DIR:-.gpu/s23p}
@@ -40,6 +40,7 @@ G3="$G --const consumer_groups=3 --const SPARSE_Q=192"
 G2="$G --const consumer_groups=2 --const SPARSE_Q=128"
 $d/fac build --mask none --mask causal $G3 --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/g3-d64.bundle
 $d/fac build --mask none --mask causal $G3 --const num_stages=3 --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/g3s3-d64.bundle
+FAC_TMA_STORE=1 $d/fac build --mask none --mask causal $G3 --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/g3tms-d64.bundle
 $d/fac build --mask none --mask causal $G2 --dtype bf16 --dim 64,128 --arch sm_90a --cache-dir - -o $d/g2.bundle
 $d/fac build "${cm[@]}" $G3 --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/g3-check.bundle
 $d/fac build "${cm[@]}" $G2 --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/g2-check.bundle
