@@ -38,6 +38,9 @@ for m in causal "sliding_window(20, 3)" document none; do
     --seqlen-q 1537 --seqlen-k 1000 --dim 128 --heads 4 --kv-heads 2 --batch 2 --dtype bf16 2>&1 | tail -1 | cut -c1-90
   echo "rc=${PIPESTATUS[0]} g2 $m D=128"
 done
+$f run --device cuda --bundle $D/g3-check.bundle $G3 --mask causal --scale -0.2 \
+  --seqlen-q 700 --seqlen-k 900 --dim 64 --heads 2 --batch 1 --dtype f16 2>&1 | tail -1 | cut -c1-90
+echo "rc=${PIPESTATUS[0]} g3 f16 causal D=64 scale -0.2"
 for r in 1 2; do
   echo "== r$r t D=64"; $f bench --bundle $D/t-d64.bundle --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
   echo "== r$r g3 D=64"; $f bench --bundle $D/g3-d64.bundle $G3 --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80

@@ -42,7 +42,7 @@ $d/fac build --mask none --mask causal $G3 --dtype bf16 --dim 64 --arch sm_90a -
 $d/fac build --mask none --mask causal $G3 --const num_stages=3 --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/g3s3-d64.bundle
 FAC_TMA_STORE=1 $d/fac build --mask none --mask causal $G3 --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/g3tms-d64.bundle
 $d/fac build --mask none --mask causal $G2 --dtype bf16 --dim 64,128 --arch sm_90a --cache-dir - -o $d/g2.bundle
-$d/fac build "${cm[@]}" $G3 --dtype bf16 --dim 64 --arch sm_90a --cache-dir - -o $d/g3-check.bundle
+$d/fac build "${cm[@]}" $G3 --dtype bf16,f16 --dim 64 --arch sm_90a --cache-dir - -o $d/g3-check.bundle
 $d/fac build "${cm[@]}" $G2 --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/g2-check.bundle
 for m in causal none; do
   $d/fac compile --cache-dir - --mask $m --const DTYPE=bf16 --const HEAD_DIM=64 $G3 --arch sm_90a --emit ptx -o $d/ptx/g3_${m}_d64.ptx
