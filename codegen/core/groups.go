@@ -26,7 +26,7 @@ import (
 //	[pipelined tiles][mbarriers][group 0's private tiles, scratch] … [group G-1's]
 //
 // and an address inside the private part moves by g times its size
-// (groupStride, known when lowering ends). CTA barriers among the
+// (groupState.stride, fixed when lowering ends). CTA barriers among the
 // consumers become one named barrier a group. Every group must walk the
 // same pipelined loop as group 0, whose values the producer computes: the
 // kernel's contract (flash_fwd: the groups' q tiles share a block-mask row).
