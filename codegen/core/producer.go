@@ -558,7 +558,8 @@ func (l *Lowerer) handBackTail() {
 }
 
 // consumerBarrier is the consumers' CTA barrier once the producer went
-// its own way: bar.sync 0 counted over the consumer threads.
+// its own way: bar.sync 0 counted over the consumer threads, or with
+// consumer groups each group's own named barrier (groupBarrier).
 func (l *Lowerer) consumerBarrier() {
 	if l.grp != nil {
 		l.groupBarrier()
