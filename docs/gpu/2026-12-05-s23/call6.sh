@@ -14,6 +14,7 @@
 #    128, two groups), then t against g3, g3s3 (three buffers) and g2 at D = 64 (H = 32), none and
 #    causal, two rounds, g3 with the TMA store once, and g2 at D = 128 (the PTX of all of them is in
 #    step 1's ptxas -v).
+# PART=a runs steps 1 and 5 (ptxas, consumer groups), PART=b the rest; unset, all.
 set -u
 D=$(pwd)/.gpu/s23p
 (cd $D && for f in *.gz; do gunzip -kf $f; done && tar xzf ptx.tgz)
@@ -21,6 +22,7 @@ f=$D/fac
 F='^(none|causal|sliding|document|prefix)'
 declare -A C=([t]="" [pq]="--const prefetch_q=true" [ff]="--const full_first=true" [pqff]="--const prefetch_q=true --const full_first=true")
 ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | tail -1)
+if [ "${PART:-all}" != b ]; then
 echo "== ptxas -v (pqff, g3, g3s3, g2)"
 for p in $D/ptx/*.ptx; do
   echo "$(basename $p .ptx): $($ptxas -arch=sm_90a -v $p -o /tmp/pq.cubin 2>&1 | grep -E "registers|spill|C75|arning|rror" | sed -E 's/ptxas (info|warning) *: //' | tr '\n' ' ' | cut -c1-160)"
@@ -49,6 +51,8 @@ for r in 1 2; do
 done
 echo "== g3tms D=64"; FAC_TMA_STORE=1 $f bench --bundle $D/g3tms-d64.bundle $G3 --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
 echo "== g2 D=128"; $f bench --bundle $D/g2.bundle $G2 --dim 128 --seqlen 8192 --mask none --mask causal 2>&1 | grep -E "$F|rror" | cut -c1-80
+fi
+if [ "${PART:-all}" != a ]; then
 echo "== pqff checks"
 for m in causal "sliding_window(20, 3)" document none; do for h in 64 128; do
   $f run --device cuda --bundle $D/pqff-check.bundle ${C[pqff]} --mask "$m" --random-aux --doc-len 300 \
@@ -75,3 +79,4 @@ for v in t pqff; do
 done
 echo "== all D=128 (prefetch_q, full_first, heads_minor, TMA store)"
 FAC_TMA_STORE=1 $f bench --bundle $D/all-d128.bundle ${C[pqff]} --const heads_minor=true --seqlen 8192 2>&1 | grep -E "$F|rror" | cut -c1-80
+fi
