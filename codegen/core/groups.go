@@ -139,14 +139,13 @@ func (l *Lowerer) placeGroups(end int) int {
 	return priv + ring
 }
 
-// groupPrivate reports whether shared memory at off is a group's own.
-func (l *Lowerer) groupPrivate(off int) bool {
+// IsGroupPrivate reports whether shared memory at off is a consumer
+// group's own: a staged tile there is filled once a group (its full
+// mbarrier counts Groups() arrivals), an address there moves by the
+// group's shift.
+func (l *Lowerer) IsGroupPrivate(off int) bool {
 	return l.grp != nil && off >= l.grp.privStart
 }
-
-// IsGroupPrivate reports whether the staged tile at off is filled once a
-// consumer group (its full mbarrier counts Groups() arrivals).
-func (l *Lowerer) IsGroupPrivate(off int) bool { return l.groupPrivate(off) }
 
 // groupShift is the byte offset of the group being lowered's copy of the
 // private part.

@@ -442,7 +442,7 @@ func (l *Lowerer) SharedAddress(t types.Type, byteOff int, idx value.Value) valu
 		}
 		idx = l.b.NewAdd(idx, ConstI32(int64(byteOff/sz)))
 	}
-	if l.groupPrivate(byteOff) {
+	if l.IsGroupPrivate(byteOff) {
 		// The group's own copy (groups.go); the stride is a multiple of
 		// 1024, so of sz.
 		idx = l.b.NewAdd(idx, l.b.NewLShr(l.groupShift(), ConstI32(int64(bits.TrailingZeros(uint(sz))))))

@@ -391,7 +391,7 @@ func (l *Lowerer) produceBlock(b *tir.Block) {
 			l.produceOuter(op)
 		case op.Kind == tir.OpIf:
 			l.produceTail(ws.pipe, op)
-		case st != nil && l.groupPrivate(st.ByteOff):
+		case st != nil && l.IsGroupPrivate(st.ByteOff):
 			l.produceGroups(st)
 		case st != nil:
 			ws.pt.WaitRefill(l, st)
