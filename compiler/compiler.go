@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/codegen"
@@ -151,10 +152,16 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 		given[k] = v
 	}
 	if c, ok := attention.Contract(req.Kernel); ok && req.Arch != "" {
-		// Staging choices (wgmma-cpasync) share wgmma's tuned tiles.
-		variant, _, _ := strings.Cut(codegen.Variant(req.Arch), "-")
-		key := launch.TuneKey(variant, req.Consts["DTYPE"], req.Consts["HEAD_DIM"])
-		for k, v := range c.TunedFor(key, req.Consts) {
+		// Staging choices (wgmma-cpasync) share wgmma's tuned tiles unless
+		// the contract tunes them apart.
+		full := codegen.Variant(req.Arch)
+		base, _, _ := strings.Cut(full, "-")
+		var keys []string
+		for _, v := range slices.Compact([]string{full, base}) {
+			keys = append(keys, launch.TuneKey(v, req.Consts["DTYPE"], req.Consts["HEAD_DIM"]))
+		}
+		declared := func(name string) bool { _, ok := kinds[name]; return ok }
+		for k, v := range c.TunedFor(keys, modName(req.Mask), req.Consts, declared) {
 			given[k] = v
 		}
 	}
@@ -215,6 +222,20 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 	res.Sources = sourcesOf(req.Sources)
 	res.Ident = identOf(prog, req, res)
 	return res, nil
+}
+
+// modName is the name a mod's source calls ("document" for
+// "document(doc_ids)"), for the tuned sets of one mask; "" when src is
+// not a name or a call of one.
+func modName(src string) string {
+	name, _, _ := strings.Cut(strings.TrimSpace(src), "(")
+	name = strings.TrimSpace(name)
+	for _, r := range name {
+		if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			return ""
+		}
+	}
+	return name
 }
 
 // sourcesOf is every file an instance is compiled from: the stdlib, with

@@ -7,44 +7,73 @@ import (
 	"github.com/fac-compiler/fac/codegen/sm90"
 )
 
-// TestTunedConsts checks that a request naming its arch gets the tile
-// arguments the kernel's contract tunes for the arch's code generation
-// variant, all or none, and that every other request keeps the defaults.
+// TestTunedConsts checks that a request naming its arch gets the first
+// tuned set for the arch's code generation variant (and mask) that its own
+// arguments leave whole, and that every other request keeps the defaults.
 func TestTunedConsts(t *testing.T) {
+	d64 := func(kv ...string) map[string]string {
+		m := map[string]string{"HEAD_DIM": "64"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
 	cases := []struct {
-		name, arch, dtype, wgmma string
-		consts                   map[string]string
-		bm, nw, ns               int64
+		name, arch, dtype, wgmma, tma string
+		mask, kernel                  string
+		consts                        map[string]string
+		bm, nw, ns, groups, sq, hm    int64
 	}{
-		// Three K/V buffers at D = 128 (two at D = 64, below).
-		{"sm_90a wgmma bf16", "sm_90a", "bf16", "", nil, 128, 8, 3},
-		{"sm_90a wgmma f16", "sm_90a", "f16", "", nil, 128, 8, 3},
-		{"sm_90a wgmma bf16 D = 64", "sm_90a", "bf16", "", map[string]string{"HEAD_DIM": "64"}, 128, 8, 2},
-		{"no arch", "", "bf16", "", nil, 64, 4, 2},
-		{"sm_80", "sm_80", "bf16", "", nil, 64, 4, 2},
-		{"sm_90a without wgmma", "sm_90a", "bf16", "0", nil, 64, 4, 2},
-		{"f32 has no tensor-core tiles", "sm_90a", "f32", "", nil, 64, 4, 2},
-		{"a caller's BLOCK_M turns tuning off", "sm_90a", "bf16", "", map[string]string{"BLOCK_M": "64"}, 64, 4, 2},
-		{"a caller's num_warps too", "sm_90a", "bf16", "", map[string]string{"num_warps": "4"}, 64, 4, 2},
+		// Three K/V buffers at D = 128.
+		{"sm_90a wgmma bf16", "sm_90a", "bf16", "", "", "", "", nil, 128, 8, 3, 0, 128, 0},
+		{"sm_90a wgmma f16", "sm_90a", "f16", "", "", "", "", nil, 128, 8, 3, 0, 128, 0},
+		// D = 64: three consumer groups on 192-row mask blocks first.
+		{"sm_90a wgmma bf16 D = 64", "sm_90a", "bf16", "", "", "", "", d64(), 64, 4, 4, 3, 192, 0},
+		{"D = 64 with 128-row mask blocks", "sm_90a", "bf16", "", "", "", "", d64("SPARSE_Q", "128"), 128, 8, 2, 0, 128, 0},
+		{"D = 64 with pingpong", "sm_90a", "bf16", "", "", "", "", d64("pingpong", "true"), 128, 8, 2, 0, 128, 0},
+		{"D = 64 heads_minor", "sm_90a", "bf16", "", "", "", "", d64("heads_minor", "true"), 128, 8, 2, 0, 128, 1},
+		{"D = 64 with the groups' own BLOCK_M", "sm_90a", "bf16", "", "", "", "", d64("BLOCK_M", "64"), 64, 4, 4, 3, 192, 0},
+		{"D = 64 without TMA: no producer for groups", "sm_90a", "bf16", "", "0", "", "", d64(), 128, 8, 2, 0, 128, 0},
+		{"D = 64 sinks: no groups argument", "sm_90a", "bf16", "", "", "", "flash_fwd_sinks", d64(), 128, 8, 2, 0, 128, 0},
+		// heads_minor for document (as ids and as spans).
+		{"document", "sm_90a", "bf16", "", "", "document", "", nil, 128, 8, 3, 0, 128, 1},
+		{"document_spans", "sm_90a", "bf16", "", "", "document_spans", "", nil, 128, 8, 3, 0, 128, 1},
+		{"document heads-major on request", "sm_90a", "bf16", "", "", "document", "", map[string]string{"heads_minor": "false"}, 128, 8, 3, 0, 128, 0},
+		{"no arch", "", "bf16", "", "", "", "", nil, 64, 4, 2, 0, 128, 0},
+		{"sm_80", "sm_80", "bf16", "", "", "", "", nil, 64, 4, 2, 0, 128, 0},
+		{"sm_90a without wgmma", "sm_90a", "bf16", "0", "", "", "", nil, 64, 4, 2, 0, 128, 0},
+		{"f32 has no tensor-core tiles", "sm_90a", "f32", "", "", "", "", nil, 64, 4, 2, 0, 128, 0},
+		{"a caller's BLOCK_M turns tuning off", "sm_90a", "bf16", "", "", "", "", map[string]string{"BLOCK_M": "64"}, 64, 4, 2, 0, 128, 0},
+		{"a caller's num_warps too", "sm_90a", "bf16", "", "", "", "", map[string]string{"num_warps": "4"}, 64, 4, 2, 0, 128, 0},
 		// num_stages alone keeps the rest of the set (a persistent kernel
 		// at D = 128 needs two: three do not fit beside its buffers).
-		{"a caller's num_stages keeps the tiles", "sm_90a", "bf16", "", map[string]string{"num_stages": "2"}, 128, 8, 2},
-		{"persistent with two stages", "sm_90a", "bf16", "", map[string]string{"num_stages": "2", "persistent": "true"}, 128, 8, 2},
+		{"a caller's num_stages keeps the tiles", "sm_90a", "bf16", "", "", "", "", map[string]string{"num_stages": "2"}, 128, 8, 2, 0, 128, 0},
+		{"persistent with two stages", "sm_90a", "bf16", "", "", "", "", map[string]string{"num_stages": "2", "persistent": "true"}, 128, 8, 2, 0, 128, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv(sm90.EnvWGMMA, c.wgmma)
+			t.Setenv(sm90.EnvTMA, c.tma)
 			consts := map[string]string{"DTYPE": c.dtype, "HEAD_DIM": "128"}
 			for k, v := range c.consts {
 				consts[k] = v
 			}
-			res, err := Compile(Request{Kernel: "flash_fwd", Mask: "causal", Consts: consts, Arch: c.arch})
+			mask, kernel := "causal", "flash_fwd"
+			if c.mask != "" {
+				mask = c.mask
+			}
+			if c.kernel != "" {
+				kernel = c.kernel
+			}
+			res, err := Compile(Request{Kernel: kernel, Mask: mask, Consts: consts, Arch: c.arch})
 			if err != nil {
 				t.Fatal(err)
 			}
 			a := res.Attrs()
-			if a["BLOCK_M"] != c.bm || a["num_warps"] != c.nw || a["num_stages"] != c.ns {
-				t.Errorf("BLOCK_M=%d num_warps=%d num_stages=%d, want %d, %d and %d", a["BLOCK_M"], a["num_warps"], a["num_stages"], c.bm, c.nw, c.ns)
+			if a["BLOCK_M"] != c.bm || a["num_warps"] != c.nw || a["num_stages"] != c.ns || a["consumer_groups"] != c.groups && !(c.groups == 0 && a["consumer_groups"] == 1) ||
+				a["SPARSE_Q"] != c.sq || a["heads_minor"] != c.hm {
+				t.Errorf("BLOCK_M=%d num_warps=%d num_stages=%d consumer_groups=%d SPARSE_Q=%d heads_minor=%d, want %d, %d, %d, %d, %d and %d",
+					a["BLOCK_M"], a["num_warps"], a["num_stages"], a["consumer_groups"], a["SPARSE_Q"], a["heads_minor"], c.bm, c.nw, c.ns, c.groups, c.sq, c.hm)
 			}
 			if got, want := res.Ident.Consts["BLOCK_M"], strconv.FormatInt(a["BLOCK_M"], 10); got != want {
 				t.Errorf("identity has BLOCK_M=%s, the kernel %s", got, want)

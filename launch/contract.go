@@ -88,13 +88,13 @@ type Contract struct {
 	// (Call.Persist). Nil, or a nil result: every tile alike.
 	TileCosts func(p Problem, bm BlockMask, tiles [3]int) []float64
 	// Tuned are compile-time arguments the kernel runs faster with, by
-	// TuneKey (code generation variant, DTYPE, HEAD_DIM: "wgmma/bf16/128"),
-	// applied by the compiler when the request names the arch and sets
-	// none of them (all or none: a tile shape and its warp count go
-	// together).
-	Tuned map[string]map[string]string
-	// TunedAlone are the Tuned arguments a request may set on its own
-	// (the pipeline's depth): the rest of the set still applies.
+	// TuneKey (code generation variant, DTYPE, HEAD_DIM: "wgmma/bf16/128",
+	// or with a mask's name after it: "wgmma/bf16/128/document"): sets in
+	// order of preference, of which the compiler applies the first that the
+	// request leaves whole (TunedFor) when the request names the arch.
+	Tuned map[string][]map[string]string
+	// TunedAlone are the Tuned arguments a request may set to other values
+	// on its own (the pipeline's depth): the rest of the set still applies.
 	TunedAlone []string
 }
 
@@ -104,25 +104,52 @@ func TuneKey(variant, dtype, headDim string) string {
 	return variant + "/" + dtype + "/" + headDim
 }
 
-// TunedFor is the set of Tuned arguments for key that a request with the
-// given arguments gets: nil when there is none or when the request sets
-// any of them itself other than those of TunedAlone, whose given values
-// are left to the request.
-func (c *Contract) TunedFor(key string, given map[string]string) map[string]string {
-	set := map[string]string{}
-	for k, v := range c.Tuned[key] {
-		if _, ok := given[k]; ok {
-			if !slices.Contains(c.TunedAlone, k) {
-				return nil
-			}
+// TunedFor is the tuned set a request gets: the first set of
+// Tuned[key/mask], then of Tuned[key], that the request leaves whole, less
+// the arguments it gives, for the first of keys that Tuned has (the
+// codegen variant's own key, then the one its variant shares: staging
+// choices share wgmma's sets unless tuned apart). A request breaks a set
+// by giving one of its arguments another value (unless TunedAlone names
+// it: a tile shape and its warp count go together, the pipeline's depth
+// does not), and a kernel that does not declare one of its arguments
+// cannot take the set (declared; nil: all are). Nil when no set fits: the
+// kernel's defaults and the request's arguments.
+func (c *Contract) TunedFor(keys []string, mask string, given map[string]string, declared func(string) bool) map[string]string {
+	for _, key := range keys {
+		var sets []map[string]string
+		if mask != "" {
+			sets = c.Tuned[key+"/"+mask]
+		}
+		sets = append(slices.Clip(sets), c.Tuned[key]...)
+		if len(sets) == 0 {
 			continue
 		}
-		set[k] = v
-	}
-	if len(set) == 0 {
+		for _, set := range sets {
+			if got, ok := c.fit(set, given, declared); ok {
+				return got
+			}
+		}
 		return nil
 	}
-	return set
+	return nil
+}
+
+// fit is set less what given sets; false when given breaks it.
+func (c *Contract) fit(set, given map[string]string, declared func(string) bool) (map[string]string, bool) {
+	out := map[string]string{}
+	for k, v := range set {
+		if declared != nil && !declared(k) {
+			return nil, false
+		}
+		g, ok := given[k]
+		switch {
+		case !ok:
+			out[k] = v
+		case strings.TrimSpace(g) != v && !slices.Contains(c.TunedAlone, k):
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // Tensor is a pointer parameter with the shape it points to. Strides names

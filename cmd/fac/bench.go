@@ -96,8 +96,12 @@ work, as one packed batch.`,
 			}
 			// --const SPARSE_Q/SPARSE_K may give the blocks on their own
 			// (256×128 blocks for 256-row tiles); --block given must agree.
-			if err := blockConsts(consts, block, block, cmd.Flags().Changed("block"), fmt.Sprintf("--block %d", block)); err != nil {
-				return err
+			// Neither given, the kernel's tuned set or defaults choose
+			// (192×128 for D = 64's consumer groups on sm_90a).
+			if cmd.Flags().Changed("block") {
+				if err := blockConsts(consts, block, block, true, fmt.Sprintf("--block %d", block)); err != nil {
+					return err
+				}
 			}
 			if docLen < 1 {
 				return fmt.Errorf("--doc-len %d: want a positive document length", docLen)

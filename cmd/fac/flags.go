@@ -39,7 +39,7 @@ func checkDevice(dev string, allowed ...string) error {
 // addBlockFlag registers --block, the block size of the block mask (the
 // kernel's SPARSE_Q × SPARSE_K), FlexAttention's BLOCK_SIZE.
 func addBlockFlag(fs *pflag.FlagSet, block *int) {
-	fs.IntVar(block, "block", 128, "block size of the block mask, both sides (the kernel's SPARSE_Q and SPARSE_K)")
+	fs.IntVar(block, "block", 128, "block size of the block mask, both sides: the kernel's SPARSE_Q and SPARSE_K (unset: the kernel's tuned or default blocks; fac blockmask: 128)")
 }
 
 // aliases keeps old flag names working, hidden from help: pflag folds

@@ -66,8 +66,9 @@ type Target struct {
 	// with cp.reduce.async.bulk (core.BulkReduceTarget; with TMA and
 	// FAC_DQ_BULK=1).
 	DQBulk bool
-	// TMAStore writes eligible stored tiles by TMA (tmastore.go; with TMA
-	// and FAC_TMA_STORE=1).
+	// TMAStore writes eligible stored tiles by TMA in every kernel
+	// (tmastore.go; with TMA and FAC_TMA_STORE=1); a kernel's own
+	// tma_store argument asks the same for that kernel.
 	TMAStore bool
 	// tmaStores are the stores tma-store planned, by op.
 	tmaStores map[*tir.Op]*tmaStore
@@ -104,14 +105,10 @@ func New(arch string) *Target {
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
 // staging (select-async for shared tiles, stage-resident, tma-loads);
 // warp specialization goes here.
-// With FAC_TMA_STORE=1, tma-store picks the TMA stores before
-// assign-layouts (their values keep their own layouts).
+// tma-store (a kernel's tma_store argument, or FAC_TMA_STORE=1) picks the
+// TMA stores before assign-layouts (their values keep their own layouts).
 func (t *Target) Phases() []core.Phase {
-	ps := []core.Phase{core.CheckKernel, SelectAsync, StageResident, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
-	if t.TMAStore {
-		ps = append(ps[:3], append([]core.Phase{TMAStores}, ps[3:]...)...)
-	}
-	return ps
+	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
 }
 
 // DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.

@@ -12,7 +12,8 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
-// TMA stores (FAC_TMA_STORE=1), FlashAttention-3's epilogue: a stored
+// TMA stores (a kernel's tma_store argument, or FAC_TMA_STORE=1 for every
+// kernel), FlashAttention-3's epilogue: a stored
 // 16-bit tile whose pointer tensor is an affine tile of a kernel tensor
 // (the form TMA loads match: matchTile) and whose mask is `rows < bound`
 // for an i32 parameter bound, or none, is written by the threads holding
@@ -62,15 +63,22 @@ type tmaStore struct {
 // TMAStores is the phase that picks the stores TMA writes.
 var TMAStores = core.Phase{
 	Name: "tma-store",
-	Doc:  "write stored 16-bit tiles that are affine tiles of a kernel tensor, masked by rows < a parameter at most, by TMA from a swizzled staging tile (FAC_TMA_STORE=1)",
+	Doc:  "write stored 16-bit tiles that are affine tiles of a kernel tensor, masked by rows < a parameter at most, by TMA from a swizzled staging tile (kernels with tma_store = true, or all with FAC_TMA_STORE=1)",
 	Run: func(l *core.Lowerer) error {
 		t, ok := l.Target().(*Target)
-		if !ok || !t.WGMMA || !t.TMA || !t.TMAStore || !l.CoalesceStores() {
+		if !ok || !t.WGMMA || !t.TMA || !t.tmaStoreOn(l) || !l.CoalesceStores() {
 			return nil
 		}
 		t.planTMAStores(l)
 		return nil
 	},
+}
+
+// tmaStoreOn: FAC_TMA_STORE=1, or the kernel's tma_store argument (a
+// schedule annotation, like warp_specialize).
+func (t *Target) tmaStoreOn(l *core.Lowerer) bool {
+	on, _ := l.Func().Attr("tma_store").(bool)
+	return t.TMAStore || on
 }
 
 // planTMAStores finds the stores TMA can write and gives each a tensor-map

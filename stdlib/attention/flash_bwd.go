@@ -63,7 +63,7 @@ var FlashBwd = &launch.Contract{
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
 	Check:      checkBwd,
-	Tuned:      bwdTiles,
+	Tuned:      only(bwdTiles),
 	TunedAlone: []string{"fold_scale"},
 }
 

@@ -34,10 +34,11 @@ var FlashFwd = &launch.Contract{
 	// num_stages may be set without giving up the tiles: a persistent
 	// kernel at D = 128 keeps its epilogue's exchange through shared memory
 	// only at two buffers (at three it stores from registers). The softmax
-	// arguments change no tile either, nor does heads_minor (the order of
-	// the grid), prefetch_q (a hint to L2) or full_first (the order of a
-	// tile's blocks).
-	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "heads_minor", "prefetch_q", "full_first"},
+	// arguments change no tile either, nor does prefetch_q (a hint to L2)
+	// or full_first (the order of a tile's blocks). heads_minor is not
+	// among them: the groups' set refuses it, so that a request for it
+	// falls back to the plain set.
+	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "prefetch_q", "full_first"},
 }
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups
@@ -61,18 +62,62 @@ var wgmmaTiles = func() map[string]map[string]string {
 // keeps three K/V buffers in flight (229,504 bytes of shared memory): a
 // block's copies then have two iterations to land, which took S = 2048 from
 // 510 to 574 TFLOPS and S = 8192 none from 614 to 641 (session 16); at D =
-// 64 three or four buffers measured the same as two. The varlen kernels'
-// copies are not on TMA: theirs are wgmmaTiles with the softmax arguments.
-var fwdTiles = func() map[string]map[string]string {
-	m := withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs)
-	for k, set := range m {
+// 64 three or four buffers measured the same as two. Before them, by
+// preference: at D = 64, FlashAttention-3's 192-row tiles on three consumer
+// groups (fwdGroupsSet), and at D = 128 for the document mask, heads_minor
+// (fwdHeadsMinor). The varlen kernels' copies are not on TMA: theirs are
+// wgmmaTiles with the softmax arguments. Without TMA (FAC_TMA=0 or
+// barrier) there is no producer for the groups: those variants keep the
+// plain sets.
+var fwdTiles = func() map[string][]map[string]string {
+	m := map[string][]map[string]string{}
+	for k, set := range withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs) {
 		set["warp_specialize"] = "true"
 		if strings.HasSuffix(k, "/128") {
 			set["num_stages"] = "3"
 		}
+		m[k] = []map[string]string{set}
+		for _, v := range []string{"wgmma-cpasync", "wgmma-tmabarrier"} {
+			m[v+strings.TrimPrefix(k, "wgmma")] = []map[string]string{set}
+		}
+		if strings.HasSuffix(k, "/64") {
+			m[k] = []map[string]string{fwdGroupsSet, set}
+		} else {
+			// The runtime runs document as document_spans where it can.
+			for _, mask := range []string{"document", "document_spans"} {
+				m[k+"/"+mask] = []map[string]string{fwdHeadsMinor(set)}
+			}
+		}
 	}
 	return m
 }()
+
+// fwdGroupsSet is FlashAttention-3's D = 64 forward: 64-row tiles on three
+// consumer warpgroups, one producer, four K/V buffers, O by TMA store,
+// over mask blocks of 192 rows (a program's rows). H200, S = 8192, H = 32,
+// none / causal: 525.6 / 455.6 TFLOPS against 452.6 / 425.8 for the
+// plain set (BENCHMARKS.md, session 23). A request that gives other mask
+// blocks (a FlexAttention block mask's 128) or a schedule the groups do
+// not take (pingpong, persistent, heads_minor) gets the plain set.
+var fwdGroupsSet = func() map[string]string {
+	set := map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "4", "consumer_groups": "3",
+		"SPARSE_Q": "192", "SPARSE_K": "128", "num_stages": "4", "warp_specialize": "true", "overlap": "true",
+		"tma_store": "true", "pingpong": "false", "persistent": "false", "heads_minor": "false"}
+	maps.Copy(set, fwdSoftmaxArgs)
+	return set
+}()
+
+// fwdHeadsMinor is set with heads_minor: document's tiles are short (a
+// 1000-token document keeps about eight kv blocks a q tile), and starting
+// programs q tile by q tile across the heads took it from 388 to 402
+// TFLOPS at D = 128 (H200, S = 8192; BENCHMARKS.md, session 23), where
+// the unmasked kernel loses 7% (none's long rows favour the heads-major
+// order's K/V reuse in L2).
+func fwdHeadsMinor(set map[string]string) map[string]string {
+	s := maps.Clone(set)
+	s["heads_minor"] = "true"
+	return s
+}
 
 // fwdSoftmaxArgs take two FP32 instructions per element out of the
 // forwards' softmax on the wgmma path: lazy_rescale (O rescaled only when a
@@ -91,6 +136,15 @@ func withSoftmaxArgs(tiles map[string]map[string]string, args map[string]string)
 	for k, set := range tiles {
 		m[k] = maps.Clone(set)
 		maps.Copy(m[k], args)
+	}
+	return m
+}
+
+// only is tiles as launch.Contract.Tuned: one set a key.
+func only(tiles map[string]map[string]string) map[string][]map[string]string {
+	m := map[string][]map[string]string{}
+	for k, set := range tiles {
+		m[k] = []map[string]string{set}
 	}
 	return m
 }

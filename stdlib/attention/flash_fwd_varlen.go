@@ -29,7 +29,7 @@ var FlashFwdVarlen = &launch.Contract{
 	Check: checkHeadDim,
 	// The same softmax as flash_fwd's, so the same arguments (its copies
 	// are not on TMA: no producer warpgroup).
-	Tuned:      withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs),
+	Tuned:      only(withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs)),
 	TunedAlone: []string{"lazy_rescale", "fold_scale"},
 }
 
