@@ -91,23 +91,6 @@ func gpuCheck(t *testing.T, name string, o, lse []float32, ro, rlse []float64, t
 	}
 }
 
-// roundInputs rounds q, k, v to the kernel's storage type, as the GPU sees them.
-func roundInputs(in fac.Inputs, dtype string) fac.Inputs {
-	r := func(xs []float32) []float32 {
-		out := make([]float32, len(xs))
-		for i, x := range xs {
-			if dtype == "bf16" {
-				out[i] = half.BF16ToF32(half.F32ToBF16(x))
-			} else {
-				out[i] = half.F16ToF32(half.F32ToF16(x))
-			}
-		}
-		return out
-	}
-	in.Q, in.K, in.V = r(in.Q), r(in.K), r(in.V)
-	return in
-}
-
 // TestGPULaunchDevicePointers runs the kernel on caller-owned device buffers
 // in the [B, S, H, D] layout (strided heads), on a stream, with no copies by
 // fac, and checks the result.

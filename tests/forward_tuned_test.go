@@ -1,0 +1,73 @@
+package tests
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/internal/half"
+)
+
+// TestForwardTunedDefaultsOnCPU runs flash_fwd as the Go API compiles it
+// for sm_90a (Options.Arch: the tuned sets) on the CPU device against the
+// float64 reference: at D = 64 the three consumer groups on 192-row mask
+// blocks (which the CPU device runs in turn), at D = 128 128×128 tiles
+// with heads_minor for document. Odd, unequal lengths and GQA, then
+// decoding shapes (split-KV and PackGQA over the groups' 192-row blocks).
+func TestForwardTunedDefaultsOnCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, d := range []int{64, 128} {
+		for mi, m := range masks {
+			switch m.expr {
+			case "causal", "sliding_window(20, 3)", "document", "none":
+			default:
+				continue
+			}
+			fwd, err := fac.CompileForward(fac.Options{Mask: m.expr, DType: "bf16", Arch: "sm_90a"}, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := fwd.Result().Attrs()
+			wantG, wantSQ, wantHM := int64(1), int64(128), int64(0)
+			if d == 64 {
+				wantG, wantSQ = 3, 192
+			} else if m.expr == "document" {
+				wantHM = 1
+			}
+			if max(1, a["consumer_groups"]) != wantG || a["SPARSE_Q"] != wantSQ || a["heads_minor"] != wantHM {
+				t.Fatalf("d%d %s: consumer_groups %d, SPARSE_Q %d, heads_minor %d; want %d, %d, %d",
+					d, m.expr, a["consumer_groups"], a["SPARSE_Q"], a["heads_minor"], wantG, wantSQ, wantHM)
+			}
+			for si, sl := range [][2]int{{300, 257}, {1, 900}, {7, 900}, {193, 193}} {
+				sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: sl[0], SeqK: sl[1], Dim: d}
+				in := inputs(sh, uint64(100*mi+si+d))
+				o, lse, err := fwd.RunCPU(only(fwd, in), sh)
+				name := fmt.Sprintf("d%d %s %dx%d", d, m.expr, sl[0], sl[1])
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				ro, rlse := goReference(roundInputs(in, "bf16"), sh, m.fn, nil)
+				check(t, name, o, lse, ro, rlse, sh, 2e-2)
+			}
+		}
+	}
+}
+
+// roundInputs rounds q, k, v to the kernel's storage type, as the GPU sees them.
+func roundInputs(in fac.Inputs, dtype string) fac.Inputs {
+	r := func(xs []float32) []float32 {
+		out := make([]float32, len(xs))
+		for i, x := range xs {
+			if dtype == "bf16" {
+				out[i] = half.BF16ToF32(half.F32ToBF16(x))
+			} else {
+				out[i] = half.F16ToF32(half.F32ToF16(x))
+			}
+		}
+		return out
+	}
+	in.Q, in.K, in.V = r(in.Q), r(in.K), r(in.V)
+	return in
+}
