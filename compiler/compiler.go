@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/codegen"
@@ -161,7 +160,16 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 			keys = append(keys, launch.TuneKey(v, req.Consts["DTYPE"], req.Consts["HEAD_DIM"]))
 		}
 		declared := func(name string) bool { _, ok := kinds[name]; return ok }
-		for k, v := range c.TunedFor(keys, modName(req.Mask), req.Consts, declared) {
+		fit := maps.Clone(req.Consts)
+		if fit == nil {
+			fit = map[string]string{}
+		}
+		for _, cp := range cps {
+			if cp.Kind == "mask" || cp.Kind == "score" {
+				fit[cp.Name] = stdlibModName(prog, req, cp.Kind)
+			}
+		}
+		for k, v := range c.TunedFor(keys, fit, declared) {
 			given[k] = v
 		}
 	}
@@ -224,18 +232,26 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 	return res, nil
 }
 
-// modName is the name a mod's source calls ("document" for
-// "document(doc_ids)"), for the tuned sets of one mask; "" when src is
-// not a name or a call of one.
-func modName(src string) string {
-	name, _, _ := strings.Cut(strings.TrimSpace(src), "(")
-	name = strings.TrimSpace(name)
-	for _, r := range name {
-		if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			return ""
-		}
+// stdlibModName is the name of the request's mod of the given role ("mask"
+// or "score"; the kernel's default when the request gives none) when it is
+// a stdlib mod ("prefix_lm" for "prefix_lm(1024)"), for the tuned sets'
+// conditions; "" for a user's own mod or one that does not resolve (the
+// arguments' loop reports that).
+func stdlibModName(prog *lang.Program, req Request, role string) string {
+	src := req.Mask
+	if role == "score" {
+		src = req.Score
 	}
-	return name
+	var m *lang.ModInst
+	if src == "" {
+		m = modArg(prog, req.Kernel, nil, role)
+	} else if e, err := parser.ParseExpr("<"+role+">", src); err == nil {
+		m, _ = prog.ResolveMod(e, role)
+	}
+	if m == nil || !strings.HasPrefix(m.Decl.Pos.Filename, "stdlib/") {
+		return ""
+	}
+	return m.Name()
 }
 
 // sourcesOf is every file an instance is compiled from: the stdlib, with

@@ -35,7 +35,17 @@ func TestTunedConsts(t *testing.T) {
 		{"D = 64 with the groups' own BLOCK_M", "sm_90a", "bf16", "", "", "", "", d64("BLOCK_M", "64"), 64, 4, 4, 3, 192, 0},
 		{"D = 64 without TMA: no producer for groups", "sm_90a", "bf16", "", "0", "", "", d64(), 128, 8, 2, 0, 128, 0},
 		{"D = 64 sinks: no groups argument", "sm_90a", "bf16", "", "", "", "flash_fwd_sinks", d64(), 128, 8, 2, 0, 128, 0},
-		// heads_minor for document (as ids and as spans).
+		// Not for masks and scores that spill at the groups' registers, nor
+		// sliding window (slower), nor a user's own mod.
+		{"D = 64 alibi", "sm_90a", "bf16", "", "", "", "", d64("score", "alibi"), 128, 8, 2, 0, 128, 0},
+		{"D = 64 softcap", "sm_90a", "bf16", "", "", "", "", d64("score", "softcap(30.0)"), 64, 4, 4, 3, 192, 0},
+		{"D = 64 document", "sm_90a", "bf16", "", "", "document", "", d64(), 128, 8, 2, 0, 128, 0},
+		{"D = 64 sliding window", "sm_90a", "bf16", "", "", "sliding_window(1023, 0)", "", d64(), 128, 8, 2, 0, 128, 0},
+		{"D = 64 prefix-LM", "sm_90a", "bf16", "", "", "prefix_lm(1024)", "", d64(), 64, 4, 4, 3, 192, 0},
+		{"D = 64 none", "sm_90a", "bf16", "", "", "none", "", d64(), 64, 4, 4, 3, 192, 0},
+		{"D = 64 a user's mask", "sm_90a", "bf16", "", "", "mine", "", d64(), 128, 8, 2, 0, 128, 0},
+		// heads_minor for document (as ids and as spans) and sliding window.
+		{"sliding window", "sm_90a", "bf16", "", "", "sliding_window(1023, 0)", "", nil, 128, 8, 3, 0, 128, 1},
 		{"document", "sm_90a", "bf16", "", "", "document", "", nil, 128, 8, 3, 0, 128, 1},
 		{"document_spans", "sm_90a", "bf16", "", "", "document_spans", "", nil, 128, 8, 3, 0, 128, 1},
 		{"document heads-major on request", "sm_90a", "bf16", "", "", "document", "", map[string]string{"heads_minor": "false"}, 128, 8, 3, 0, 128, 0},
@@ -65,7 +75,10 @@ func TestTunedConsts(t *testing.T) {
 			if c.kernel != "" {
 				kernel = c.kernel
 			}
-			res, err := Compile(Request{Kernel: kernel, Mask: mask, Consts: consts, Arch: c.arch})
+			score := consts["score"]
+			delete(consts, "score")
+			res, err := Compile(Request{Kernel: kernel, Mask: mask, Score: score, Consts: consts, Arch: c.arch,
+				Sources: map[string]string{"mine.fa": "mask mine(b, h, q_idx, kv_idx) {\n    return kv_idx <= q_idx\n}\n"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -88,10 +88,12 @@ type Contract struct {
 	// (Call.Persist). Nil, or a nil result: every tile alike.
 	TileCosts func(p Problem, bm BlockMask, tiles [3]int) []float64
 	// Tuned are compile-time arguments the kernel runs faster with, by
-	// TuneKey (code generation variant, DTYPE, HEAD_DIM: "wgmma/bf16/128",
-	// or with a mask's name after it: "wgmma/bf16/128/document"): sets in
-	// order of preference, of which the compiler applies the first that the
-	// request leaves whole (TunedFor) when the request names the arch.
+	// TuneKey (code generation variant, DTYPE, HEAD_DIM: "wgmma/bf16/128"):
+	// sets in order of preference, of which the compiler applies the first
+	// that the request leaves whole (TunedFor) when the request names the
+	// arch. A set's entry for a mod parameter (Mods) is a condition, not an
+	// argument: the names of the stdlib mods it holds for, separated by |
+	// ("none|causal").
 	Tuned map[string][]map[string]string
 	// TunedAlone are the Tuned arguments a request may set to other values
 	// on its own (the pipeline's depth): the rest of the set still applies.
@@ -104,24 +106,22 @@ func TuneKey(variant, dtype, headDim string) string {
 	return variant + "/" + dtype + "/" + headDim
 }
 
-// TunedFor is the tuned set a request gets: the first set of
-// Tuned[key/mask], then of Tuned[key], that the request leaves whole, less
-// the arguments it gives, for the first of keys that Tuned has (the
-// codegen variant's own key, then the one its variant shares: staging
-// choices share wgmma's sets unless tuned apart). A request breaks a set
-// by giving one of its arguments another value (unless TunedAlone names
-// it: a tile shape and its warp count go together, the pipeline's depth
-// does not), and a kernel that does not declare one of its arguments
+// TunedFor is the tuned set a request gets: the first set that the
+// request leaves whole, less the arguments it gives, for the first of keys
+// that Tuned has (the codegen variant's own key, then the one its variant
+// shares: staging choices share wgmma's sets unless tuned apart). A
+// request breaks a set by giving one of its arguments another value
+// (unless TunedAlone names it: a tile shape and its warp count go
+// together, the pipeline's depth does not) or by a mod the set's
+// condition does not name (given holds, for each mod parameter, the name
+// of the request's stdlib mod, or of the kernel's default; "" for a
+// user's own), and a kernel that does not declare one of its arguments
 // cannot take the set (declared; nil: all are). Nil when no set fits: the
 // kernel's defaults and the request's arguments.
-func (c *Contract) TunedFor(keys []string, mask string, given map[string]string, declared func(string) bool) map[string]string {
+func (c *Contract) TunedFor(keys []string, given map[string]string, declared func(string) bool) map[string]string {
 	for _, key := range keys {
-		var sets []map[string]string
-		if mask != "" {
-			sets = c.Tuned[key+"/"+mask]
-		}
-		sets = append(slices.Clip(sets), c.Tuned[key]...)
-		if len(sets) == 0 {
+		sets, ok := c.Tuned[key]
+		if !ok {
 			continue
 		}
 		for _, set := range sets {
@@ -143,6 +143,10 @@ func (c *Contract) fit(set, given map[string]string, declared func(string) bool)
 		}
 		g, ok := given[k]
 		switch {
+		case slices.Contains(c.Mods, k):
+			if !slices.Contains(strings.Split(v, "|"), g) {
+				return nil, false
+			}
 		case !ok:
 			out[k] = v
 		case strings.TrimSpace(g) != v && !slices.Contains(c.TunedAlone, k):

@@ -64,9 +64,10 @@ var wgmmaTiles = func() map[string]map[string]string {
 // 510 to 574 TFLOPS and S = 8192 none from 614 to 641 (session 16); at D =
 // 64 three or four buffers measured the same as two. Before them, by
 // preference: at D = 64, FlashAttention-3's 192-row tiles on three consumer
-// groups (fwdGroupsSet), and at D = 128 for the document mask, heads_minor
-// (fwdHeadsMinor). The varlen kernels' copies are not on TMA: theirs are
-// wgmmaTiles with the softmax arguments. Without TMA (FAC_TMA=0 or
+// groups for the masks and scores they run fastest without spilling
+// (fwdGroupsSet), and at D = 128 heads_minor for document and sliding
+// window (fwdHeadsMinor). The varlen kernels' copies are not on TMA: theirs
+// are wgmmaTiles with the softmax arguments. Without TMA (FAC_TMA=0 or
 // barrier) there is no producer for the groups: those variants keep the
 // plain sets.
 var fwdTiles = func() map[string][]map[string]string {
@@ -76,46 +77,50 @@ var fwdTiles = func() map[string][]map[string]string {
 		if strings.HasSuffix(k, "/128") {
 			set["num_stages"] = "3"
 		}
-		m[k] = []map[string]string{set}
 		for _, v := range []string{"wgmma-cpasync", "wgmma-tmabarrier"} {
 			m[v+strings.TrimPrefix(k, "wgmma")] = []map[string]string{set}
 		}
 		if strings.HasSuffix(k, "/64") {
 			m[k] = []map[string]string{fwdGroupsSet, set}
 		} else {
-			// The runtime runs document as document_spans where it can.
-			for _, mask := range []string{"document", "document_spans"} {
-				m[k+"/"+mask] = []map[string]string{fwdHeadsMinor(set)}
-			}
+			m[k] = []map[string]string{fwdHeadsMinor(set), set}
 		}
 	}
 	return m
 }()
 
 // fwdGroupsSet is FlashAttention-3's D = 64 forward: 64-row tiles on three
-// consumer warpgroups, one producer, four K/V buffers, O by TMA store,
-// over mask blocks of 192 rows (a program's rows). H200, S = 8192, H = 32,
-// none / causal: 525.6 / 455.6 TFLOPS against 452.6 / 425.8 for the
-// plain set (BENCHMARKS.md, session 23). A request that gives other mask
-// blocks (a FlexAttention block mask's 128) or a schedule the groups do
-// not take (pingpong, persistent, heads_minor) gets the plain set.
+// consumer groups, one producer, four K/V buffers, O by TMA store, over mask
+// blocks of 192 rows (a program's rows). H200, S = 8192, H = 32 (session
+// 24, BENCHMARKS.md): none 522 / 529 TFLOPS against 456 for the 128×128
+// set, causal 457 / 458 against 427–429, prefix-LM 459 / 458 against 423 /
+// 427. Not for sliding window (290 / 294 against 298 / 301), nor for the
+// masks and scores that read tensors or divide (document, chunked, alibi:
+// 128–336 bytes of spills at the groups' 160 registers a thread), nor a
+// user's own mods, whose registers nobody measured. A request that gives
+// other mask blocks (a FlexAttention block mask's 128) or a schedule the
+// groups do not take (pingpong, persistent, heads_minor) gets the 128×128
+// set too.
 var fwdGroupsSet = func() map[string]string {
 	set := map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "4", "consumer_groups": "3",
 		"SPARSE_Q": "192", "SPARSE_K": "128", "num_stages": "4", "warp_specialize": "true", "overlap": "true",
-		"tma_store": "true", "pingpong": "false", "persistent": "false", "heads_minor": "false"}
+		"tma_store": "true", "pingpong": "false", "persistent": "false", "heads_minor": "false",
+		"mask": "none|causal|causal_bottom_right|prefix_lm", "score": "identity|softcap"}
 	maps.Copy(set, fwdSoftmaxArgs)
 	return set
 }()
 
-// fwdHeadsMinor is set with heads_minor: document's tiles are short (a
-// 1000-token document keeps about eight kv blocks a q tile), and starting
-// programs q tile by q tile across the heads took it from 388 to 402
-// TFLOPS at D = 128 (H200, S = 8192; BENCHMARKS.md, session 23), where
-// the unmasked kernel loses 7% (none's long rows favour the heads-major
-// order's K/V reuse in L2).
+// fwdHeadsMinor is set with heads_minor, for document (and its spans form,
+// which the runtime runs in its place) and sliding window, whose tiles are
+// short and alike: starting programs q tile by q tile across the heads
+// took document from 388 to 406–407 TFLOPS at D = 128 and S = 8192, and
+// sliding window 1024 at S = 32768 from 471 to 482 (H200, sessions 23 and
+// 24, BENCHMARKS.md); the long rows of none and causal favour the
+// heads-major order's K/V reuse in L2 (heads_minor costs them 7% and 3–10%).
 func fwdHeadsMinor(set map[string]string) map[string]string {
 	s := maps.Clone(set)
 	s["heads_minor"] = "true"
+	s["mask"] = "document|document_spans|sliding_window"
 	return s
 }
 
