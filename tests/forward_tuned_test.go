@@ -13,8 +13,8 @@ import (
 // float64 reference: at D = 64 the three consumer groups on 192-row mask
 // blocks (which the CPU device runs in turn) for none and causal, 128×128
 // tiles otherwise, with heads_minor for document and sliding window at
-// D = 128. Odd, unequal lengths and GQA, then
-// decoding shapes (split-KV and PackGQA over the groups' 192-row blocks).
+// D = 128. Odd, unequal lengths and GQA, then decoding shapes (split-KV
+// and PackGQA over the groups' 192-row blocks).
 func TestForwardTunedDefaultsOnCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
