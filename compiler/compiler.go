@@ -58,6 +58,9 @@ type Result struct {
 	Sources map[string]string
 	Passes  passes.Options
 	GPU     GPUOptions
+	// Tuned are the arguments the contract's tuned set added for the
+	// request's arch (launch.Contract.TunedFor; mod conditions left out).
+	Tuned map[string]string
 }
 
 // Func is the compiled kernel's function in Module.
@@ -171,6 +174,10 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 		}
 		for k, v := range c.TunedFor(keys, fit, declared) {
 			given[k] = v
+			if res.Tuned == nil {
+				res.Tuned = map[string]string{}
+			}
+			res.Tuned[k] = v
 		}
 	}
 	for _, role := range []string{"mask", "score"} {

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +46,7 @@ func compileCmd() *cobra.Command {
 				text = res.Module.String()
 				if verbose {
 					fmt.Fprintf(os.Stderr, "compile: tir in %.2fms\n", float64(time.Since(t0).Microseconds())/1000)
+					printTuned(res)
 				}
 			case "llvm":
 				res, err := compiler.Compile(req)
@@ -82,6 +85,7 @@ func compileCmd() *cobra.Command {
 				}
 				if verbose {
 					fmt.Fprintf(os.Stderr, "compile: %s (llc %s, %s, cache %s)\n", t.String(), tool.Version, arch, t.Cache)
+					printTuned(res)
 					fmt.Fprintf(os.Stderr, "compile: %d threads, %d bytes of dynamic shared memory\n", a.Threads, a.SharedBytes)
 					var tma []string
 					for _, p := range a.Params {
@@ -185,4 +189,19 @@ func gpuArch(emit, arch string) string {
 		return ""
 	}
 	return arch
+}
+
+// printTuned says which tuned arguments the compiler added for the arch
+// (-v), so that a request that falls back to another set, or to none, is
+// visible.
+func printTuned(res *compiler.Result) {
+	if len(res.Tuned) == 0 {
+		fmt.Fprintln(os.Stderr, "compile: tuned arguments: none")
+		return
+	}
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(res.Tuned)) {
+		kv = append(kv, k+"="+res.Tuned[k])
+	}
+	fmt.Fprintf(os.Stderr, "compile: tuned arguments: %s\n", strings.Join(kv, " "))
 }

@@ -96,3 +96,24 @@ func TestCompileNoCacheDash(t *testing.T) {
 		t.Errorf("cache ls --cache-dir -: exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// TestCompileVerboseTuned: -v says which tuned arguments the compiler
+// added for the arch: the consumer groups for causal at D = 64, the
+// 128×128 set when the request's mask blocks break them, none on sm_80.
+func TestCompileVerboseTuned(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mask", "causal"}, "consumer_groups=3"},
+		{[]string{"--mask", "causal", "--const", "SPARSE_Q=128"}, "tuned arguments: BLOCK_M=128 BLOCK_N=128"},
+		{[]string{"--mask", "causal", "--score", "alibi"}, "tuned arguments: BLOCK_M=128 BLOCK_N=128"},
+		{[]string{"--mask", "causal", "--arch", "sm_80"}, "tuned arguments: none"},
+	} {
+		args := append([]string{"compile", "--emit", "tir", "--const", "DTYPE=bf16", "--const", "HEAD_DIM=64", "-v", "-o", "-"}, c.args...)
+		r := runFac(t, t.TempDir(), args...)
+		if r.code != 0 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("fac %s: exit %d, stderr lacks %q:\n%s", strings.Join(args, " "), r.code, c.want, r.stderr)
+		}
+	}
+}
