@@ -557,7 +557,7 @@ func (f *Forward) checkBlockMask(bm *blockmask.BlockMask, sh Shape) error {
 	case bm.SeqQ != sh.SeqQ || bm.SeqK != sh.SeqK:
 		return fmt.Errorf("block mask is for seqlens %d×%d, the call has %d×%d", bm.SeqQ, bm.SeqK, sh.SeqQ, sh.SeqK)
 	case bm.BlockQ != sq || bm.BlockK != sk:
-		return fmt.Errorf("block mask has %d×%d blocks, the kernel was compiled for %d×%d (set SPARSE_Q/SPARSE_K)", bm.BlockQ, bm.BlockK, sq, sk)
+		return fmt.Errorf("block mask has %d×%d blocks, the kernel was compiled for %d×%d (compile with Consts SPARSE_Q=%d, SPARSE_K=%d, or build the mask with Forward.BuildBlockMask)", bm.BlockQ, bm.BlockK, sq, sk, bm.BlockQ, bm.BlockK)
 	case bm.B != 1 && bm.B != sh.Batch, bm.H != 1 && bm.H != sh.Heads:
 		return fmt.Errorf("block mask has batch %d and heads %d; the call has %d and %d (a mask shared over b or h has 1)", bm.B, bm.H, sh.Batch, sh.Heads)
 	}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/fac-compiler/fac"
@@ -55,6 +56,37 @@ func TestForwardTunedDefaultsOnCPU(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestForwardTunedBlocksMismatch: a FlexAttention-style block mask of
+// 128-row blocks given to the D = 64 tuned forward (192-row blocks) is
+// refused with the way out: the Consts that select 128-row blocks, which
+// then run.
+func TestForwardTunedBlocksMismatch(t *testing.T) {
+	sh := fac.Shape{Batch: 1, Heads: 2, KVHeads: 2, SeqQ: 300, SeqK: 300, Dim: 64}
+	bm, _, err := fac.CreateBlockMask(t.Context(), fac.BlockMaskOptions{Mask: "causal", SeqQ: sh.SeqQ, SeqK: sh.SeqK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := inputs(sh, 3)
+	in.Aux, in.BlockMask = nil, bm
+	fwd, err := fac.CompileForward(fac.Options{Mask: "causal", DType: "bf16", Arch: "sm_90a"}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fwd.RunCPU(in, sh); err == nil || !strings.Contains(err.Error(), "compile with Consts SPARSE_Q=128, SPARSE_K=128") {
+		t.Fatalf("err = %v, want the Consts that fit the block mask", err)
+	}
+	fwd, err = fac.CompileForward(fac.Options{Mask: "causal", DType: "bf16", Arch: "sm_90a", Consts: map[string]string{"SPARSE_Q": "128", "SPARSE_K": "128"}}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, lse, err := fwd.RunCPU(in, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, rlse := goReference(roundInputs(in, "bf16"), sh, maskFn("causal"), nil)
+	check(t, "causal with 128-row blocks", o, lse, ro, rlse, sh, 2e-2)
 }
 
 // roundInputs rounds q, k, v to the kernel's storage type, as the GPU sees them.
