@@ -94,7 +94,9 @@ var fwdTiles = func() map[string][]map[string]string {
 // blocks of 192 rows (a program's rows). H200, S = 8192, H = 32 (session
 // 24, BENCHMARKS.md): none 522 / 529 TFLOPS against 456 for the 128×128
 // set, causal 457 / 458 against 427–429, prefix-LM 459 / 458 against 423 /
-// 427. Not for sliding window (290 / 294 against 298 / 301), nor for the
+// 427 (causal_bottom_right, causal's shape, and softcap, a score without
+// tensors that ptxas found no spill in, were not timed). Not for sliding
+// window (290 / 294 against 298 / 301), nor for the
 // masks and scores that read tensors or divide (document, chunked, alibi:
 // 128–336 bytes of spills at the groups' 160 registers a thread), nor a
 // user's own mods, whose registers nobody measured. A request that gives
