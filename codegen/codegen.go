@@ -117,6 +117,9 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	if v, ok := f.Attr("num_stages").(int64); ok && (v < 1 || v > core.MaxStages) {
 		return nil, fmt.Errorf("codegen: num_stages = %d: want 1 (no prefetch) to %d", v, core.MaxStages)
 	}
+	if v, ok := f.Attr("exp2_poly").(int64); ok && (v < 0 || v > core.Exp2PolyMax) {
+		return nil, fmt.Errorf("codegen: exp2_poly = %d: want 0 (every exp2 on the MUFU) to %d", v, core.Exp2PolyMax)
+	}
 	phases := tg.t.Phases()
 	if err := checkPhaseOptions(phases, opts); err != nil {
 		return nil, err

@@ -333,11 +333,16 @@ func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 		for i := range op.Args {
 			args[i] = arg(i)
 		}
+		poly := l.exp2PolyLanes(op)
 		out := make([]value.Value, n)
 		for r := range out {
 			xs := make([]value.Value, len(args))
 			for i := range args {
 				xs[i] = args[i][r]
+			}
+			if r%Exp2PolyMax < poly {
+				out[r] = l.exp2Poly(xs[0])
+				continue
 			}
 			out[r] = l.elementwise(op, xs)
 		}
