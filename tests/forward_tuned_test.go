@@ -105,3 +105,45 @@ func roundInputs(in fac.Inputs, dtype string) fac.Inputs {
 	in.Q, in.K, in.V = r(in.Q), r(in.K), r(in.V)
 	return in
 }
+
+// TestForwardHeadsGroupOnCPU: heads_minor with heads_group (programs q tile
+// by q tile across groups of heads, the last group short) covers every
+// tile once, plain and persistent: 12 heads in groups of 5 and of 3.
+func TestForwardHeadsGroupOnCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for i, c := range []struct {
+		mask   string
+		consts map[string]string
+	}{
+		{"sliding_window(20, 3)", map[string]string{"heads_group": "5"}}, // heads_minor from the tuned set
+		{"causal", map[string]string{"heads_minor": "true", "heads_group": "3"}},
+		{"causal", map[string]string{"heads_minor": "true", "heads_group": "5", "persistent": "true"}},
+	} {
+		fwd, err := fac.CompileForward(fac.Options{Mask: c.mask, DType: "bf16", Arch: "sm_90a", Consts: c.consts}, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := fwd.Result().Attrs(); a["heads_minor"] != 1 || a["heads_group"] == 0 {
+			t.Fatalf("%s %v: heads_minor %d, heads_group %d", c.mask, c.consts, a["heads_minor"], a["heads_group"])
+		}
+		var fn goMask
+		for _, m := range masks {
+			if m.expr == c.mask {
+				fn = m.fn
+			}
+		}
+		for si, sl := range [][2]int{{300, 257}, {1, 900}} {
+			sh := fac.Shape{Batch: 2, Heads: 6, KVHeads: 3, SeqQ: sl[0], SeqK: sl[1], Dim: 128}
+			in := inputs(sh, uint64(10*i+si+7))
+			o, lse, err := fwd.RunCPU(only(fwd, in), sh)
+			name := fmt.Sprintf("%s %v %dx%d", c.mask, c.consts, sl[0], sl[1])
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			ro, rlse := goReference(roundInputs(in, "bf16"), sh, fn, nil)
+			check(t, name, o, lse, ro, rlse, sh, 2e-2)
+		}
+	}
+}

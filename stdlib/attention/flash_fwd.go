@@ -189,6 +189,19 @@ func fwdGrid(p launch.Problem) [3]int {
 // (flash_fwd's own argument; kernels that lack it run heads-major).
 func headsMinor(p launch.Problem) bool { return p.Attrs["heads_minor"] != 0 }
 
+// headsMinorTile is the launch-order index of q tile rank x (0: the last
+// q tile) of batch × head bh in a heads_minor grid of nq q tiles and nbh
+// heads: q tile by q tile across all heads, or with heads_group g > 0
+// across each group of g heads in turn (the last group has the heads
+// left over); flash_fwd.fa reads its program ids the same way.
+func headsMinorTile(x, bh, nq, nbh, g int) int {
+	if g <= 0 {
+		return x*nbh + bh
+	}
+	g0 := bh / g * g
+	return g0*nq + x*min(g, nbh-g0) + bh - g0
+}
+
 // groups is the kernel's consumer groups (1 for kernels that lack the
 // argument).
 func groups(p launch.Problem) int { return max(1, int(p.Attrs["consumer_groups"])) }
@@ -228,10 +241,11 @@ func fwdTileCosts(p launch.Problem, bm launch.BlockMask, tiles [3]int) []float64
 				return nil
 			}
 			// Tiles are linearized x fastest: (x, bh), or (bh, x) with
-			// heads_minor.
+			// heads_minor, whose heads_group reads that order as group,
+			// q tile, head (flash_fwd.fa).
 			t := bh*nq + x
 			if headsMinor(p) {
-				t = x*nbh + bh
+				t = headsMinorTile(x, bh, nq, nbh, int(p.Attrs["heads_group"]))
 			}
 			costs[t] = sub*float64(2*counts[i]+full[i]) + 2.5
 		}

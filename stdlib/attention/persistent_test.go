@@ -50,6 +50,21 @@ func (m causalLists) Lists(bool) (counts, indices, fullCounts, fullIndices []int
 func (m causalLists) Dims() (b, h, numQ, numK int) { return 1, 1, m.numQ, m.numQ }
 func (m causalLists) RowLens() (kv, q int)         { return m.numQ, m.numQ }
 
+// headLists is a block mask of b × h heads whose row (bh, q) has one
+// partial block and 10·bh + q full ones (a cost per head and q tile).
+type headLists struct{ numQ, b, h int }
+
+func (m headLists) Lists(bool) (counts, indices, fullCounts, fullIndices []int32) {
+	n := m.b * m.h * m.numQ
+	counts, fullCounts = make([]int32, n), make([]int32, n)
+	for i := range counts {
+		counts[i], fullCounts[i] = 1, int32(10*(i/m.numQ)+i%m.numQ)
+	}
+	return counts, make([]int32, n*m.numQ), fullCounts, make([]int32, n*m.numQ)
+}
+func (m headLists) Dims() (b, h, numQ, numK int) { return m.b, m.h, m.numQ, m.numQ }
+func (m headLists) RowLens() (kv, q int)         { return m.numQ, m.numQ }
+
 // TestForwardTileCosts: flash_fwd's tile costs follow its tiles (the last
 // q tile first, batch × head along y) and the block mask's counts, and a
 // persistent call bound with them deals each round's longest tile first.
@@ -125,6 +140,36 @@ func TestForwardHeadsMinor(t *testing.T) {
 	}
 	if costs[1][0] != costs[1][5] || costs[1][0] <= costs[1][6] {
 		t.Errorf("heads-minor costs %v: want every head's last q tile first, the longest", costs[1][:12])
+	}
+}
+
+// TestForwardHeadsGroup: with heads_minor and heads_group = 4 over 6
+// heads, the launch order is q tile by q tile across heads 0–3, then
+// across heads 4–5: tile i of that order (built here by enumeration) costs
+// what its heads-major tile does, on a block mask whose rows differ by head
+// and q tile.
+func TestForwardHeadsGroup(t *testing.T) {
+	p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}}
+	bm := headLists{numQ: 8, b: 2, h: 3}
+	var costs [2][]float64
+	for i, c := range []map[string]string{{"BLOCK_M": "128", "BLOCK_N": "64"}, {"BLOCK_M": "128", "BLOCK_N": "64", "heads_minor": "true", "heads_group": "4"}} {
+		res, err := compiler.Compile(compiler.Request{Kernel: "flash_fwd", Mask: "causal", Consts: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Attrs = res.Attrs()
+		costs[i] = attention.FlashFwd.TileCosts(p, bm, attention.FlashFwd.Grid(p))
+	}
+	i := 0
+	for _, heads := range [][]int{{0, 1, 2, 3}, {4, 5}} {
+		for x := 0; x < 8; x++ {
+			for _, bh := range heads {
+				if a, b := costs[0][bh*8+x], costs[1][i]; a != b {
+					t.Fatalf("launch slot %d (q tile %d of head %d): cost %v, want %v", i, 7-x, bh, b, a)
+				}
+				i++
+			}
+		}
 	}
 }
 

@@ -6,10 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 d=${DIR:-.gpu/s25}
-export CGO_ENABLED=0
-FAC_LLC=$(scripts/ensure-llc); export FAC_LLC
+source scripts/gpu-env $d
 mkdir -p $d/ptx
-go build -ldflags="-s -w" -o $d/fac ./cmd/fac
 d64=(--mask none --mask causal --mask "prefix_lm(1024)")
 d128=(--mask none --mask causal --mask "sliding_window(1023, 0)" --mask document)
 for n in 0 1 2 3 4; do
