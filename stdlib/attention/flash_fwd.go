@@ -284,6 +284,9 @@ func checkHeadDim(p launch.Problem) error {
 			return fmt.Errorf("consumer_groups = %d: not with heads_minor or persistent", n)
 		}
 	}
+	if g := p.Attrs["heads_group"]; g < 0 || g > 0 && !headsMinor(p) {
+		return fmt.Errorf("heads_group = %d: want 0 (every head) or a number of heads, with heads_minor=true", g)
+	}
 	return nil
 }
 

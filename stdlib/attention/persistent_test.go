@@ -173,6 +173,23 @@ func TestForwardHeadsGroup(t *testing.T) {
 	}
 }
 
+// TestForwardHeadsGroupRefused: a negative heads_group, or one without
+// heads_minor (which it would not change), is refused at the call.
+func TestForwardHeadsGroupRefused(t *testing.T) {
+	for _, c := range []map[string]string{{"heads_minor": "true", "heads_group": "-1"}, {"heads_group": "8"}} {
+		maps.Copy(c, map[string]string{"BLOCK_M": "128", "BLOCK_N": "64"})
+		res, err := compiler.Compile(compiler.Request{Kernel: "flash_fwd", Mask: "causal", Consts: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}, Attrs: res.Attrs()}
+		_, err = attention.FlashFwd.Bind(res.Params(), launch.Request{Problem: p, BlockMask: causalLists{numQ: 8}})
+		if err == nil || !strings.Contains(err.Error(), "heads_group = "+c["heads_group"]) {
+			t.Errorf("%v: err = %v, want heads_group refused", c, err)
+		}
+	}
+}
+
 // TestForwardConsumerGroups: with consumer_groups = G a program covers G
 // q tiles, so the grid's first axis is cdiv(seqlen_q, G·BLOCK_M); the
 // groups must share a block-mask row, and neither heads_minor nor a
