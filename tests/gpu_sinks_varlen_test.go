@@ -60,8 +60,8 @@ func TestGPUSinksBackward(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 300, SeqK: 200, Dim: 64}
-	a := gpuSinksCase(t, gpu, bwd, "bf16", sh, maskFnOf("causal_bottom_right"), 3, "deterministic", 2e-2)
-	b := gpuSinksCase(t, gpu, bwd, "bf16", sh, maskFnOf("causal_bottom_right"), 3, "deterministic again", 2e-2)
+	a := gpuSinksCase(t, gpu, bwd, "bf16", sh, maskFn("causal_bottom_right"), 3, "deterministic", 2e-2)
+	b := gpuSinksCase(t, gpu, bwd, "bf16", sh, maskFn("causal_bottom_right"), 3, "deterministic again", 2e-2)
 	for i := range a.DSinks {
 		if math.Float32bits(a.DSinks[i]) != math.Float32bits(b.DSinks[i]) {
 			t.Errorf("dsinks[%d] differs between runs: %v, %v", i, a.DSinks[i], b.DSinks[i])
@@ -72,15 +72,6 @@ func TestGPUSinksBackward(t *testing.T) {
 			t.Fatalf("deterministic dQ[%d] differs between runs: %v, %v", i, a.DQ[i], b.DQ[i])
 		}
 	}
-}
-
-func maskFnOf(expr string) goMask {
-	for _, m := range masks {
-		if m.expr == expr {
-			return m.fn
-		}
-	}
-	panic("no Go mask " + expr)
 }
 
 // gpuSinksCase runs one sinks backward on the GPU and checks it.

@@ -7,10 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 d=${DIR:-.gpu/s24x}
-export CGO_ENABLED=0
-FAC_LLC=$(scripts/ensure-llc); export FAC_LLC
-mkdir -p $d
-go build -ldflags="-s -w" -o $d/fac ./cmd/fac
+source scripts/gpu-env $d
 m=(--mask "sliding_window(1023, 0)" --mask document --mask causal)
 b() { $d/fac build "${m[@]}" "${@:2}" --dtype bf16 --dim 128 --arch sm_90a --cache-dir - -o $d/$1.bundle; }
 P2=(--const persistent=true --const num_stages=2 --const tma_store=true)
