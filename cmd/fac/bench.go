@@ -63,6 +63,10 @@ func benchCmd() *cobra.Command {
 ../shared/bench/ANCHORS.md (bf16, D=128, 16 heads, 16384 tokens). TFLOPS count only the (q, kv)
 pairs the mask keeps: 4 * pairs * D / t (counted in O(S) for the stdlib's masks, through the block
 mask for others: full blocks by area, partial ones row by row). Also prints the cold compile time and the cache-hit load time.
+Timing is triton.testing.do_bench's, which the anchors use: 256 MiB written before each timed launch
+(L2 flushed), CUDA events around the launch, all launches queued before one synchronization (no
+host launch latency in the figures), the median reported. FAC_BENCH_SYNC=1 times without the
+flush and with a synchronization after each launch (fac's timing before 2026-12-05's session 26).
 --backward times the backward pass instead (its kernels one after another, as one figure) with
 TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).
 

@@ -214,6 +214,22 @@ func TestGPUMemory(t *testing.T) {
 		t.Fatalf("DtoD: %v, %v", err, dst[n/2-1])
 	}
 
+	// The timer's L2 flush: queued on a stream, done by its synchronization.
+	s, err := NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	if err := MemsetD32Async(q, math.Float32bits(2.5), n, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := DtoH(dst, q); err != nil || dst[0] != 2.5 || dst[n-1] != 2.5 {
+		t.Fatalf("MemsetD32Async: %v, %v %v", err, dst[0], dst[n-1])
+	}
+
 	if _, err := MemAlloc(1 << 50); err == nil {
 		t.Error("allocating 1 PiB succeeded")
 	} else {

@@ -78,6 +78,7 @@ const (
 	fMemcpyDtoHAsync
 	fMemsetD8
 	fMemsetD32
+	fMemsetD32Async
 	fStreamCreate
 	fStreamSynchronize
 	fStreamDestroy
@@ -139,6 +140,7 @@ var syms = [numFn]symbol{
 	fMemcpyDtoHAsync:         {name: "cuMemcpyDtoHAsync_v2"},
 	fMemsetD8:                {name: "cuMemsetD8_v2"},
 	fMemsetD32:               {name: "cuMemsetD32_v2"},
+	fMemsetD32Async:          {name: "cuMemsetD32Async"},
 	fStreamCreate:            {name: "cuStreamCreate"},
 	fStreamSynchronize:       {name: "cuStreamSynchronize"},
 	fStreamDestroy:           {name: "cuStreamDestroy_v2"},

@@ -105,6 +105,15 @@ func MemsetD32(dst DevicePtr, v uint32, n int) error {
 	return ctxCall(fMemsetD32, uintptr(dst), uintptr(v), uintptr(n))
 }
 
+// MemsetD32Async queues setting n 32-bit words at dst (4-byte aligned) to
+// v on stream s.
+func MemsetD32Async(dst DevicePtr, v uint32, n int, s Stream) error {
+	if err := checkSize(n); err != nil {
+		return err
+	}
+	return ctxCall(fMemsetD32Async, uintptr(dst), uintptr(v), uintptr(n), s.h)
+}
+
 // HtoD copies the slice src to device memory dst.
 func HtoD[T any](dst DevicePtr, src []T) error {
 	if len(src) == 0 {

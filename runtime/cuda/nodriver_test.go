@@ -57,6 +57,7 @@ func TestNoDriver(t *testing.T) {
 		"MemcpyDtoHAsync":   func() error { return MemcpyDtoHAsync(p, 1, 16, s) },
 		"MemsetD8":          func() error { return MemsetD8(1, 0xff, 16) },
 		"MemsetD32":         func() error { return MemsetD32(1, 0xffffffff, 4) },
+		"MemsetD32Async":    func() error { return MemsetD32Async(1, 0, 4, s) },
 		"HtoD":              func() error { return HtoD(1, []float32{1}) },
 		"DtoH":              func() error { return DtoH([]float32{1}, 1) },
 		"NewStream":         func() error { _, err := NewStream(); return err },

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/cuda"
@@ -35,8 +36,22 @@ func outputs(call *launch.Call) []string {
 	return out
 }
 
-// timeRuns calls run on a fresh stream warmup times, then reps times
-// between two CUDA events each, and returns each timed run's milliseconds.
+// flushBytes is the buffer written before each timed run to evict the
+// previous run's data from L2: 256 MiB, as triton.testing.do_bench (the
+// anchors' timer, ../shared/bench) uses, over 5 times an H200's L2.
+const flushBytes = 256 << 20
+
+// timeRuns calls run on a fresh stream warmup times, then reps times, and
+// returns each timed run's milliseconds. It times as
+// triton.testing.do_bench does, so that fac's figures and the anchors'
+// measure the same thing: before each timed run a write of flushBytes
+// evicts L2, then the run sits between two CUDA events; every run is
+// queued before the one host synchronization at the end, so the host's
+// launch latency stays out of the figures (the GPU reaches each start
+// event just after the flush, with the launch already queued behind it).
+// FAC_BENCH_SYNC=1 times as fac did before session 26 instead: no flush,
+// and a host synchronization after each run, whose launch latency then
+// counts (kept to compare the two in one device call).
 func timeRuns(warmup, reps int, run func(cuda.Stream) error) ([]float64, error) {
 	s, err := cuda.NewStream()
 	if err != nil {
@@ -48,18 +63,34 @@ func timeRuns(warmup, reps int, run func(cuda.Stream) error) ([]float64, error) 
 			return nil, err
 		}
 	}
-	start, err := cuda.NewEvent()
-	if err != nil {
-		return nil, err
+	sync := os.Getenv("FAC_BENCH_SYNC") == "1"
+	var flush cuda.DevicePtr
+	if !sync {
+		if flush, err = cuda.MemAlloc(flushBytes); err != nil {
+			return nil, fmt.Errorf("L2 flush buffer (%d MiB; FAC_BENCH_SYNC=1 times without it): %w", flushBytes>>20, err)
+		}
+		defer cuda.MemFree(flush)
 	}
-	defer start.Destroy()
-	end, err := cuda.NewEvent()
-	if err != nil {
-		return nil, err
+	events := make([]cuda.Event, 0, 2*reps)
+	defer func() {
+		for _, e := range events {
+			e.Destroy()
+		}
+	}()
+	for i := 0; i < 2*reps; i++ {
+		e, err := cuda.NewEvent()
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, e)
 	}
-	defer end.Destroy()
-	times := make([]float64, 0, reps)
 	for i := 0; i < reps; i++ {
+		start, end := events[2*i], events[2*i+1]
+		if !sync {
+			if err := cuda.MemsetD32Async(flush, 0, flushBytes/4, s); err != nil {
+				return nil, err
+			}
+		}
 		if err := start.Record(s); err != nil {
 			return nil, err
 		}
@@ -69,10 +100,18 @@ func timeRuns(warmup, reps int, run func(cuda.Stream) error) ([]float64, error) 
 		if err := end.Record(s); err != nil {
 			return nil, err
 		}
-		if err := end.Synchronize(); err != nil {
-			return nil, err
+		if sync {
+			if err := end.Synchronize(); err != nil {
+				return nil, err
+			}
 		}
-		ms, err := cuda.ElapsedMs(start, end)
+	}
+	if err := s.Synchronize(); err != nil {
+		return nil, err
+	}
+	times := make([]float64, 0, reps)
+	for i := 0; i < reps; i++ {
+		ms, err := cuda.ElapsedMs(events[2*i], events[2*i+1])
 		if err != nil {
 			return nil, err
 		}
