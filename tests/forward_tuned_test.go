@@ -13,8 +13,8 @@ import (
 // for sm_90a (Options.Arch: the tuned sets) on the CPU device against the
 // float64 reference: at D = 64 the three consumer groups on 192-row mask
 // blocks (which the CPU device runs in turn) for none and causal, 128×128
-// tiles otherwise, with heads_minor for document and sliding window at
-// D = 128. Odd, unequal lengths and GQA, then decoding shapes (split-KV
+// tiles otherwise, with heads_minor in groups of 16 heads for document and
+// sliding window at D = 128. Odd, unequal lengths and GQA, then decoding shapes (split-KV
 // and PackGQA over the groups' 192-row blocks).
 func TestForwardTunedDefaultsOnCPU(t *testing.T) {
 	if testing.Short() {
@@ -32,16 +32,16 @@ func TestForwardTunedDefaultsOnCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := fwd.Result().Attrs()
-			wantG, wantSQ, wantHM := int64(1), int64(128), int64(0)
+			wantG, wantSQ, wantHM, wantHG := int64(1), int64(128), int64(0), int64(0)
 			short := m.expr == "document" || m.expr == "sliding_window(20, 3)"
 			if d == 64 && !short {
 				wantG, wantSQ = 3, 192
 			} else if d == 128 && short {
-				wantHM = 1
+				wantHM, wantHG = 1, 16
 			}
-			if max(1, a["consumer_groups"]) != wantG || a["SPARSE_Q"] != wantSQ || a["heads_minor"] != wantHM {
-				t.Fatalf("d%d %s: consumer_groups %d, SPARSE_Q %d, heads_minor %d; want %d, %d, %d",
-					d, m.expr, a["consumer_groups"], a["SPARSE_Q"], a["heads_minor"], wantG, wantSQ, wantHM)
+			if max(1, a["consumer_groups"]) != wantG || a["SPARSE_Q"] != wantSQ || a["heads_minor"] != wantHM || a["heads_group"] != wantHG {
+				t.Fatalf("d%d %s: consumer_groups %d, SPARSE_Q %d, heads_minor %d, heads_group %d; want %d, %d, %d, %d",
+					d, m.expr, a["consumer_groups"], a["SPARSE_Q"], a["heads_minor"], a["heads_group"], wantG, wantSQ, wantHM, wantHG)
 			}
 			for si, sl := range [][2]int{{300, 257}, {1, 900}, {7, 900}, {193, 193}} {
 				sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: sl[0], SeqK: sl[1], Dim: d}
@@ -107,8 +107,8 @@ func roundInputs(in fac.Inputs, dtype string) fac.Inputs {
 }
 
 // TestForwardHeadsGroupOnCPU: heads_minor with heads_group (programs q tile
-// by q tile across groups of heads, the last group short) covers every
-// tile once, plain and persistent: 12 heads in groups of 5 and of 3.
+// by q tile across groups of heads) covers every tile once, plain and
+// persistent: 18 heads in groups of 9 (the tuned 16), 3 (asked 5) and 3.
 func TestForwardHeadsGroupOnCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -117,7 +117,8 @@ func TestForwardHeadsGroupOnCPU(t *testing.T) {
 		mask   string
 		consts map[string]string
 	}{
-		{"sliding_window(20, 3)", map[string]string{"heads_group": "5"}}, // heads_minor from the tuned set
+		{"sliding_window(20, 3)", nil}, // heads_minor and heads_group from the tuned set
+		{"document", map[string]string{"heads_group": "5"}},
 		{"causal", map[string]string{"heads_minor": "true", "heads_group": "3"}},
 		{"causal", map[string]string{"heads_minor": "true", "heads_group": "5", "persistent": "true"}},
 	} {
@@ -129,7 +130,7 @@ func TestForwardHeadsGroupOnCPU(t *testing.T) {
 			t.Fatalf("%s %v: heads_minor %d, heads_group %d", c.mask, c.consts, a["heads_minor"], a["heads_group"])
 		}
 		for si, sl := range [][2]int{{300, 257}, {1, 900}} {
-			sh := fac.Shape{Batch: 2, Heads: 6, KVHeads: 3, SeqQ: sl[0], SeqK: sl[1], Dim: 128}
+			sh := fac.Shape{Batch: 3, Heads: 6, KVHeads: 3, SeqQ: sl[0], SeqK: sl[1], Dim: 128}
 			in := inputs(sh, uint64(10*i+si+7))
 			o, lse, err := fwd.RunCPU(only(fwd, in), sh)
 			name := fmt.Sprintf("%s %v %dx%d", c.mask, c.consts, sl[0], sl[1])

@@ -35,10 +35,11 @@ var FlashFwd = &launch.Contract{
 	// kernel at D = 128 keeps its epilogue's exchange through shared memory
 	// only at two buffers (at three it stores from registers). The softmax
 	// arguments change no tile either, nor does prefetch_q (a hint to L2)
-	// or full_first (the order of a tile's blocks). heads_minor is not
+	// or full_first (the order of a tile's blocks), or heads_group (the
+	// order of heads_minor's launch). heads_minor is not
 	// among them: the groups' set refuses it, so that a request for it
 	// falls back to the plain set.
-	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "prefetch_q", "full_first"},
+	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "prefetch_q", "full_first", "heads_group"},
 }
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups
@@ -119,9 +120,15 @@ var fwdGroupsSet = func() map[string]string {
 // sliding window 1024 at S = 32768 from 471 to 482 (H200, sessions 23 and
 // 24, BENCHMARKS.md); the long rows of none and causal favour the
 // heads-major order's K/V reuse in L2 (heads_minor costs them 7% and 3–10%).
+// In groups of 16 heads (heads_group): across all 256 heads of B = 16, H =
+// 16 the programs running at once shared no K and V, and sliding window
+// fell to 303 TFLOPS and document to 277; groups of 16 took them to 478–479
+// and 430–431 (heads-major: 461 and 435), and B = 2 and B = 1 (S = 32768)
+// measured the same as without groups (H100, session 26).
 func fwdHeadsMinor(set map[string]string) map[string]string {
 	s := maps.Clone(set)
 	s["heads_minor"] = "true"
+	s["heads_group"] = "16"
 	s["mask"] = "document|document_spans|sliding_window"
 	return s
 }
@@ -172,7 +179,9 @@ func qGrid(p launch.Problem) [3]int {
 
 // fwdGrid is qGrid, or with heads_minor (B × H, q tiles): the kernel then
 // reads its tile's batch × head from program_id(0) and its q tile from
-// program_id(1), so that programs start q tile by q tile across the heads.
+// program_id(1), so that programs start q tile by q tile across the heads;
+// with heads_group, (a group's heads, q tiles, groups), the group's first
+// head program_id(2) × num_programs(0).
 func fwdGrid(p launch.Problem) [3]int {
 	g := qGrid(p)
 	if n := groups(p); n > 1 {
@@ -181,6 +190,22 @@ func fwdGrid(p launch.Problem) [3]int {
 	}
 	if headsMinor(p) {
 		g[0], g[1] = g[1], g[0]
+		if hg := headsGroup(p, g[0]); hg > 0 {
+			g[0], g[2] = hg, g[0]/hg
+		}
+	}
+	return g
+}
+
+// headsGroup is the heads of a heads_group group among nbh batch × heads:
+// the largest divisor of nbh that is at most heads_group (0 without
+// heads_group), so that every group is whole.
+func headsGroup(p launch.Problem, nbh int) int {
+	g := int(p.Attrs["heads_group"])
+	if g <= 0 || nbh <= 0 {
+		return 0
+	}
+	for g = min(g, nbh); nbh%g != 0; g-- {
 	}
 	return g
 }
@@ -191,15 +216,14 @@ func headsMinor(p launch.Problem) bool { return p.Attrs["heads_minor"] != 0 }
 
 // headsMinorTile is the launch-order index of q tile rank x (0: the last
 // q tile) of batch × head bh in a heads_minor grid of nq q tiles and nbh
-// heads: q tile by q tile across all heads, or with heads_group g > 0
-// across each group of g heads in turn (the last group has the heads
-// left over); flash_fwd.fa reads its program ids the same way.
+// heads: q tile by q tile across all heads, or across each group of g
+// heads in turn (g > 0 divides nbh: headsGroup), as fwdGrid launches them.
 func headsMinorTile(x, bh, nq, nbh, g int) int {
 	if g <= 0 {
 		return x*nbh + bh
 	}
 	g0 := bh / g * g
-	return g0*nq + x*min(g, nbh-g0) + bh - g0
+	return g0*nq + x*g + bh - g0
 }
 
 // groups is the kernel's consumer groups (1 for kernels that lack the
@@ -223,7 +247,7 @@ func fwdTileCosts(p launch.Problem, bm launch.BlockMask, tiles [3]int) []float64
 	}
 	nq, nbh := tiles[0], tiles[1]
 	if headsMinor(p) {
-		nq, nbh = nbh, nq
+		nq, nbh = tiles[1], tiles[0]*tiles[2]
 	}
 	costs := make([]float64, tiles[0]*tiles[1]*tiles[2])
 	for bh := 0; bh < nbh; bh++ {
@@ -241,11 +265,10 @@ func fwdTileCosts(p launch.Problem, bm launch.BlockMask, tiles [3]int) []float64
 				return nil
 			}
 			// Tiles are linearized x fastest: (x, bh), or (bh, x) with
-			// heads_minor, whose heads_group reads that order as group,
-			// q tile, head (flash_fwd.fa).
+			// heads_minor, or (head in group, x, group) with heads_group.
 			t := bh*nq + x
 			if headsMinor(p) {
-				t = headsMinorTile(x, bh, nq, nbh, int(p.Attrs["heads_group"]))
+				t = headsMinorTile(x, bh, nq, nbh, headsGroup(p, nbh))
 			}
 			costs[t] = sub*float64(2*counts[i]+full[i]) + 2.5
 		}
@@ -284,8 +307,8 @@ func checkHeadDim(p launch.Problem) error {
 			return fmt.Errorf("consumer_groups = %d: not with heads_minor or persistent", n)
 		}
 	}
-	if g := p.Attrs["heads_group"]; g < 0 || g > 0 && !headsMinor(p) {
-		return fmt.Errorf("heads_group = %d: want 0 (every head) or a number of heads, with heads_minor=true", g)
+	if g := p.Attrs["heads_group"]; g < 0 {
+		return fmt.Errorf("heads_group = %d: want 0 (every head) or a number of heads (it orders heads_minor's launch)", g)
 	}
 	return nil
 }

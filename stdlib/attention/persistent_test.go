@@ -144,10 +144,11 @@ func TestForwardHeadsMinor(t *testing.T) {
 }
 
 // TestForwardHeadsGroup: with heads_minor and heads_group = 4 over 6
-// heads, the launch order is q tile by q tile across heads 0–3, then
-// across heads 4–5: tile i of that order (built here by enumeration) costs
-// what its heads-major tile does, on a block mask whose rows differ by head
-// and q tile.
+// heads, the groups are of 3 heads (the largest divisor of 6 up to 4): the
+// grid is (3, q tiles, 2) and the launch order q tile by q tile across
+// heads 0–2, then across heads 3–5. Tile i of that order (built here by
+// enumeration) costs what its heads-major tile does, on a block mask whose
+// rows differ by head and q tile.
 func TestForwardHeadsGroup(t *testing.T) {
 	p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}}
 	bm := headLists{numQ: 8, b: 2, h: 3}
@@ -158,10 +159,14 @@ func TestForwardHeadsGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Attrs = res.Attrs()
-		costs[i] = attention.FlashFwd.TileCosts(p, bm, attention.FlashFwd.Grid(p))
+		grid := attention.FlashFwd.Grid(p)
+		if want := [][3]int{{8, 6, 1}, {3, 8, 2}}[i]; grid != want {
+			t.Fatalf("%v: grid %v, want %v", c, grid, want)
+		}
+		costs[i] = attention.FlashFwd.TileCosts(p, bm, grid)
 	}
 	i := 0
-	for _, heads := range [][]int{{0, 1, 2, 3}, {4, 5}} {
+	for _, heads := range [][]int{{0, 1, 2}, {3, 4, 5}} {
 		for x := 0; x < 8; x++ {
 			for _, bh := range heads {
 				if a, b := costs[0][bh*8+x], costs[1][i]; a != b {
@@ -173,17 +178,25 @@ func TestForwardHeadsGroup(t *testing.T) {
 	}
 }
 
-// TestForwardHeadsGroupRefused: a negative heads_group, or one without
-// heads_minor (which it would not change), is refused at the call.
+// TestForwardHeadsGroupRefused: a negative heads_group is refused at the
+// call; one without heads_minor changes nothing (the tuned sets add it to
+// kernels without heads_minor too).
 func TestForwardHeadsGroupRefused(t *testing.T) {
+	p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}}
 	for _, c := range []map[string]string{{"heads_minor": "true", "heads_group": "-1"}, {"heads_group": "8"}} {
 		maps.Copy(c, map[string]string{"BLOCK_M": "128", "BLOCK_N": "64"})
 		res, err := compiler.Compile(compiler.Request{Kernel: "flash_fwd", Mask: "causal", Consts: c})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}, Attrs: res.Attrs()}
+		p.Attrs = res.Attrs()
 		_, err = attention.FlashFwd.Bind(res.Params(), launch.Request{Problem: p, BlockMask: causalLists{numQ: 8}})
+		if c["heads_minor"] == "" {
+			if g := attention.FlashFwd.Grid(p); err != nil || g != [3]int{8, 6, 1} {
+				t.Errorf("%v: err = %v, grid %v; want heads-major's (8, 6, 1)", c, err, g)
+			}
+			continue
+		}
 		if err == nil || !strings.Contains(err.Error(), "heads_group = "+c["heads_group"]) {
 			t.Errorf("%v: err = %v, want heads_group refused", c, err)
 		}
