@@ -108,7 +108,8 @@ func roundInputs(in fac.Inputs, dtype string) fac.Inputs {
 
 // TestForwardHeadsGroupOnCPU: heads_minor with heads_group (programs q tile
 // by q tile across groups of heads) covers every tile once, plain and
-// persistent: 18 heads in groups of 9 (the tuned 16), 3 (asked 5) and 3.
+// persistent: 18 heads in groups of 9 (the tuned 16, sliding window), 3
+// (asked 5: document, and causal persistent) and 3 (asked 3: causal).
 func TestForwardHeadsGroupOnCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
