@@ -446,6 +446,11 @@ func simCases() []simCase {
 		// flash_fwd_varlen in the tuned sm_90a set (128×128, 8 warps, overlap):
 		// three sequences, one of them empty, GQA 2.
 		varlenCase("frontend_varlen_128x128", 128, 2, 2, []int{100, 0, 40}, []int{150, 30, 140}),
+		// packed_loads: on TMA with a producer warpgroup, three K/V buffers and
+		// the softmax arguments (a sequence of 300 keys: the producer's tail),
+		// and on TMA without the producer.
+		varlenCase("frontend_varlen_128x128_ws", 128, 2, 2, []int{100, 0, 40, 200}, []int{150, 30, 140, 300}),
+		withAttrs(varlenCase("frontend_varlen_128x128_ws", 128, 2, 2, []int{100, 0, 40, 200}, []int{150, 30, 140, 300}), "warp_specialize", false),
 		bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true),
 		bwdCase("frontend_bwd_32x128_s3", 128, 4, 64, 1, 2, 2, 600, 140, false),

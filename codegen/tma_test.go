@@ -25,12 +25,7 @@ func TestTMAParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]*artifact.TMA{}
-	for _, p := range res.Params {
-		if p.Kind == ParamTensorMap {
-			got[p.TMA.Tensor] = p.TMA
-		}
-	}
+	got := tensorMaps(res)
 	want := &artifact.TMA{Tensor: "k", Swizzle: 128, Box: []int{64, 128, 1, 1},
 		Dims: []artifact.TMADim{{Extent: 128}, {Stride: "stride_ks", Bound: "seqlen_k"}, {Stride: "stride_kb"}, {Stride: "stride_kh"}}}
 	if len(got) != 3 || got["q"] == nil || got["v"] == nil || !reflect.DeepEqual(got["k"], want) {
@@ -61,6 +56,47 @@ func TestTMAParams(t *testing.T) {
 	if len(res.Notes) == 0 || !strings.Contains(res.Notes[0], "cp.async: an offset is not a coordinate times a stride parameter") {
 		t.Errorf("notes %q", res.Notes)
 	}
+}
+
+// TestTMAVarlenParams checks the tensor maps of flash_fwd_varlen with
+// packed_loads: its tiles start at a per-sequence token (cu_seqlens[b] + the
+// tile's first row) and add the head's offset after the row vector, and
+// each map is bounded by the packed tensor's end (total_q, total_k); the
+// producer warpgroup issues them.
+func TestTMAVarlenParams(t *testing.T) {
+	t.Setenv(sm90.EnvWGMMA, "1")
+	m, name := loadKernel(t, "frontend_varlen_128x128_ws")
+	res, err := Lower(m, name, Options{Arch: "sm_90a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tensorMaps(res)
+	dims := func(tok, bound, head string) []artifact.TMADim {
+		return []artifact.TMADim{{Extent: 128}, {Stride: tok, Bound: bound}, {Stride: head}}
+	}
+	want := map[string]*artifact.TMA{
+		"q": {Tensor: "q", Swizzle: 128, Box: []int{64, 128, 1}, Dims: dims("stride_qt", "total_q", "stride_qh")},
+		"k": {Tensor: "k", Swizzle: 128, Box: []int{64, 128, 1}, Dims: dims("stride_kt", "total_k", "stride_kh")},
+		"v": {Tensor: "v", Swizzle: 128, Box: []int{64, 128, 1}, Dims: dims("stride_vt", "total_k", "stride_vh")},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("tensor maps:\n got %+v %+v %+v\nwant %+v %+v %+v", got["q"], got["k"], got["v"], want["q"], want["k"], want["v"])
+	}
+	if !strings.Contains(res.LL, "setmaxnreg") {
+		t.Error("no producer warpgroup (setmaxnreg)")
+	}
+}
+
+// tensorMaps are a lowered kernel's tensor-map parameters by the tensor
+// they map.
+func tensorMaps(res *Result) map[string]*artifact.TMA {
+	got := map[string]*artifact.TMA{}
+	for _, p := range res.Params {
+		if p.Kind == ParamTensorMap {
+			got[p.TMA.Tensor] = p.TMA
+		}
+	}
+	return got
 }
 
 // TestTMAPrintGolden compares the layout-annotated IR of the frontend

@@ -11,6 +11,8 @@ import (
 // varlenCase is flash_fwd_varlen (front-end snapshot, 128×128 tiles) on
 // packed sequences of the given q and k lengths (an empty one included by
 // the caller): q, o [total_q, H, D], k, v [total_k, H/group, D] (bf16).
+// With packed_loads (the _ws snapshot) a tile running past its sequence
+// reads the next one's rows: its loads are bounded by total_q and total_k.
 // Each (sequence, head) has one block-mask row per 128-row q block, listing
 // its kv blocks from last to first as partial (even) and full (odd), so
 // both branches run, partial then full in kv_indices from the row's start.
@@ -54,7 +56,7 @@ func varlenCase(file string, D, H, group int, lq, lk []int) simCase {
 				cpu.NewBuffer("lse", tir.F32, H*tq),
 				cpu.FromI32("cu_seqlens_q", cuQ), cpu.FromI32("cu_seqlens_k", cuK),
 				H * D, D, Hk * D, D, Hk * D, D, H * D, D, // token and head strides of q, k, v, o
-				H, group, tq, float32(1 / math.Sqrt(float64(D))),
+				H, group, tq, tk, float32(1 / math.Sqrt(float64(D))),
 				cpu.FromI32("kv_row_start", rowStart), cpu.FromI32("kv_num_blocks", pad(np)),
 				cpu.FromI32("full_kv_num_blocks", pad(nf)), cpu.FromI32("kv_list_start", pad(listStart)),
 				cpu.FromI32("kv_indices", pad(idx)),

@@ -22,13 +22,7 @@ func TestBackwardTunedTilesAgree(t *testing.T) {
 	const heads, kvHeads = 4, 2
 	for _, d := range []int{64, 128} {
 		rng := rand.New(rand.NewPCG(uint64(d), 2))
-		randn := func(n int) []float32 {
-			out := make([]float32, n)
-			for i := range out {
-				out[i] = float32(rng.NormFloat64())
-			}
-			return out
-		}
+		randn := normals(rng)
 		// Dense.
 		sh := fac.Shape{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: 200, SeqK: 261, Dim: d}
 		in := fac.Inputs{Q: randn(200 * heads * d), K: randn(261 * kvHeads * d), V: randn(261 * kvHeads * d)}

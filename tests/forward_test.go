@@ -71,15 +71,20 @@ var seqlens = [][2]int{{1, 1}, {7, 7}, {64, 64}, {100, 100}, {257, 257},
 
 const dim = 32
 
-func inputs(sh fac.Shape, seed uint64) fac.Inputs {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	randn := func(n int) []float32 {
+// normals draws n standard normal float32s from rng per call.
+func normals(rng *rand.Rand) func(n int) []float32 {
+	return func(n int) []float32 {
 		out := make([]float32, n)
 		for i := range out {
 			out[i] = float32(rng.NormFloat64())
 		}
 		return out
 	}
+}
+
+func inputs(sh fac.Shape, seed uint64) fac.Inputs {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	randn := normals(rng)
 	nq, nk := sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, sh.Batch*sh.KVHeads*sh.SeqK*sh.Dim
 	n := max(sh.SeqQ, sh.SeqK)
 	doc := make([]int32, n)

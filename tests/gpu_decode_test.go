@@ -72,6 +72,42 @@ func TestGPUDecodeMatchesReference(t *testing.T) {
 	}
 }
 
+// TestGPUDecodeLongKV runs decoding at issue 11's longest GPU context,
+// Sk = 131072 (B = 1, H = 8, D = 128, bf16), split and packed as the plan
+// chooses, against the float64 reference: GQA ratios 1, 4 and 8, Sq ∈ {1,
+// 7, 16, 64}, no mask, bottom-right causal with ALiBi, a sliding window
+// (most splits keep no block), and document with softcap (a mask reading an
+// aux tensor 131072 long). Outputs are poisoned by RunCUDA's launch.
+func TestGPUDecodeLongKV(t *testing.T) {
+	gpu := openTestGPU(t)
+	for i, c := range []struct{ mask, score, kvHeads, sq int }{
+		{0, 0, 8, 1},  // none, ratio 1
+		{2, 2, 2, 16}, // causal_bottom_right + alibi, ratio 4
+		{3, 0, 1, 7},  // sliding_window(20, 3), ratio 8
+		{5, 1, 1, 64}, // document + softcap, ratio 8
+	} {
+		m, s := masks[c.mask], scores[c.score]
+		fwd, err := fac.CompileForward(fac.Options{Mask: m.expr, Score: s.expr, DType: "bf16"}, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := fac.Shape{Batch: 1, Heads: 8, KVHeads: c.kvHeads, SeqQ: c.sq, SeqK: 131072, Dim: 128}
+		plan, err := fwd.Plan(sh, gpu.SMs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := inputs(sh, uint64(100+i))
+		name := fmt.Sprintf("bf16/d128/%s/%s/Hkv=%d/%dx%d/splits=%d,pack=%d", m.expr, s.expr, c.kvHeads, c.sq, sh.SeqK, plan.NumSplits, plan.Pack)
+		o, lse, err := fwd.RunCUDA(gpu, only(fwd, in), sh)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ro, rlse := goReference(roundInputs(in, "bf16"), sh, m.fn, s.fn)
+		gpuCheck(t, name, o, lse, ro, rlse, 2e-2)
+		t.Logf("%s: checked", name)
+	}
+}
+
 // TestGPUDecodeLaunchDevicePointers runs the decode anchors' layout (B=2,
 // 32 query heads, 8 kv heads, D=128, Sq=1) through LaunchCUDA on
 // caller-owned buffers, with a workspace made once and without one, and

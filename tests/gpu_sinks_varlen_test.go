@@ -236,6 +236,18 @@ func TestGPUSinksBackwardLaunch(t *testing.T) {
 // LSE within 1e-2, no NaN (outputs are poisoned), and rows that keep
 // nothing O = 0, LSE = -inf.
 func TestGPUVarlenMatchesReference(t *testing.T) {
+	gpuVarlenMatchesReference(t, func(int) map[string]string { return nil })
+}
+
+// TestGPUVarlenPackedLoads is TestGPUVarlenMatchesReference on the
+// candidate schedule (varlenPackedConsts): loads bounded by the packed
+// tensor, on TMA with a producer warpgroup, where tiles that run past a
+// sequence read the next one's rows.
+func TestGPUVarlenPackedLoads(t *testing.T) {
+	gpuVarlenMatchesReference(t, varlenPackedConsts)
+}
+
+func gpuVarlenMatchesReference(t *testing.T, consts func(d int) map[string]string) {
 	gpu := openTestGPU(t)
 	lensQ := []int{1, 0, 7, 127, 128, 129, 0, 300, 2048, 33, 0, 1000, 64}
 	lensK := []int{1, 5, 7, 127, 128, 129, 0, 257, 2048, 64, 0, 999, 0}
@@ -250,16 +262,10 @@ func TestGPUVarlenMatchesReference(t *testing.T) {
 		}
 		for _, d := range []int{64, 128} {
 			rng := rand.New(rand.NewPCG(uint64(d), 5))
-			randn := func(n int) []float32 {
-				out := make([]float32, n)
-				for i := range out {
-					out[i] = float32(rng.NormFloat64())
-				}
-				return out
-			}
+			randn := normals(rng)
 			r := roundInputs(fac.Inputs{Q: randn(tq * heads * d), K: randn(tk * kvHeads * d), V: randn(tk * kvHeads * d)}, dtype)
 			for _, c := range varlenSparseCases {
-				fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: dtype, Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
+				fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: dtype, Consts: consts(d), Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -286,6 +292,50 @@ func TestGPUVarlenMatchesReference(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestGPUVarlenLong runs the varlen forward on issue 11's longest varlen
+// sequences: 4096 tokens beside empty and one-token sequences, with Sq and
+// Sk unequal (4096 × 3000), for causal, sliding window and document
+// (its aux tensor 4096 long), bf16, D = 128, GQA 2, on the default
+// schedule and on varlenPackedConsts, against the float64 reference per
+// sequence.
+func TestGPUVarlenLong(t *testing.T) {
+	gpu := openTestGPU(t)
+	lensQ := []int{4096, 0, 1, 4096, 3000, 0}
+	lensK := []int{4096, 7, 1, 3000, 4096, 0}
+	cq, ck := cumsum(lensQ), cumsum(lensK)
+	tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])
+	const heads, kvHeads, d = 4, 2, 128
+	rng := rand.New(rand.NewPCG(4096, 5))
+	randn := normals(rng)
+	r := roundInputs(fac.Inputs{Q: randn(tq * heads * d), K: randn(tk * kvHeads * d), V: randn(tk * kvHeads * d)}, "bf16")
+	for _, c := range varlenSparseCases {
+		if c.expr != "causal" && c.expr != "sliding_window(200, 0)" && c.expr != "document" {
+			continue
+		}
+		var ro, rlse []float64
+		for _, consts := range []map[string]string{nil, varlenPackedConsts(d)} {
+			fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: "bf16", Consts: consts, Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := fac.VarlenInputs{Q: r.Q, K: r.K, V: r.V, CuSeqlensQ: cq, CuSeqlensK: ck, Scalars: c.scalars}
+			if len(fwd.AuxTensors()) > 0 {
+				in.Aux = map[string]any{"doc": varlenDoc(4096)}
+			}
+			o, lse, err := fwd.RunCUDA(gpu, in, heads, kvHeads)
+			if err != nil {
+				t.Fatalf("%s %v: %v", c.expr, consts, err)
+			}
+			if ro == nil {
+				ro, rlse = varlenReference(in, heads, kvHeads, d, c.fn)
+			}
+			name := fmt.Sprintf("varlen long bf16/d128/%s %v", c.expr, consts)
+			gpuCheck(t, name, o, lse, ro, rlse, 2e-2)
+			t.Logf("%s: checked", name)
 		}
 	}
 }
@@ -331,13 +381,8 @@ func TestGPUVarlenBackward(t *testing.T) {
 						t.Fatal(err)
 					}
 					rng := rand.New(rand.NewPCG(uint64(d+si), 6))
-					randn := func(n int) []float32 {
-						out := make([]float32, n)
-						for i := range out {
-							out[i] = float32(rng.NormFloat64())
-						}
-						return round(out)
-					}
+					draw := normals(rng)
+					randn := func(n int) []float32 { return round(draw(n)) }
 					in := fac.VarlenInputs{Q: randn(tq * heads * d), K: randn(tk * kvHeads * d), V: randn(tk * kvHeads * d), CuSeqlensQ: cq, CuSeqlensK: ck,
 						Scalars: c.scalars, Aux: map[string]any{}}
 					all := inputs(fac.Shape{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: 1000, SeqK: 1000, Dim: d}, 1).Aux

@@ -73,9 +73,22 @@ type bundler interface {
 	BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error)
 }
 
+// varlenPackedConsts are flash_fwd_varlen's candidate sm_90a schedule
+// (TestGPUVarlenPackedLoads, `fac bench --varlen-len` beside the default):
+// loads bounded by the packed tensor (TMA), a producer warpgroup, and at D
+// = 128 three K/V buffers, as flash_fwd's tuned set has.
+func varlenPackedConsts(d int) map[string]string {
+	c := map[string]string{"packed_loads": "true", "warp_specialize": "true"}
+	if d == 128 {
+		c["num_stages"] = "3"
+	}
+	return c
+}
+
 // addSuiteKernels adds to b, for arch, the kernels of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
-// TestGPUVarlenMatchesReference and TestGPUVarlenBackward compile (keep
+// TestGPUVarlenMatchesReference, TestGPUVarlenPackedLoads and
+// TestGPUVarlenBackward compile (keep
 // the lists in step with them), and `fac bench --varlen-len`'s, each as
 // compiled without an arch and tuned for arch (RunCUDA tunes for the
 // device).
@@ -114,9 +127,13 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 			for _, m := range []string{"none", "causal"} {
 				add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype})
 			}
+			for _, m := range []string{"none", "causal"} {
+				add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype, Consts: varlenPackedConsts(d)})
+			}
 			for _, c := range varlenSparseCases {
 				src := map[string]string{"varlen_mods.fa": varlenMods}
 				add("varlen forward", vfwd, fac.Options{Mask: c.expr, DType: dtype, Sources: src})
+				add("varlen forward", vfwd, fac.Options{Mask: c.expr, DType: dtype, Sources: src, Consts: varlenPackedConsts(d)})
 				switch c.expr {
 				case "causal", "document", "causal_bottom_right", "tail_window", "head_window", "seq_parity":
 				default:

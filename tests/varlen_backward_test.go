@@ -111,13 +111,7 @@ func TestVarlenBackwardMatchesReference(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 			rng := rand.New(rand.NewPCG(uint64(ci*10+si), 8))
-			randn := func(n int) []float32 {
-				out := make([]float32, n)
-				for i := range out {
-					out[i] = float32(rng.NormFloat64())
-				}
-				return out
-			}
+			randn := normals(rng)
 			in := fac.VarlenInputs{Q: randn(tq * heads * d), K: randn(tk * kvHeads * d), V: randn(tk * kvHeads * d), CuSeqlensQ: cq, CuSeqlensK: ck,
 				Scalars: c.scalars, Aux: map[string]any{}}
 			all := inputs(fac.Shape{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: 300, SeqK: 300, Dim: d}, 1).Aux

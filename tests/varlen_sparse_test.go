@@ -101,13 +101,7 @@ func TestVarlenBlockSparseMatchesNaive(t *testing.T) {
 			cq, ck := cumsum(lensQ), cumsum(lensK)
 			tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])
 			rng := rand.New(rand.NewPCG(21, uint64(ci)))
-			randn := func(n int) []float32 {
-				out := make([]float32, n)
-				for i := range out {
-					out[i] = float32(rng.NormFloat64())
-				}
-				return out
-			}
+			randn := normals(rng)
 			q, k, v := randn(tq*heads*d), randn(tk*kvHeads*d), randn(tk*kvHeads*d)
 			opts := fac.Options{Mask: c.expr, Sources: map[string]string{"varlen_mods.fa": varlenMods}}
 			fwd, err := fac.CompileForwardVarlen(opts, d)
@@ -194,13 +188,7 @@ func TestVarlenBlockMaskReuse(t *testing.T) {
 	}
 	cq, ck := cumsum([]int{100, 0, 200}), cumsum([]int{150, 3, 180})
 	rng := rand.New(rand.NewPCG(2, 2))
-	randn := func(n int) []float32 {
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = float32(rng.NormFloat64())
-		}
-		return out
-	}
+	randn := normals(rng)
 	in := fac.VarlenInputs{Q: randn(300 * heads * d), K: randn(333 * heads * d), V: randn(333 * heads * d), CuSeqlensQ: cq, CuSeqlensK: ck,
 		Scalars: map[string]any{"w": 64}}
 	o1, _, err := fwd.RunCPU(in, heads, heads)
@@ -256,13 +244,7 @@ func TestVarlenBlockSizes(t *testing.T) {
 	cq := cumsum(lens)
 	tot := int(cq[len(cq)-1])
 	rng := rand.New(rand.NewPCG(4, 4))
-	randn := func(n int) []float32 {
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = float32(rng.NormFloat64())
-		}
-		return out
-	}
+	randn := normals(rng)
 	in := fac.VarlenInputs{Q: randn(tot * heads * d), K: randn(tot * heads * d), V: randn(tot * heads * d), CuSeqlensQ: cq, CuSeqlensK: cq}
 	ro, _ := varlenReference(in, heads, heads, d, varlenMaskFn("causal"))
 	for _, consts := range []map[string]string{
@@ -303,4 +285,63 @@ func varlenMaskFn(expr string) goMask {
 		}
 	}
 	panic(fmt.Sprintf("no Go mask %s", expr))
+}
+
+// TestVarlenPackedLoads runs flash_fwd_varlen with packed_loads (its tiles
+// read past a sequence's end into the next one, as its TMA copies do) on
+// the CPU device: for every varlen case the outputs are bit for bit those
+// of the default kernel (a key past the sequence scores -inf, so its
+// probability is exactly 0; a row past it is never stored), on lengths
+// where tiles run into a neighbour both ways (Q and K), and within 1e-5 of
+// the float64 reference.
+func TestVarlenPackedLoads(t *testing.T) {
+	const heads, kvHeads, d = 2, 1, 16
+	lensQ := []int{1, 0, 7, 100, 129, 0, 300, 65, 64}
+	lensK := []int{1, 5, 7, 130, 127, 0, 257, 64, 200}
+	cq, ck := cumsum(lensQ), cumsum(lensK)
+	tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])
+	rng := rand.New(rand.NewPCG(27, 1))
+	randn := normals(rng)
+	q, k, v := randn(tq*heads*d), randn(tk*kvHeads*d), randn(tk*kvHeads*d)
+	for _, c := range varlenSparseCases {
+		t.Run(c.expr, func(t *testing.T) {
+			run := func(consts map[string]string) (o, lse []float32, in fac.VarlenInputs) {
+				fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, Consts: consts, Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in = fac.VarlenInputs{Q: q, K: k, V: v, CuSeqlensQ: cq, CuSeqlensK: ck, Scalars: c.scalars}
+				if len(fwd.AuxTensors()) > 0 {
+					in.Aux = map[string]any{"doc": varlenDoc(300)}
+				}
+				o, lse, err = fwd.RunCPU(in, heads, kvHeads)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return o, lse, in
+			}
+			// 64×64 tiles (the CPU device's defaults) over 128-wide mask blocks.
+			o0, lse0, _ := run(nil)
+			o1, lse1, in := run(map[string]string{"packed_loads": "true"})
+			for i := range o0 {
+				if math.Float32bits(o0[i]) != math.Float32bits(o1[i]) {
+					t.Fatalf("O[%d] = %v with packed_loads, %v without", i, o1[i], o0[i])
+				}
+			}
+			for i := range lse0 {
+				if math.Float32bits(lse0[i]) != math.Float32bits(lse1[i]) {
+					t.Fatalf("LSE[%d] = %v with packed_loads, %v without", i, lse1[i], lse0[i])
+				}
+			}
+			ro, _ := varlenReference(in, heads, kvHeads, d, c.fn)
+			maxErr, maxRef := 0.0, 0.0
+			for i := range o1 {
+				maxErr = math.Max(maxErr, math.Abs(float64(o1[i])-ro[i]))
+				maxRef = math.Max(maxRef, math.Abs(ro[i]))
+			}
+			if maxErr > 1e-5*maxRef {
+				t.Errorf("O: max error %.3g, relative %.3g", maxErr, maxErr/maxRef)
+			}
+		})
+	}
 }

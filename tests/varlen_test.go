@@ -83,13 +83,7 @@ func TestVarlenMatchesNaive(t *testing.T) {
 		}
 		for gi, heads := range [][2]int{{2, 2}, {4, 2}} {
 			rng := rand.New(rand.NewPCG(uint64(mi*10+gi), 3))
-			randn := func(n int) []float32 {
-				out := make([]float32, n)
-				for i := range out {
-					out[i] = float32(rng.NormFloat64())
-				}
-				return out
-			}
+			randn := normals(rng)
 			cq, ck := cumsum(lensQ), cumsum(lensK)
 			tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])
 			in := fac.VarlenInputs{Q: randn(tq * heads[0] * dim), K: randn(tk * heads[1] * dim), V: randn(tk * heads[1] * dim),

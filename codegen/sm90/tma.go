@@ -328,6 +328,12 @@ func offsets(v *tir.Value, out *[]term, isParam func(*tir.Value, bool) bool) boo
 			if s := d.Args[0]; s.Def != nil && (s.Def.Kind == tir.OpAdd || s.Def.Kind == tir.OpMul) {
 				return offsets(s, out, isParam)
 			}
+		case tir.OpSplat:
+			// A scalar offset added after the row vector (q + rows·s_t +
+			// h·s_h) rather than before it: the same coordinate.
+			if s := d.Args[0]; s.Type.IsScalar() && s.Def != nil && (s.Def.Kind == tir.OpAdd || s.Def.Kind == tir.OpMul) {
+				return offsets(s, out, isParam)
+			}
 		case tir.OpMul:
 			for i := 0; i < 2; i++ {
 				if s := unsplat(d.Args[1-i]); isParam(s, true) {

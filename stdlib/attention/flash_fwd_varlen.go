@@ -1,6 +1,10 @@
 package attention
 
-import "github.com/fac-compiler/fac/launch"
+import (
+	"slices"
+
+	"github.com/fac-compiler/fac/launch"
+)
 
 // FlashFwdVarlen is flash_fwd_varlen.fa's contract: one program per (q
 // tile of the longest sequence, sequence × head). Problem.Shape has Batch =
@@ -21,16 +25,18 @@ var FlashFwdVarlen = &launch.Contract{
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
 		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
 	}, varlenListTensors(VarlenKVLists)...),
-	Scalars: varlenScalars,
+	Scalars: append(slices.Clone(varlenScalars), launch.Scalar{Name: "total_k", Value: func(p launch.Problem) any { return p.TotalK }}),
 	Mods:    []string{"mask", "score"},
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 	},
 	Check: checkHeadDim,
-	// The same softmax as flash_fwd's, so the same arguments (its copies
-	// are not on TMA: no producer warpgroup).
+	// The same softmax as flash_fwd's, so the same arguments. Its copies
+	// stay on cp.async (no producer warpgroup) until packed_loads (TMA),
+	// warp_specialize and three buffers have run on a GPU: each may be
+	// asked for alone, keeping these tiles.
 	Tuned:      only(withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs)),
-	TunedAlone: []string{"lazy_rescale", "fold_scale"},
+	TunedAlone: []string{"lazy_rescale", "fold_scale", "packed_loads", "warp_specialize", "num_stages"},
 }
 
 // VarlenLists names a varlen kernel's per-sequence block-mask tensors: a
