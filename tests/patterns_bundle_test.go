@@ -85,6 +85,15 @@ func varlenPackedConsts(d int) map[string]string {
 	return c
 }
 
+// varlenBenchConsts are the schedules scripts/gpu-acceptance varlen times
+// beside the default: the candidate, and it without the producer or with
+// two K/V buffers.
+func varlenBenchConsts(d int) []map[string]string {
+	two := varlenPackedConsts(d)
+	delete(two, "num_stages")
+	return []map[string]string{varlenPackedConsts(d), {"packed_loads": "true"}, two}
+}
+
 // addSuiteKernels adds to b, for arch, the kernels of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
 // TestGPUVarlenMatchesReference, TestGPUVarlenPackedLoads and
@@ -128,7 +137,9 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 				add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype})
 			}
 			for _, m := range []string{"none", "causal"} {
-				add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype, Consts: varlenPackedConsts(d)})
+				for _, c := range varlenBenchConsts(d) {
+					add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype, Consts: c})
+				}
 			}
 			for _, c := range varlenSparseCases {
 				src := map[string]string{"varlen_mods.fa": varlenMods}
