@@ -96,11 +96,10 @@ func varlenBenchConsts(d int) []map[string]string {
 
 // addSuiteKernels adds to b, for arch, the kernels of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
-// TestGPUVarlenMatchesReference, TestGPUVarlenPackedLoads and
-// TestGPUVarlenBackward compile (keep
-// the lists in step with them), and `fac bench --varlen-len`'s, each as
-// compiled without an arch and tuned for arch (RunCUDA tunes for the
-// device).
+// TestGPUVarlenMatchesReference, TestGPUVarlenPackedLoads, TestGPUVarlenLong
+// and TestGPUVarlenBackward compile (keep the lists in step with them), and
+// `fac bench --varlen-len`'s, each as compiled without an arch and tuned for
+// arch (RunCUDA tunes for the device).
 func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool) {
 	add := func(what string, compile func(opts fac.Options) (bundler, error), opts fac.Options) {
 		for _, a := range []string{"", arch} {
@@ -135,8 +134,6 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 			// fac bench --varlen-len (scripts/gpu-acceptance varlen): stdlib masks, no user sources.
 			for _, m := range []string{"none", "causal"} {
 				add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype})
-			}
-			for _, m := range []string{"none", "causal"} {
 				for _, c := range varlenBenchConsts(d) {
 					add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype, Consts: c})
 				}
