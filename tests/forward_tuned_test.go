@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -140,6 +141,52 @@ func TestForwardHeadsGroupOnCPU(t *testing.T) {
 			}
 			ro, rlse := goReference(roundInputs(in, "bf16"), sh, maskFn(c.mask), nil)
 			check(t, name, o, lse, ro, rlse, sh, 2e-2)
+		}
+	}
+}
+
+// TestVarlenTunedDefaultsOnCPU runs flash_fwd_varlen as the Go API compiles
+// it for sm_90a (Options.Arch: its tuned set, 128×128 tiles with loads
+// bounded by the packed tensor) on the CPU device against the float64
+// reference, at lengths whose tiles run into the next sequence. Until
+// session 28 CompileForwardVarlen dropped Options.Arch, so the GPU ran the
+// kernel's untuned 64×64 defaults: the attributes are checked first.
+func TestVarlenTunedDefaultsOnCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	const heads, kvHeads = 4, 2
+	lensQ := []int{129, 0, 7, 300, 1}
+	lensK := []int{127, 5, 7, 257, 130}
+	cq, ck := cumsum(lensQ), cumsum(lensK)
+	tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])
+	for _, d := range []int{64, 128} {
+		rng := rand.New(rand.NewPCG(uint64(d), 28))
+		randn := normals(rng)
+		r := roundInputs(fac.Inputs{Q: randn(tq * heads * d), K: randn(tk * kvHeads * d), V: randn(tk * kvHeads * d)}, "bf16")
+		for _, c := range varlenSparseCases {
+			if c.expr != "causal" && c.expr != "document" {
+				continue
+			}
+			fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: "bf16", Arch: "sm_90a", Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := fwd.Result().Attrs()
+			if a["BLOCK_M"] != 128 || a["BLOCK_N"] != 128 || a["num_warps"] != 8 || a["packed_loads"] != 1 {
+				t.Fatalf("d%d %s: BLOCK_M %d, BLOCK_N %d, num_warps %d, packed_loads %d; want the tuned 128, 128, 8, 1",
+					d, c.expr, a["BLOCK_M"], a["BLOCK_N"], a["num_warps"], a["packed_loads"])
+			}
+			in := fac.VarlenInputs{Q: r.Q, K: r.K, V: r.V, CuSeqlensQ: cq, CuSeqlensK: ck, Scalars: c.scalars}
+			if len(fwd.AuxTensors()) > 0 {
+				in.Aux = map[string]any{"doc": varlenDoc(300)}
+			}
+			o, lse, err := fwd.RunCPU(in, heads, kvHeads)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ro, rlse := varlenReference(in, heads, kvHeads, d, c.fn)
+			gpuCheck(t, fmt.Sprintf("varlen tuned d%d %s", d, c.expr), o, lse, ro, rlse, 2e-2)
 		}
 	}
 }

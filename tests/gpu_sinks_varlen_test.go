@@ -227,7 +227,8 @@ func TestGPUSinksBackwardLaunch(t *testing.T) {
 }
 
 // TestGPUVarlenMatchesReference runs the block-sparse varlen forward on
-// the GPU (each sequence's own block mask) for the CPU acceptance's masks
+// the GPU (each sequence's own block mask; the tuned schedule, on sm_90a
+// loads bounded by the packed tensor, on TMA) for the CPU acceptance's masks
 // (causal, sliding window, bottom-right causal, document with aux, user
 // masks reading the lengths and a run-time parameter, h, and b) × {bf16,
 // f16} × D {64, 128}, lengths 1 to 2048 with empty sequences on either
@@ -239,12 +240,17 @@ func TestGPUVarlenMatchesReference(t *testing.T) {
 	gpuVarlenMatchesReference(t, func(int) map[string]string { return nil })
 }
 
-// TestGPUVarlenPackedLoads is TestGPUVarlenMatchesReference on the
-// candidate schedule (varlenPackedConsts): loads bounded by the packed
-// tensor, on TMA with a producer warpgroup, where tiles that run past a
-// sequence read the next one's rows.
-func TestGPUVarlenPackedLoads(t *testing.T) {
-	gpuVarlenMatchesReference(t, varlenPackedConsts)
+// TestGPUVarlenUnpacked is TestGPUVarlenMatchesReference on the schedule
+// whose loads never leave the sequence (varlenUnpacked: cp.async), the
+// tuned default's alternative.
+func TestGPUVarlenUnpacked(t *testing.T) {
+	gpuVarlenMatchesReference(t, func(int) map[string]string { return varlenUnpacked })
+}
+
+// TestGPUVarlenNoProducer is TestGPUVarlenMatchesReference with the
+// consumers issuing the packed loads (varlenNoProducer).
+func TestGPUVarlenNoProducer(t *testing.T) {
+	gpuVarlenMatchesReference(t, func(int) map[string]string { return varlenNoProducer })
 }
 
 func gpuVarlenMatchesReference(t *testing.T, consts func(d int) map[string]string) {
@@ -300,8 +306,8 @@ func gpuVarlenMatchesReference(t *testing.T, consts func(d int) map[string]strin
 // sequences: 4096 tokens beside empty and one-token sequences, with Sq and
 // Sk unequal (4096 × 3000), for causal, sliding window and document
 // (its aux tensor 4096 long), bf16, D = 128, GQA 2, on the default
-// schedule and on varlenPackedConsts, against the float64 reference per
-// sequence.
+// schedule (packed loads, a producer), on varlenUnpacked and on
+// varlenNoProducer, against the float64 reference per sequence.
 func TestGPUVarlenLong(t *testing.T) {
 	gpu := openTestGPU(t)
 	lensQ := []int{4096, 0, 1, 4096, 3000, 0}
@@ -317,7 +323,7 @@ func TestGPUVarlenLong(t *testing.T) {
 			continue
 		}
 		var ro, rlse []float64
-		for _, consts := range []map[string]string{nil, varlenPackedConsts(d)} {
+		for _, consts := range []map[string]string{nil, varlenUnpacked, varlenNoProducer} {
 			fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: "bf16", Consts: consts, Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
 			if err != nil {
 				t.Fatal(err)

@@ -73,31 +73,33 @@ type bundler interface {
 	BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error)
 }
 
-// varlenPackedConsts are flash_fwd_varlen's candidate sm_90a schedule
-// (TestGPUVarlenPackedLoads, `fac bench --varlen-len` beside the default):
-// loads bounded by the packed tensor (TMA), a producer warpgroup, and at D
-// = 128 three K/V buffers, as flash_fwd's tuned set has.
-func varlenPackedConsts(d int) map[string]string {
-	c := map[string]string{"packed_loads": "true", "warp_specialize": "true"}
+// varlenUnpacked is flash_fwd_varlen's schedule with loads that never
+// leave the sequence (packed_loads=false: cp.async, masked by the
+// sequence's end, so no producer), beside the tuned default's packed loads
+// on TMA (TestGPUVarlenUnpacked, TestGPUVarlenLong).
+var varlenUnpacked = map[string]string{"packed_loads": "false"}
+
+// varlenNoProducer is the tuned schedule without its producer warpgroup:
+// the consumers issue the TMA copies (TestGPUVarlenNoProducer,
+// TestGPUVarlenLong).
+var varlenNoProducer = map[string]string{"warp_specialize": "false"}
+
+// varlenBenchConsts are the schedules scripts/gpu-acceptance varlen times
+// beside the default: loads kept in the sequence, no producer, and (D =
+// 128) two K/V buffers instead of three.
+func varlenBenchConsts(d int) []map[string]string {
+	c := []map[string]string{varlenUnpacked, varlenNoProducer}
 	if d == 128 {
-		c["num_stages"] = "3"
+		c = append(c, map[string]string{"num_stages": "2"})
 	}
 	return c
 }
 
-// varlenBenchConsts are the schedules scripts/gpu-acceptance varlen times
-// beside the default: the candidate, and it without the producer or with
-// two K/V buffers.
-func varlenBenchConsts(d int) []map[string]string {
-	two := varlenPackedConsts(d)
-	delete(two, "num_stages")
-	return []map[string]string{varlenPackedConsts(d), {"packed_loads": "true"}, two}
-}
-
 // addSuiteKernels adds to b, for arch, the kernels of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
-// TestGPUVarlenMatchesReference, TestGPUVarlenPackedLoads, TestGPUVarlenLong
-// and TestGPUVarlenBackward compile (keep the lists in step with them), and
+// TestGPUVarlenMatchesReference, TestGPUVarlenUnpacked,
+// TestGPUVarlenNoProducer, TestGPUVarlenLong and TestGPUVarlenBackward
+// compile (keep the lists in step with them), and
 // `fac bench --varlen-len`'s, each as compiled without an arch and tuned for
 // arch (RunCUDA tunes for the device).
 func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool) {
@@ -141,7 +143,8 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 			for _, c := range varlenSparseCases {
 				src := map[string]string{"varlen_mods.fa": varlenMods}
 				add("varlen forward", vfwd, fac.Options{Mask: c.expr, DType: dtype, Sources: src})
-				add("varlen forward", vfwd, fac.Options{Mask: c.expr, DType: dtype, Sources: src, Consts: varlenPackedConsts(d)})
+				add("varlen forward", vfwd, fac.Options{Mask: c.expr, DType: dtype, Sources: src, Consts: varlenUnpacked})
+				add("varlen forward", vfwd, fac.Options{Mask: c.expr, DType: dtype, Sources: src, Consts: varlenNoProducer})
 				switch c.expr {
 				case "causal", "document", "causal_bottom_right", "tail_window", "head_window", "seq_parity":
 				default:

@@ -290,7 +290,7 @@ func varlenMaskFn(expr string) goMask {
 // TestVarlenPackedLoads runs flash_fwd_varlen with packed_loads (its tiles
 // read past a sequence's end into the next one, as its TMA copies do) on
 // the CPU device: for every varlen case the outputs are bit for bit those
-// of the default kernel (a key past the sequence scores -inf, so its
+// of packed_loads=false (a key past the sequence scores -inf, so its
 // probability is exactly 0; a row past it is never stored), on lengths
 // where tiles run into a neighbour both ways (Q and K), and within 1e-5 of
 // the float64 reference.
@@ -321,7 +321,7 @@ func TestVarlenPackedLoads(t *testing.T) {
 				return o, lse, in
 			}
 			// 64×64 tiles (the CPU device's defaults) over 128-wide mask blocks.
-			o0, lse0, _ := run(nil)
+			o0, lse0, _ := run(varlenUnpacked)
 			o1, lse1, in := run(map[string]string{"packed_loads": "true"})
 			for i := range o0 {
 				if math.Float32bits(o0[i]) != math.Float32bits(o1[i]) {

@@ -67,10 +67,9 @@ var wgmmaTiles = func() map[string]map[string]string {
 // preference: at D = 64, FlashAttention-3's 192-row tiles on three consumer
 // groups for the masks and scores they run fastest without spilling
 // (fwdGroupsSet), and at D = 128 heads_minor for document and sliding
-// window (fwdHeadsMinor). The varlen kernels' copies are not on TMA: theirs
-// are wgmmaTiles with the softmax arguments. Without TMA (FAC_TMA=0 or
-// barrier) there is no producer for the groups: those variants keep the
-// plain sets.
+// window (fwdHeadsMinor). The varlen forward takes the plain set with
+// packed_loads (varlenTiles). Without TMA (FAC_TMA=0 or barrier) there is
+// no producer for the groups: those variants keep the plain sets.
 var fwdTiles = func() map[string][]map[string]string {
 	m := map[string][]map[string]string{}
 	for k, set := range withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs) {

@@ -1,7 +1,9 @@
 package attention
 
 import (
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/fac-compiler/fac/launch"
 )
@@ -31,11 +33,9 @@ var FlashFwdVarlen = &launch.Contract{
 		return [3]int{launch.CeilDiv(p.Shape.SeqQ, p.Attr("BLOCK_M")), p.Shape.Batch * p.Shape.Heads, 1}
 	},
 	Check: checkHeadDim,
-	// The same softmax as flash_fwd's, so the same arguments. Its copies
-	// stay on cp.async (no producer warpgroup) until packed_loads (TMA),
-	// warp_specialize and three buffers have run on a GPU: each may be
-	// asked for alone, keeping these tiles.
-	Tuned:      only(withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs)),
+	// flash_fwd's tuned schedule (varlenTiles), with loads bounded by
+	// the packed tensor so that they go on TMA.
+	Tuned:      varlenTiles,
 	TunedAlone: []string{"lazy_rescale", "fold_scale", "packed_loads", "warp_specialize", "num_stages"},
 }
 
@@ -68,6 +68,28 @@ func varlenKVDims(p launch.Problem) []int { return []int{p.TotalK, p.Shape.KV(),
 func cuSeqlensDims(p launch.Problem) []int { return []int{p.Shape.Batch + 1} }
 
 func init() { register(FlashFwdVarlen) }
+
+// varlenTiles are flash_fwd_varlen's tuned sets: flash_fwd's tiles, softmax
+// arguments, producer warpgroup and, at D = 128, three K/V buffers, on
+// loads bounded by the packed tensor (packed_loads), which TMA and the
+// producer need. 1000-token sequences of 16384 tokens, D = 128 (H100,
+// BENCHMARKS.md session 28): 492 TFLOPS for none within each, against 418
+// with two buffers, 404 without the producer, 252 with loads kept in the
+// sequence (cp.async), and 408 for the dense kernel's document(1000) row.
+// Each argument may be asked for alone (TunedAlone), keeping the rest.
+var varlenTiles = func() map[string][]map[string]string {
+	args := maps.Clone(fwdSoftmaxArgs)
+	args["packed_loads"] = "true"
+	args["warp_specialize"] = "true"
+	m := map[string][]map[string]string{}
+	for k, set := range withSoftmaxArgs(wgmmaTiles, args) {
+		if strings.HasSuffix(k, "/128") {
+			set["num_stages"] = "3"
+		}
+		m[k] = []map[string]string{set}
+	}
+	return m
+}()
 
 // varlenListTensors are the per-sequence block lists' tensors of a varlen
 // kernel (l names them).
