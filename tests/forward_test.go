@@ -313,10 +313,10 @@ func roundTrip(t *testing.T, name string, m *tir.Module) {
 	}
 }
 
-// gpuCheck compares a run flattened by row (O, LSE) with the float64
+// checkFlat compares a run flattened by row (O, LSE) with the float64
 // reference: no NaN, max |O - ref| within tol of max |ref|, LSE within
 // 1e-2, -inf exactly where the reference has it.
-func gpuCheck(t *testing.T, name string, o, lse []float32, ro, rlse []float64, tol float64) {
+func checkFlat(t *testing.T, name string, o, lse []float32, ro, rlse []float64, tol float64) {
 	t.Helper()
 	maxErr, maxRef, lseErr := 0.0, 0.0, 0.0
 	for i := range o {

@@ -186,7 +186,7 @@ func TestVarlenTunedDefaultsOnCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			ro, rlse := varlenReference(in, heads, kvHeads, d, c.fn)
-			gpuCheck(t, fmt.Sprintf("varlen tuned d%d %s", d, c.expr), o, lse, ro, rlse, 2e-2)
+			checkFlat(t, fmt.Sprintf("varlen tuned d%d %s", d, c.expr), o, lse, ro, rlse, 2e-2)
 		}
 	}
 }

@@ -64,7 +64,7 @@ func TestGPUDecodeMatchesReference(t *testing.T) {
 							t.Fatalf("%s: %v", name, err)
 						}
 						ro, rlse := goReference(roundInputs(in, dtype), sh, m.fn, s.fn)
-						gpuCheck(t, name, o, lse, ro, rlse, tol)
+						checkFlat(t, name, o, lse, ro, rlse, tol)
 					}
 				}
 			}
@@ -103,7 +103,7 @@ func TestGPUDecodeLongKV(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		ro, rlse := goReference(roundInputs(in, "bf16"), sh, m.fn, s.fn)
-		gpuCheck(t, name, o, lse, ro, rlse, 2e-2)
+		checkFlat(t, name, o, lse, ro, rlse, 2e-2)
 		t.Logf("%s: checked", name)
 	}
 }
@@ -178,7 +178,7 @@ func TestGPUDecodeLaunchDevicePointers(t *testing.T) {
 		for i, x := range ob {
 			got[i] = half.BF16ToF32(x)
 		}
-		gpuCheck(t, fmt.Sprintf("LaunchCUDA, workspace given: %v", w != nil), got, lse, ro, rlse, 2e-2)
+		checkFlat(t, fmt.Sprintf("LaunchCUDA, workspace given: %v", w != nil), got, lse, ro, rlse, 2e-2)
 	}
 	// The decode anchor's time, for the log (fac bench --decode measures it).
 	times, err := fwd.BenchCUDA(gpu, only(fwd, in), sh, 3, 10)

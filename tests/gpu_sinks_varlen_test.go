@@ -237,23 +237,23 @@ func TestGPUSinksBackwardLaunch(t *testing.T) {
 // LSE within 1e-2, no NaN (outputs are poisoned), and rows that keep
 // nothing O = 0, LSE = -inf.
 func TestGPUVarlenMatchesReference(t *testing.T) {
-	gpuVarlenMatchesReference(t, func(int) map[string]string { return nil })
+	gpuVarlenMatchesReference(t, nil)
 }
 
 // TestGPUVarlenUnpacked is TestGPUVarlenMatchesReference on the schedule
 // whose loads never leave the sequence (varlenUnpacked: cp.async), the
 // tuned default's alternative.
 func TestGPUVarlenUnpacked(t *testing.T) {
-	gpuVarlenMatchesReference(t, func(int) map[string]string { return varlenUnpacked })
+	gpuVarlenMatchesReference(t, varlenUnpacked)
 }
 
 // TestGPUVarlenNoProducer is TestGPUVarlenMatchesReference with the
 // consumers issuing the packed loads (varlenNoProducer).
 func TestGPUVarlenNoProducer(t *testing.T) {
-	gpuVarlenMatchesReference(t, func(int) map[string]string { return varlenNoProducer })
+	gpuVarlenMatchesReference(t, varlenNoProducer)
 }
 
-func gpuVarlenMatchesReference(t *testing.T, consts func(d int) map[string]string) {
+func gpuVarlenMatchesReference(t *testing.T, consts map[string]string) {
 	gpu := openTestGPU(t)
 	lensQ := []int{1, 0, 7, 127, 128, 129, 0, 300, 2048, 33, 0, 1000, 64}
 	lensK := []int{1, 5, 7, 127, 128, 129, 0, 257, 2048, 64, 0, 999, 0}
@@ -271,7 +271,7 @@ func gpuVarlenMatchesReference(t *testing.T, consts func(d int) map[string]strin
 			randn := normals(rng)
 			r := roundInputs(fac.Inputs{Q: randn(tq * heads * d), K: randn(tk * kvHeads * d), V: randn(tk * kvHeads * d)}, dtype)
 			for _, c := range varlenSparseCases {
-				fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: dtype, Consts: consts(d), Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
+				fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: dtype, Consts: consts, Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -285,7 +285,7 @@ func gpuVarlenMatchesReference(t *testing.T, consts func(d int) map[string]strin
 				}
 				ro, rlse := varlenReference(in, heads, kvHeads, d, c.fn)
 				name := fmt.Sprintf("varlen %s/d%d/%s", dtype, d, c.expr)
-				gpuCheck(t, name, o, lse, ro, rlse, tol)
+				checkFlat(t, name, o, lse, ro, rlse, tol)
 				for row, want := range rlse {
 					if !math.IsInf(want, -1) {
 						continue
@@ -340,7 +340,7 @@ func TestGPUVarlenLong(t *testing.T) {
 				ro, rlse = varlenReference(in, heads, kvHeads, d, c.fn)
 			}
 			name := fmt.Sprintf("varlen long bf16/d128/%s %v", c.expr, consts)
-			gpuCheck(t, name, o, lse, ro, rlse, 2e-2)
+			checkFlat(t, name, o, lse, ro, rlse, 2e-2)
 			t.Logf("%s: checked", name)
 		}
 	}

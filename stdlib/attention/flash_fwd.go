@@ -72,11 +72,7 @@ var wgmmaTiles = func() map[string]map[string]string {
 // no producer for the groups: those variants keep the plain sets.
 var fwdTiles = func() map[string][]map[string]string {
 	m := map[string][]map[string]string{}
-	for k, set := range withSoftmaxArgs(wgmmaTiles, fwdSoftmaxArgs) {
-		set["warp_specialize"] = "true"
-		if strings.HasSuffix(k, "/128") {
-			set["num_stages"] = "3"
-		}
+	for k, set := range producerTiles(fwdSoftmaxArgs) {
 		for _, v := range []string{"wgmma-cpasync", "wgmma-tmabarrier"} {
 			m[v+strings.TrimPrefix(k, "wgmma")] = []map[string]string{set}
 		}
@@ -88,6 +84,20 @@ var fwdTiles = func() map[string][]map[string]string {
 	}
 	return m
 }()
+
+// producerTiles are wgmmaTiles with args, a producer warpgroup and, at D =
+// 128, three K/V buffers: flash_fwd's plain set, and flash_fwd_varlen's
+// with packed_loads (varlenTiles).
+func producerTiles(args map[string]string) map[string]map[string]string {
+	m := withSoftmaxArgs(wgmmaTiles, args)
+	for k, set := range m {
+		set["warp_specialize"] = "true"
+		if strings.HasSuffix(k, "/128") {
+			set["num_stages"] = "3"
+		}
+	}
+	return m
+}
 
 // fwdGroupsSet is FlashAttention-3's D = 64 forward: 64-row tiles on three
 // consumer groups, one producer, four K/V buffers, O by TMA store, over mask

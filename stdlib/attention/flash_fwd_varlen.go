@@ -3,7 +3,6 @@ package attention
 import (
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/fac-compiler/fac/launch"
 )
@@ -80,15 +79,7 @@ func init() { register(FlashFwdVarlen) }
 var varlenTiles = func() map[string][]map[string]string {
 	args := maps.Clone(fwdSoftmaxArgs)
 	args["packed_loads"] = "true"
-	args["warp_specialize"] = "true"
-	m := map[string][]map[string]string{}
-	for k, set := range withSoftmaxArgs(wgmmaTiles, args) {
-		if strings.HasSuffix(k, "/128") {
-			set["num_stages"] = "3"
-		}
-		m[k] = []map[string]string{set}
-	}
-	return m
+	return only(producerTiles(args))
 }()
 
 // varlenListTensors are the per-sequence block lists' tensors of a varlen
