@@ -527,6 +527,10 @@ func simCases() []simCase {
 		// The same with O through the TMA store: each group stages its
 		// own tile in its own scratch.
 		withEnv(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), sm90.EnvTMAStore, "1"),
+		// Launched heads-minor in groups of 2 of the 4 heads (grid (2, program
+		// rows, 2)): a program's rows come from the grid's second axis.
+		groups(headsMinorGrid(frontend("frontend_flash_64x128_d64_groups3_hm", "", tir.BF16, 64, 1, 4, 2, 300, 390, false), 2)),
+		groups(headsMinorGrid(withLastRow(frontend("frontend_flash_64x128_d64_groups3_hm", "", tir.BF16, 64, 1, 4, 2, 300, 390, false), 300, 390, 192), 2)),
 		// The last program's third group starts at row 320 of 300: its
 		// loop runs (the last mask row has blocks here) with every row
 		// past the end, and stores nothing.
@@ -606,6 +610,13 @@ func withLastRow(c simCase, sq, sk, qblk int) simCase {
 		copy(a[22:], simBlockListsRows(sq, sk, qblk, false)) // after the tensors, strides and scalars
 		return a
 	}
+	return c
+}
+
+// headsMinorGrid is c launched heads-minor in groups of hg heads, as
+// attention.fwdGrid launches it: (a group's heads, the q axis, groups).
+func headsMinorGrid(c simCase, hg int) simCase {
+	c.grid = [3]int{hg, c.grid[0], c.grid[1] / hg}
 	return c
 }
 

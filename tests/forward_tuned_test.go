@@ -110,29 +110,39 @@ func roundInputs(in fac.Inputs, dtype string) fac.Inputs {
 // TestForwardHeadsGroupOnCPU: heads_minor with heads_group (programs q tile
 // by q tile across groups of heads) covers every tile once, plain and
 // persistent: 18 heads in groups of 9 (the tuned 16, sliding window), 3
-// (asked 5: document, and causal persistent) and 3 (asked 3: causal).
+// (asked 5: document, and causal persistent) and 3 (asked 3: causal); and
+// on D = 64's three consumer groups, whose programs take 192 rows each
+// (groups of 3 asked 4, and of 9 asked 16).
 func TestForwardHeadsGroupOnCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
+	groups := func(hg string) map[string]string {
+		return map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "4", "consumer_groups": "3",
+			"SPARSE_Q": "192", "SPARSE_K": "128", "num_stages": "4", "warp_specialize": "true", "overlap": "true",
+			"tma_store": "true", "lazy_rescale": "true", "fold_scale": "true", "heads_minor": "true", "heads_group": hg}
+	}
 	for i, c := range []struct {
 		mask   string
+		d      int
 		consts map[string]string
 	}{
-		{"sliding_window(20, 3)", nil}, // heads_minor and heads_group from the tuned set
-		{"document", map[string]string{"heads_group": "5"}},
-		{"causal", map[string]string{"heads_minor": "true", "heads_group": "3"}},
-		{"causal", map[string]string{"heads_minor": "true", "heads_group": "5", "persistent": "true"}},
+		{"sliding_window(20, 3)", 128, nil}, // heads_minor and heads_group from the tuned set
+		{"document", 128, map[string]string{"heads_group": "5"}},
+		{"causal", 128, map[string]string{"heads_minor": "true", "heads_group": "3"}},
+		{"causal", 128, map[string]string{"heads_minor": "true", "heads_group": "5", "persistent": "true"}},
+		{"causal", 64, groups("4")},
+		{"none", 64, groups("16")},
 	} {
-		fwd, err := fac.CompileForward(fac.Options{Mask: c.mask, DType: "bf16", Arch: "sm_90a", Consts: c.consts}, 128)
+		fwd, err := fac.CompileForward(fac.Options{Mask: c.mask, DType: "bf16", Arch: "sm_90a", Consts: c.consts}, c.d)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a := fwd.Result().Attrs(); a["heads_minor"] != 1 || a["heads_group"] == 0 {
-			t.Fatalf("%s %v: heads_minor %d, heads_group %d", c.mask, c.consts, a["heads_minor"], a["heads_group"])
+		if a := fwd.Result().Attrs(); a["heads_minor"] != 1 || a["heads_group"] == 0 || c.d == 64 && a["consumer_groups"] != 3 {
+			t.Fatalf("%s %v: heads_minor %d, heads_group %d, consumer_groups %d", c.mask, c.consts, a["heads_minor"], a["heads_group"], a["consumer_groups"])
 		}
 		for si, sl := range [][2]int{{300, 257}, {1, 900}} {
-			sh := fac.Shape{Batch: 3, Heads: 6, KVHeads: 3, SeqQ: sl[0], SeqK: sl[1], Dim: 128}
+			sh := fac.Shape{Batch: 3, Heads: 6, KVHeads: 3, SeqQ: sl[0], SeqK: sl[1], Dim: c.d}
 			in := inputs(sh, uint64(10*i+si+7))
 			o, lse, err := fwd.RunCPU(only(fwd, in), sh)
 			name := fmt.Sprintf("%s %v %dx%d", c.mask, c.consts, sl[0], sl[1])

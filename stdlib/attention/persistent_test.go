@@ -205,8 +205,9 @@ func TestForwardHeadsGroupRefused(t *testing.T) {
 
 // TestForwardConsumerGroups: with consumer_groups = G a program covers G
 // q tiles, so the grid's first axis is cdiv(seqlen_q, G·BLOCK_M); the
-// groups must share a block-mask row, and neither heads_minor nor a
-// persistent launch goes with them.
+// groups must share a block-mask row, and a persistent launch does not
+// go with them; with heads_minor (and heads_group) the program rows are
+// the grid's second axis.
 func TestForwardConsumerGroups(t *testing.T) {
 	p := launch.Problem{Shape: launch.Shape{Batch: 2, Heads: 3, SeqQ: 1000, SeqK: 1000, Dim: 64}}
 	compile := func(consts map[string]string) launch.Problem {
@@ -231,14 +232,30 @@ func TestForwardConsumerGroups(t *testing.T) {
 		set, want string
 	}{
 		{"SPARSE_Q=128", "consumer_groups = 3: mask blocks of 128 rows must be multiples of the groups' 3×64 rows (--const SPARSE_Q=192)"},
-		{"heads_minor=true", "consumer_groups = 3: not with heads_minor or persistent"},
-		{"persistent=true", "consumer_groups = 3: not with heads_minor or persistent"},
+		{"persistent=true", "consumer_groups = 3: not with persistent"},
 	} {
 		consts := maps.Clone(g3)
 		k, v, _ := strings.Cut(c.set, "=")
 		consts[k] = v
 		if err := attention.FlashFwd.Check(compile(consts)); err == nil || err.Error() != c.want {
 			t.Errorf("%s: err = %v, want %s", c.set, err, c.want)
+		}
+	}
+	// heads_minor at 2000 rows: (B × H, 11 program rows); with
+	// heads_group 4 of the 6 heads, groups of 3: (3, 11, 2).
+	for _, c := range []struct {
+		group string
+		want  [3]int
+	}{{"0", [3]int{6, 11, 1}}, {"4", [3]int{3, 11, 2}}} {
+		consts := maps.Clone(g3)
+		consts["heads_minor"], consts["heads_group"] = "true", c.group
+		q := compile(consts)
+		q.Shape.SeqQ = 2000
+		if err := attention.FlashFwd.Check(q); err != nil {
+			t.Errorf("heads_group %s: check: %v", c.group, err)
+		}
+		if g := attention.FlashFwd.Grid(q); g != c.want {
+			t.Errorf("heads_group %s: grid %v, want %v", c.group, g, c.want)
 		}
 	}
 }

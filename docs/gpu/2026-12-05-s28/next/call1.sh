@@ -8,7 +8,7 @@
 set -u
 exec > >(tee "$OUT/call1.txt") 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
-D=$(pwd)/.gpu/s30; f=$D/fac; F='^(none|causal|sliding|document)'
+D=$(pwd)/${GPU_DIR:-.gpu/s30}; f=$D/fac; F='^(none|causal|sliding|document)'
 (cd $D && for x in *.bundle.gz; do gunzip -kf $x; done)
 SW="sliding_window(1023, 0)"
 W="--const BLOCK_M=128 --const BLOCK_N=64 --const num_warps=8 --const overlap=true --const lazy_rescale=true --const fold_scale=true --const warp_specialize=true --const heads_minor=true --const heads_group=16 --const SPARSE_Q=128 --const SPARSE_K=64"

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 export CGO_ENABLED=0 FAC_LLC=$(scripts/ensure-llc)
-d=.gpu/s30
+d=${GPU_DIR:-.gpu/s30}
 GPU_DIR=$d scripts/gpu-prepare --arch sm_90a
 W=(--const BLOCK_M=128 --const BLOCK_N=64 --const num_warps=8 --const overlap=true --const lazy_rescale=true
    --const fold_scale=true --const warp_specialize=true --const heads_minor=true --const heads_group=16
