@@ -4,12 +4,21 @@
 # launched heads-minor in groups of heads against the defaults (heads-major), in turns, two
 # rounds: D = 64 causal (issue 8 asks 460) and none on the three consumer groups, D = 128 causal
 # and prefix-LM on 128×128; pingpong on the tuned sliding window and document (swpp); then GPU
-# checks of each variant at odd lengths with GQA.
+# checks of each variant at odd lengths with GQA. First a ptxas probe (guarded.py) for the half
+# blocks session 29 sketched in docs/decisions.md.
 set -u
 exec > >(tee "$OUT/call2.txt") 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
 D=$(pwd)/${GPU_DIR:-.gpu/s31}; f=$D/fac; F='^(none|causal|prefix|sliding|document)'
 (cd $D && for x in *.bundle.gz; do gunzip -kf $x; done)
+# The ptxas probe for half blocks (guarded.py): does a guard on wgmma serialize the pipeline?
+sw=$D/ptx/flash_fwd_d128_sliding_window_identity.ptx; gunzip -kf $sw.gz
+python3 docs/gpu/2026-12-05-s29/next/guarded.py $sw /tmp/sw
+ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | tail -1)
+for v in $sw /tmp/sw-pv.ptx /tmp/sw-qk.ptx; do
+  # Whole-program (no -c): the kernel has setmaxnreg (decisions, session 9).
+  echo "== ptxas $(basename $v)"; $ptxas -arch=sm_90a -v $v -o /tmp/probe.cubin 2>&1 | grep -E "registers|spill|C75|arning|rror" | head -8
+done
 G="--const BLOCK_M=64 --const BLOCK_N=128 --const num_warps=4 --const consumer_groups=3 --const SPARSE_Q=192 --const SPARSE_K=128 --const num_stages=4 --const warp_specialize=true --const overlap=true --const tma_store=true --const lazy_rescale=true --const fold_scale=true --const heads_minor=true"
 D64="--dim 64 --heads 32 --seqlen 8192 --mask causal --mask none"
 D128=(--seqlen 8192 --mask causal --mask "prefix_lm(1024)")
