@@ -63,7 +63,8 @@ func Target(arch string) (string, error) {
 // it, which FAC_TMA=0 turns off: "wgmma-cpasync", or FAC_TMA=barrier keeps on a CTA barrier
 // per iteration: "wgmma-tmabarrier", or FAC_DQ_BULK=1 adds f32 tiles through shared memory in bulk:
 // "wgmma-dqbulk"; FAC_TMA_STORE=1, TMA stores of stored tiles, adds
-// "-tmastore" to any of the TMA ones: "wgmma-tmastore"), so that kernels built with
+// "-tmastore" to any of the TMA ones: "wgmma-tmastore"; FAC_CTAS_PER_SM=n, n CTAs a
+// multiprocessor, adds "-ctas<n>" to any), so that kernels built with
 // and without them never share a cache entry or a bundle slot; "" when none.
 func Variant(arch string) string {
 	if t, err := targetFor(arch); err == nil {
@@ -71,7 +72,7 @@ func Variant(arch string) string {
 			v := "wgmma"
 			switch {
 			case !s.TMA:
-				return "wgmma-cpasync"
+				v = "wgmma-cpasync"
 			case !s.Release:
 				v = "wgmma-tmabarrier"
 			case s.DQBulk:
@@ -79,6 +80,9 @@ func Variant(arch string) string {
 			}
 			if s.TMAStore {
 				v += "-tmastore"
+			}
+			if s.CTAs > 1 {
+				v += fmt.Sprintf("-ctas%d", s.CTAs)
 			}
 			return v
 		}

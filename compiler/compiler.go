@@ -155,12 +155,16 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 	}
 	if c, ok := attention.Contract(req.Kernel); ok && req.Arch != "" {
 		// Staging choices (wgmma-cpasync) share wgmma's tuned tiles unless
-		// the contract tunes them apart.
-		full := codegen.Variant(req.Arch)
-		base, _, _ := strings.Cut(full, "-")
+		// the contract tunes them apart: the variant's own key, then each
+		// shorter one (wgmma-cpasync-ctas2, wgmma-cpasync, wgmma).
 		var keys []string
-		for _, v := range slices.Compact([]string{full, base}) {
+		for v := codegen.Variant(req.Arch); ; {
 			keys = append(keys, launch.TuneKey(v, req.Consts["DTYPE"], req.Consts["HEAD_DIM"]))
+			i := strings.LastIndex(v, "-")
+			if i < 0 {
+				break
+			}
+			v = v[:i]
 		}
 		declared := func(name string) bool { _, ok := kinds[name]; return ok }
 		fit := maps.Clone(req.Consts)

@@ -94,3 +94,20 @@ func TestTunedConsts(t *testing.T) {
 		})
 	}
 }
+
+// TestTunedKeysShorten: a codegen variant with suffixes looks its tuned
+// sets up under each shorter variant in turn, so FAC_CTAS_PER_SM=2 without
+// TMA (wgmma-cpasync-ctas2) gets wgmma-cpasync's sets (no consumer groups,
+// which need a producer), not wgmma's.
+func TestTunedKeysShorten(t *testing.T) {
+	t.Setenv(sm90.EnvTMA, "0")
+	t.Setenv(sm90.EnvCTAsPerSM, "2")
+	res, err := Compile(Request{Kernel: "flash_fwd", Mask: "causal", Arch: "sm_90a",
+		Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "64"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := res.Attrs(); a["BLOCK_M"] != 128 || a["consumer_groups"] > 1 || a["num_warps"] != 8 {
+		t.Errorf("BLOCK_M=%d consumer_groups=%d num_warps=%d, want wgmma-cpasync's 128, 1, 8", a["BLOCK_M"], a["consumer_groups"], a["num_warps"])
+	}
+}

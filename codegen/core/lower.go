@@ -95,6 +95,15 @@ func (l *Lowerer) lowerKernel() {
 	l.entry.NewBr(body)
 }
 
+// ctasPerSM is the CTAs a multiprocessor the target asks ptxas to fit
+// (CTAsTarget), 0 for its default.
+func (l *Lowerer) ctasPerSM() int {
+	if t, ok := l.target.(CTAsTarget); ok {
+		return t.CTAsPerSM()
+	}
+	return 0
+}
+
 func (l *Lowerer) text() string {
 	var b strings.Builder
 	b.WriteString(l.mod.String())
@@ -108,6 +117,8 @@ func (l *Lowerer) text() string {
 		// setmaxnreg needs the registers per thread at entry to be known:
 		// the most threads and one CTA per multiprocessor fix them.
 		notes = append(notes, fmt.Sprintf("!{%s, !\"minctasm\", i32 1}", fn))
+	} else if n := l.ctasPerSM(); n > 1 {
+		notes = append(notes, fmt.Sprintf("!{%s, !\"minctasm\", i32 %d}", fn, n))
 	}
 	if gc != "" {
 		notes[1] = fmt.Sprintf("!{%s, !\"grid_constant\", !%d}", fn, len(notes))

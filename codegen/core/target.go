@@ -54,6 +54,14 @@ type BulkReduceTarget interface {
 	BulkReduce(l *Lowerer) bool
 }
 
+// CTAsTarget is implemented by targets that may ask ptxas to fit more than
+// one CTA on a multiprocessor (sm90: FAC_CTAS_PER_SM). CTAsPerSM is that
+// number, or 0 for ptxas's default; a kernel with a producer warpgroup
+// keeps one (lower.go).
+type CTAsTarget interface {
+	CTAsPerSM() int
+}
+
 // TensorStoreTarget is implemented by targets that can write a stored
 // tile from shared memory in bulk (sm90: a TMA store, FAC_TMA_STORE=1).
 // TensorStore reports whether store op takes that path; it is decided

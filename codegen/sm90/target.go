@@ -13,6 +13,7 @@ package sm90
 
 import (
 	"os"
+	"strconv"
 
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
@@ -39,6 +40,28 @@ const EnvDQBulk = "FAC_DQ_BULK"
 // per thread; its own identity (codegen.Variant adds "-tmastore"). Not the
 // default until it is timed on the GPU.
 const EnvTMAStore = "FAC_TMA_STORE"
+
+// EnvCTAsPerSM (an integer n ≥ 2; experiments) asks ptxas to fit n CTAs
+// on a multiprocessor (the minctasm annotation, PTX .minnctapersm), which
+// caps each thread's registers at 65536 / (n × threads), so that one CTA's
+// start and end run under another's main loop. Kernels with a producer
+// warpgroup ignore it (their setmaxnreg counts on one CTA a
+// multiprocessor, and say so); other values are ignored. Its own identity
+// (codegen.Variant adds "-ctas<n>"). Not a kernel argument until a GPU
+// has timed it.
+const EnvCTAsPerSM = "FAC_CTAS_PER_SM"
+
+// ctasPerSM is FAC_CTAS_PER_SM when it is an integer of at least 2, else 0.
+func ctasPerSM() int {
+	n, err := strconv.Atoi(os.Getenv(EnvCTAsPerSM))
+	if err != nil || n < 2 {
+		return 0
+	}
+	return n
+}
+
+// CTAsPerSM: core.CTAsTarget (FAC_CTAS_PER_SM).
+func (t *Target) CTAsPerSM() int { return t.CTAs }
 
 // BulkReduce: core.BulkReduceTarget (FAC_DQ_BULK=1).
 func (t *Target) BulkReduce(*core.Lowerer) bool { return t.DQBulk }
@@ -70,6 +93,9 @@ type Target struct {
 	// (tmastore.go; with TMA and FAC_TMA_STORE=1); a kernel's own
 	// tma_store argument asks the same for that kernel.
 	TMAStore bool
+	// CTAs is the CTAs a multiprocessor ptxas is asked to fit
+	// (FAC_CTAS_PER_SM with wgmma), 0 for its default.
+	CTAs int
 	// tmaStores are the stores tma-store planned, by op.
 	tmaStores map[*tir.Op]*tmaStore
 	// tmaBars are the arrival counts of the TMA tiles' mbarriers, 8 bytes
@@ -98,8 +124,12 @@ var _ core.Target = (*Target)(nil)
 func New(arch string) *Target {
 	w := arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"
 	tma := w && !tmaOff()
-	return &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) == "1",
+	t := &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) == "1",
 		TMAStore: tma && os.Getenv(EnvTMAStore) == "1"}
+	if w {
+		t.CTAs = ctasPerSM()
+	}
+	return t
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand

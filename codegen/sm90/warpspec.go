@@ -22,6 +22,9 @@ var WarpSpecialize = core.Phase{
 	Doc:  "with warp_specialize: a producer warpgroup whose first thread issues the TMA copies after empty-barrier waits; setmaxnreg moves its registers to the consumers",
 	Run: func(l *core.Lowerer) error {
 		t, ok := l.Target().(*Target)
+		if ok && t.CTAs > 1 {
+			defer noteCTAs(l, t.CTAs)
+		}
 		if on, _ := l.Func().Attr("warp_specialize").(bool); !on || !ok {
 			return nil
 		}
@@ -44,6 +47,16 @@ var WarpSpecialize = core.Phase{
 		l.Note(fmt.Sprintf("warp_specialize: a producer warpgroup issues the TMA copies (%d threads per CTA)", l.Threads()))
 		return nil
 	},
+}
+
+// noteCTAs says what became of FAC_CTAS_PER_SM=n (core's lower.go writes
+// the annotation): a producer warpgroup keeps one CTA a multiprocessor.
+func noteCTAs(l *core.Lowerer, n int) {
+	if l.WarpSpecialized() {
+		l.Note(fmt.Sprintf("%s=%d: ignored: the producer warpgroup's setmaxnreg counts on one CTA a multiprocessor", EnvCTAsPerSM, n))
+		return
+	}
+	l.Note(fmt.Sprintf("%s=%d: ptxas is asked to fit %d CTAs a multiprocessor (minctasm)", EnvCTAsPerSM, n, n))
 }
 
 var _ core.ProducerTarget = (*Target)(nil)

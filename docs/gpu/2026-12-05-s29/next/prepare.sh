@@ -8,7 +8,8 @@
 # (D = 128 causal) of the mean program's work, and heads-minor groups of 4–16 heads at
 # 1.003–1.011; small groups keep the heads running at once on a few heads' K and V (2 MB a head
 # at D = 64, 4 MB at D = 128), which all-heads heads_minor lost at D = 128 (causal 3–10%,
-# session 23). And pingpong on the tuned sliding window and document (swpp).
+# session 23). And pingpong on the tuned sliding window and document (swpp), and sliding window on
+# two CTAs a multiprocessor (c2o, c2n; FAC_CTAS_PER_SM, session 29).
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 export CGO_ENABLED=0 FAC_LLC=$(scripts/ensure-llc)
@@ -36,5 +37,22 @@ $d/fac run --device cpu --const pingpong=true --mask "sliding_window(100, 0)" --
   --batch 2 --heads 6 --kv-heads 3 --seqlen-q 700 --seqlen-k 650 | tail -1
 $d/fac build --mask "sliding_window(1023, 0)" --mask document --mask "sliding_window(20, 3)" --dtype bf16 --dim 128 \
   --arch sm_90a --num-splits 1 --pack-gqa off --const pingpong=true -o $d/swpp.bundle
-gzip -f $d/g3hm*.bundle $d/hm?.bundle $d/swpp.bundle
+# Two CTAs a multiprocessor (FAC_CTAS_PER_SM=2) for sliding window and document: 128-row tiles on
+# 64-key blocks, no producer, two buffers (98,432 bytes of shared memory, so two fit), with and
+# without overlap (c2o, c2n); c1o is c2o at one CTA (the control). ptxas must fit 128 registers.
+C=(--const BLOCK_M=128 --const BLOCK_N=64 --const num_warps=8 --const warp_specialize=false --const num_stages=2
+   --const lazy_rescale=true --const fold_scale=true --const heads_minor=true --const heads_group=16
+   --const SPARSE_Q=128 --const SPARSE_K=64)
+mkdir -p $d/ptx2
+for v in c2o c2n c1o; do
+  o=true; [ $v = c2n ] && o=false
+  n=2; [ $v = c1o ] && n=
+  FAC_CTAS_PER_SM=$n $d/fac run --device cpu "${C[@]}" --const overlap=$o --mask "sliding_window(100, 0)" --dtype bf16 \
+    --dim 128 --batch 2 --heads 6 --kv-heads 3 --seqlen-q 700 --seqlen-k 650 | tail -1
+  FAC_CTAS_PER_SM=$n $d/fac build --mask "sliding_window(1023, 0)" --mask document --mask "sliding_window(20, 3)" \
+    --dtype bf16 --dim 128 --arch sm_90a --num-splits 1 --pack-gqa off "${C[@]}" --const overlap=$o -o $d/$v.bundle
+  FAC_CTAS_PER_SM=$n $d/fac compile --arch sm_90a --mask "sliding_window(1023, 0)" --const HEAD_DIM=128 --const DTYPE=bf16 \
+    "${C[@]}" --const overlap=$o -o $d/ptx2/$v.ptx
+done
+gzip -f $d/g3hm*.bundle $d/hm?.bundle $d/swpp.bundle $d/c2?.bundle $d/c1o.bundle
 du -sh $d
