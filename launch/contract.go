@@ -108,8 +108,8 @@ func TuneKey(variant, dtype, headDim string) string {
 
 // TunedFor is the tuned set a request gets: the first set that the
 // request leaves whole, less the arguments it gives, for the first of keys
-// that Tuned has (the codegen variant's own key, then the one its variant
-// shares: staging choices share wgmma's sets unless tuned apart). A
+// that Tuned has (the codegen variant's own key, then each shorter variant
+// it extends: staging choices share wgmma's sets unless tuned apart). A
 // request breaks a set by giving one of its arguments another value
 // (unless TunedAlone names it: a tile shape and its warp count go
 // together, the pipeline's depth does not) or by a mod the set's
