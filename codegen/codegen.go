@@ -120,6 +120,9 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	if v, ok := f.Attr("exp2_poly").(int64); ok && (v < 0 || v > core.Exp2PolyMax) {
 		return nil, fmt.Errorf("codegen: exp2_poly = %d: want 0 (every exp2 on the MUFU) to %d", v, core.Exp2PolyMax)
 	}
+	if v, ok := f.Attr(core.CTAsPerSMArg).(int64); ok && (v < 1 || v > core.MaxCTAsPerSM) {
+		return nil, fmt.Errorf("codegen: %s = %d: want 1 (ptxas's choice) to %d", core.CTAsPerSMArg, v, core.MaxCTAsPerSM)
+	}
 	phases := tg.t.Phases()
 	if err := checkPhaseOptions(phases, opts); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,7 +13,9 @@ import (
 // TestCTAsPerSM: FAC_CTAS_PER_SM=2 asks ptxas for two CTAs a
 // multiprocessor (.minnctapersm 2) in a kernel of its own variant
 // (wgmma-ctas2); a kernel with a producer warpgroup keeps one and says
-// so; values under 2 or not integers change nothing.
+// so; values under 2 or not integers change nothing. A kernel's own
+// ctas_per_sm argument does the same (the variable overrides it), and
+// values out of 1 to 32 are refused.
 func TestCTAsPerSM(t *testing.T) {
 	t.Setenv(sm90.EnvWGMMA, "1")
 	lower := func(kernel string) Result {
@@ -54,6 +57,37 @@ func TestCTAsPerSM(t *testing.T) {
 		}
 		if r := lower("frontend_flash_128x128"); strings.Contains(r.LL, "minctasm") {
 			t.Errorf("%s=%q: minctasm in the LLVM IR", sm90.EnvCTAsPerSM, v)
+		}
+	}
+	// The kernel's own ctas_per_sm asks the same without the variable, and
+	// the variable, where set, overrides it.
+	t.Setenv(sm90.EnvCTAsPerSM, "")
+	withArg := func(kernel string, n int64) (Result, error) {
+		m, name := loadKernel(t, kernel)
+		m.Func(name).SetAttr("ctas_per_sm", n)
+		res, err := Lower(m, name, Options{Arch: "sm_90a"})
+		if err != nil {
+			return Result{}, err
+		}
+		return *res, nil
+	}
+	if r, err := withArg("frontend_flash_128x128", 2); err != nil || !strings.Contains(r.LL, `!"minctasm", i32 2}`) || !strings.Contains(notes(r), "ctas_per_sm = 2: ptxas is asked") {
+		t.Errorf("ctas_per_sm = 2: err %v, notes %q", err, r.Notes)
+	}
+	if r, err := withArg("frontend_flash_128x128", 1); err != nil || strings.Contains(r.LL, "minctasm") {
+		t.Errorf("ctas_per_sm = 1: err %v, or minctasm in the LLVM IR", err)
+	}
+	if r, err := withArg("frontend_flash_128x128_ws", 2); err != nil || !strings.Contains(r.LL, `!"minctasm", i32 1}`) {
+		t.Errorf("producer kernel with ctas_per_sm = 2: err %v, want minctasm 1", err)
+	}
+	t.Setenv(sm90.EnvCTAsPerSM, "3")
+	if r, err := withArg("frontend_flash_128x128", 2); err != nil || !strings.Contains(r.LL, `!"minctasm", i32 3}`) {
+		t.Errorf("%s=3 over ctas_per_sm = 2: err %v", sm90.EnvCTAsPerSM, err)
+	}
+	t.Setenv(sm90.EnvCTAsPerSM, "")
+	for _, n := range []int64{0, -1, 33} {
+		if _, err := withArg("frontend_flash_128x128", n); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("ctas_per_sm = %d: want 1", n)) {
+			t.Errorf("ctas_per_sm = %d: err %v, want the range", n, err)
 		}
 	}
 }

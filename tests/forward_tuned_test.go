@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,9 +14,10 @@ import (
 // TestForwardTunedDefaultsOnCPU runs flash_fwd as the Go API compiles it
 // for sm_90a (Options.Arch: the tuned sets) on the CPU device against the
 // float64 reference: at D = 64 the three consumer groups on 192-row mask
-// blocks (which the CPU device runs in turn) for none and causal, 128×128
-// tiles otherwise, with heads_minor in groups of 16 heads for document and
-// sliding window at D = 128. Odd, unequal lengths and GQA, then decoding shapes (split-KV
+// blocks (which the CPU device runs in turn) for none and causal (causal
+// launched heads-minor in groups of 16 heads), 128×128 tiles otherwise,
+// with heads_minor in groups of 16 heads for document at D = 128, and for
+// sliding window 128×64 tiles on 64-key blocks, two CTAs a multiprocessor. Odd, unequal lengths and GQA, then decoding shapes (split-KV
 // and PackGQA over the groups' 192-row blocks).
 func TestForwardTunedDefaultsOnCPU(t *testing.T) {
 	if testing.Short() {
@@ -33,16 +35,21 @@ func TestForwardTunedDefaultsOnCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := fwd.Result().Attrs()
-			wantG, wantSQ, wantHM, wantHG := int64(1), int64(128), int64(0), int64(0)
+			wantG, wantSQ, wantSK, wantHM, wantHG, wantCTAs := int64(1), int64(128), int64(128), int64(0), int64(0), int64(1)
 			short := m.expr == "document" || m.expr == "sliding_window(20, 3)"
-			if d == 64 && !short {
+			switch {
+			case d == 64 && m.expr == "causal":
+				wantG, wantSQ, wantHM, wantHG = 3, 192, 1, 16
+			case d == 64 && !short:
 				wantG, wantSQ = 3, 192
-			} else if d == 128 && short {
+			case d == 128 && m.expr == "document":
 				wantHM, wantHG = 1, 16
+			case d == 128 && short:
+				wantSK, wantHM, wantHG, wantCTAs = 64, 1, 16, 2
 			}
-			if max(1, a["consumer_groups"]) != wantG || a["SPARSE_Q"] != wantSQ || a["heads_minor"] != wantHM || a["heads_group"] != wantHG {
-				t.Fatalf("d%d %s: consumer_groups %d, SPARSE_Q %d, heads_minor %d, heads_group %d; want %d, %d, %d, %d",
-					d, m.expr, a["consumer_groups"], a["SPARSE_Q"], a["heads_minor"], a["heads_group"], wantG, wantSQ, wantHM, wantHG)
+			got := []int64{max(1, a["consumer_groups"]), a["SPARSE_Q"], a["SPARSE_K"], a["heads_minor"], a["heads_group"], max(1, a["ctas_per_sm"])}
+			if want := []int64{wantG, wantSQ, wantSK, wantHM, wantHG, wantCTAs}; !slices.Equal(got, want) {
+				t.Fatalf("d%d %s: consumer_groups, SPARSE_Q, SPARSE_K, heads_minor, heads_group, ctas_per_sm = %v; want %v", d, m.expr, got, want)
 			}
 			for si, sl := range [][2]int{{300, 257}, {1, 900}, {7, 900}, {193, 193}} {
 				sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: sl[0], SeqK: sl[1], Dim: d}

@@ -95,14 +95,24 @@ func (l *Lowerer) lowerKernel() {
 	l.entry.NewBr(body)
 }
 
-// ctasPerSM is the CTAs a multiprocessor the target asks ptxas to fit
-// (CTAsTarget), 0 for its default.
-func (l *Lowerer) ctasPerSM() int {
-	if t, ok := l.target.(CTAsTarget); ok {
+// CTAsPerSM is the CTAs a multiprocessor ptxas is asked to fit: the
+// target's experiment (CTAsTarget, FAC_CTAS_PER_SM) where it sets one, else
+// the kernel's ctas_per_sm argument; 0 or 1 leave ptxas its choice. A
+// kernel with a producer warpgroup keeps one (text).
+func (l *Lowerer) CTAsPerSM() int {
+	if t, ok := l.target.(CTAsTarget); ok && t.CTAsPerSM() > 1 {
 		return t.CTAsPerSM()
 	}
-	return 0
+	n, _ := l.f.Attr(CTAsPerSMArg).(int64)
+	return int(n)
 }
+
+// CTAsPerSMArg is the schedule argument that asks ptxas to fit that many
+// CTAs on a multiprocessor (1 to MaxCTAsPerSM).
+const CTAsPerSMArg = "ctas_per_sm"
+
+// MaxCTAsPerSM is the most CTAs a multiprocessor holds (sm_80 to sm_90).
+const MaxCTAsPerSM = 32
 
 func (l *Lowerer) text() string {
 	var b strings.Builder
@@ -117,7 +127,7 @@ func (l *Lowerer) text() string {
 		// setmaxnreg needs the registers per thread at entry to be known:
 		// the most threads and one CTA per multiprocessor fix them.
 		notes = append(notes, fmt.Sprintf("!{%s, !\"minctasm\", i32 1}", fn))
-	} else if n := l.ctasPerSM(); n > 1 {
+	} else if n := l.CTAsPerSM(); n > 1 {
 		notes = append(notes, fmt.Sprintf("!{%s, !\"minctasm\", i32 %d}", fn, n))
 	}
 	if gc != "" {

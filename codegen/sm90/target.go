@@ -42,13 +42,13 @@ const EnvDQBulk = "FAC_DQ_BULK"
 const EnvTMAStore = "FAC_TMA_STORE"
 
 // EnvCTAsPerSM (an integer n ≥ 2; experiments) asks ptxas to fit n CTAs
-// on a multiprocessor (the minctasm annotation, PTX .minnctapersm), which
+// on a multiprocessor in every kernel, in place of each kernel's own
+// ctas_per_sm argument (the minctasm annotation, PTX .minnctapersm), which
 // caps each thread's registers at 65536 / (n × threads), so that one CTA's
 // start and end run under another's main loop. Kernels with a producer
 // warpgroup ignore it (their setmaxnreg counts on one CTA a
 // multiprocessor, and say so); other values are ignored. Its own identity
-// (codegen.Variant adds "-ctas<n>"). Not a kernel argument until a GPU
-// has timed it.
+// (codegen.Variant adds "-ctas<n>").
 const EnvCTAsPerSM = "FAC_CTAS_PER_SM"
 
 // ctasPerSM is FAC_CTAS_PER_SM when it is an integer of at least 2, else 0.

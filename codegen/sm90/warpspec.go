@@ -22,8 +22,8 @@ var WarpSpecialize = core.Phase{
 	Doc:  "with warp_specialize: a producer warpgroup whose first thread issues the TMA copies after empty-barrier waits; setmaxnreg moves its registers to the consumers",
 	Run: func(l *core.Lowerer) error {
 		t, ok := l.Target().(*Target)
-		if ok && t.CTAs > 1 {
-			defer noteCTAs(l, t.CTAs)
+		if n := l.CTAsPerSM(); n > 1 {
+			defer noteCTAs(l, n)
 		}
 		if on, _ := l.Func().Attr("warp_specialize").(bool); !on || !ok {
 			return nil
@@ -49,14 +49,15 @@ var WarpSpecialize = core.Phase{
 	},
 }
 
-// noteCTAs says what became of FAC_CTAS_PER_SM=n (core's lower.go writes
-// the annotation): a producer warpgroup keeps one CTA a multiprocessor.
+// noteCTAs says what became of n CTAs a multiprocessor (the kernel's
+// ctas_per_sm, or FAC_CTAS_PER_SM; core's lower.go writes the annotation):
+// a producer warpgroup keeps one.
 func noteCTAs(l *core.Lowerer, n int) {
 	if l.WarpSpecialized() {
-		l.Note(fmt.Sprintf("%s=%d: ignored: the producer warpgroup's setmaxnreg counts on one CTA a multiprocessor", EnvCTAsPerSM, n))
+		l.Note(fmt.Sprintf("ctas_per_sm = %d: ignored: the producer warpgroup's setmaxnreg counts on one CTA a multiprocessor", n))
 		return
 	}
-	l.Note(fmt.Sprintf("%s=%d: ptxas is asked to fit %d CTAs a multiprocessor (minctasm)", EnvCTAsPerSM, n, n))
+	l.Note(fmt.Sprintf("ctas_per_sm = %d: ptxas is asked to fit %d CTAs a multiprocessor (minctasm)", n, n))
 }
 
 var _ core.ProducerTarget = (*Target)(nil)

@@ -66,7 +66,9 @@ var wgmmaTiles = func() map[string]map[string]string {
 // 64 three or four buffers measured the same as two. Before them, by
 // preference: at D = 64, FlashAttention-3's 192-row tiles on three consumer
 // groups for the masks and scores they run fastest without spilling
-// (fwdGroupsSet), and at D = 128 heads_minor for document and sliding
+// (fwdGroupsSet; causal-shaped ones launched heads-minor,
+// fwdGroupsHeadsMinor), and at D = 128 two CTAs a multiprocessor for
+// sliding window (fwdTwoCTAs), then heads_minor for document and sliding
 // window (fwdHeadsMinor). The varlen forward takes the plain set with
 // packed_loads (varlenTiles). Without TMA (FAC_TMA=0 or barrier) there is
 // no producer for the groups: those variants keep the plain sets.
@@ -77,9 +79,9 @@ var fwdTiles = func() map[string][]map[string]string {
 			m[v+strings.TrimPrefix(k, "wgmma")] = []map[string]string{set}
 		}
 		if strings.HasSuffix(k, "/64") {
-			m[k] = []map[string]string{fwdGroupsSet, set}
+			m[k] = []map[string]string{fwdGroupsHeadsMinor, fwdGroupsSet, set}
 		} else {
-			m[k] = []map[string]string{fwdHeadsMinor(set), set}
+			m[k] = []map[string]string{fwdTwoCTAs, fwdHeadsMinor(set), set}
 		}
 	}
 	return m
@@ -111,14 +113,53 @@ func producerTiles(args map[string]string) map[string]map[string]string {
 // 128–336 bytes of spills at the groups' 160 registers a thread), nor a
 // user's own mods, whose registers nobody measured. A request that gives
 // other mask blocks (a FlexAttention block mask's 128) or a schedule the
-// groups do not take (pingpong, persistent) gets the 128×128 set too, and
-// so does heads_minor, which the groups take since session 29 but no GPU
-// has timed on them yet.
+// groups do not take (pingpong, persistent) gets the 128×128 set too.
+// Causal-shaped masks take fwdGroupsHeadsMinor first.
 var fwdGroupsSet = func() map[string]string {
 	set := map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "4", "consumer_groups": "3",
 		"SPARSE_Q": "192", "SPARSE_K": "128", "num_stages": "4", "warp_specialize": "true", "overlap": "true",
 		"tma_store": "true", "pingpong": "false", "persistent": "false", "heads_minor": "false",
 		"mask": "none|causal|causal_bottom_right|prefix_lm", "score": "identity|softcap"}
+	maps.Copy(set, fwdSoftmaxArgs)
+	return set
+}()
+
+// fwdGroupsHeadsMinor is fwdGroupsSet launched heads-minor in groups of
+// 16 heads, for causal-shaped masks: heads-major, a head's longest
+// programs (its last q tiles) started in the launch's last waves, and the
+// tail came to 1.044 of the mean program's work, against 1.005 heads-minor
+// (a list-scheduling model, docs/gpu/2026-12-05-s29/next/sched.py). H100,
+// S = 8192, H = 32, B = 2 (session 30): causal 479.8 / 484.4 TFLOPS against
+// 457.0 / 461.3 heads-major (groups of 4 and 8: 477.3 / 475.9, 479.8 /
+// 480.8), none 532.2 / 534.4 against 531.5 / 532.3: the same, so no mask
+// keeps the heads-major order, whose programs share K and V longest.
+var fwdGroupsHeadsMinor = func() map[string]string {
+	set := maps.Clone(fwdGroupsSet)
+	set["heads_minor"] = "true"
+	set["heads_group"] = "16"
+	set["mask"] = "causal|causal_bottom_right|prefix_lm"
+	return set
+}()
+
+// fwdTwoCTAs is sliding window's D = 128 set: two programs on each
+// multiprocessor (ctas_per_sm), so that one's Q load, first block and
+// epilogue (a quarter of a 1024-key window's tile, session 27's timeline)
+// run under the other's main loop. Two fit in 128-row tiles on 64-key
+// blocks with no producer warpgroup, two K/V buffers and no overlap:
+// 98,432 bytes of shared memory, 128 registers a thread with no spill
+// (with overlap, ptxas spilled 132 bytes and serialized the wgmmas,
+// C7512). H100, S = 8192 (session 30): sliding window 1024 482.6 / 481.7
+// TFLOPS against 461.2 / 458.9 for fwdHeadsMinor's kernel; the same tiles
+// on one CTA with overlap 363.5 / 362.0. Document gained too (418.0 /
+// 417.5 against 408.4 / 407.6), but its registers under the cap are not
+// yet checked, nor those of the scores: the set names sliding window and
+// the identity score only. Launched heads-minor in groups of 16 heads, as
+// fwdHeadsMinor.
+var fwdTwoCTAs = func() map[string]string {
+	set := map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "ctas_per_sm": "2",
+		"SPARSE_Q": "128", "SPARSE_K": "64", "num_stages": "2", "warp_specialize": "false", "overlap": "false",
+		"pingpong": "false", "persistent": "false", "consumer_groups": "1", "heads_minor": "true", "heads_group": "16",
+		"mask": "sliding_window", "score": "identity"}
 	maps.Copy(set, fwdSoftmaxArgs)
 	return set
 }()
