@@ -18,23 +18,26 @@ ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | tail -1)
 for p in $D/ptx3/*.ptx; do echo "== $(basename $p) $($ptxas -arch=sm_90a -c -v $p -o /dev/null 2>&1 | grep -E 'registers|spill|C75' | tr '\n' ' ' | sed -E 's/ptxas info *: //g')"; done
 echo "## t=$SECONDS"
 b() { local name=$1; shift; echo "== $name"; timeout 90 "$@" 2>&1 | grep -E "$F|rror"; }
-for r in 1 2; do
+round() {
+  local r=$1
   b "r$r issue 8 table (new defaults)" $f bench --bundle $D/bench-sm_90a.bundle
-  b "r$r old sliding window (fwdHeadsMinor), document" $f bench --bundle $D/old-sw.bundle --const ctas_per_sm=1 --seqlen 8192 --mask "sliding_window(1023, 0)" --mask document
-  b "r$r two-CTA document" $f bench --bundle $D/c2n-doc.bundle --const BLOCK_M=128 --const BLOCK_N=64 --const num_warps=8 --const ctas_per_sm=2 --const SPARSE_Q=128 --const SPARSE_K=64 --const num_stages=2 --const warp_specialize=false --const overlap=false --const heads_minor=true --const heads_group=16 --const lazy_rescale=true --const fold_scale=true --seqlen 8192 --mask document
   b "r$r D=64 (new defaults)" $f bench --bundle $D/bench-d64-sm_90a.bundle --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal
+  b "r$r old sliding window (fwdHeadsMinor), document" $f bench --bundle $D/old-sw.bundle --const ctas_per_sm=1 --seqlen 8192 --mask "sliding_window(1023, 0)" --mask document
   b "r$r D=64 old (heads-major)" $f bench --bundle $D/old-d64.bundle --const heads_minor=false --dim 64 --heads 32 --seqlen 8192 --mask none --mask causal
-done
+  b "r$r two-CTA document" $f bench --bundle $D/c2n-doc.bundle --const BLOCK_M=128 --const BLOCK_N=64 --const num_warps=8 --const ctas_per_sm=2 --const SPARSE_Q=128 --const SPARSE_K=64 --const num_stages=2 --const warp_specialize=false --const overlap=false --const heads_minor=true --const heads_group=16 --const lazy_rescale=true --const fold_scale=true --seqlen 8192 --mask document
+}
+round 1
 echo "## t=$SECONDS"
-for s in 32768; do
-  b "S=$s new" $f bench --bundle $D/bench-sm_90a.bundle --seqlen $s --tokens $s --mask "sliding_window(1023, 0)" --warmup 2 --reps 5
-  b "S=$s old" $f bench --bundle $D/old-sw.bundle --const ctas_per_sm=1 --seqlen $s --tokens $s --mask "sliding_window(1023, 0)" --warmup 2 --reps 5
-done
-b "B=16 new" $f bench --bundle $D/bench-sm_90a.bundle --seqlen 8192 --tokens 131072 --mask "sliding_window(1023, 0)" --warmup 2 --reps 5
-b "B=16 old" $f bench --bundle $D/old-sw.bundle --const ctas_per_sm=1 --seqlen 8192 --tokens 131072 --mask "sliding_window(1023, 0)" --warmup 2 --reps 5
 echo "## t=$SECONDS"
 PYTHONUNBUFFERED=1 timeout 150 python3 $D/flex_bench.py flex 2>&1 | grep -E "S=(8192|2048)" | cut -c1-140
 echo "## t=$SECONDS"
-TESTRUN='GPUMatchesReference|GPUNoJIT' TESTFLAGS= timeout 230 scripts/gpu-acceptance tests; echo "tests rc=$?"
+TESTRUN='GPUMatchesReference|GPUNoJIT' TESTFLAGS= timeout 200 scripts/gpu-acceptance tests; echo "tests rc=$?"
 grep -E "^(--- FAIL|FAIL|ok|PASS)|^--- PASS: TestGPU[A-Za-z]+ " $OUT/gpu-test-sm_90a.log | head -20
+echo "## t=$SECONDS"
+round 2
+echo "## t=$SECONDS"
+b "S=32768 new" $f bench --bundle $D/bench-sm_90a.bundle --seqlen 32768 --tokens 32768 --mask "sliding_window(1023, 0)" --warmup 2 --reps 5
+b "S=32768 old" $f bench --bundle $D/old-sw.bundle --const ctas_per_sm=1 --seqlen 32768 --tokens 32768 --mask "sliding_window(1023, 0)" --warmup 2 --reps 5
+b "B=16 new" $f bench --bundle $D/bench-sm_90a.bundle --seqlen 8192 --tokens 131072 --mask "sliding_window(1023, 0)" --warmup 2 --reps 5
+b "B=16 old" $f bench --bundle $D/old-sw.bundle --const ctas_per_sm=1 --seqlen 8192 --tokens 131072 --mask "sliding_window(1023, 0)" --warmup 2 --reps 5
 echo "## t=$SECONDS"
