@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Session 30's final call (carry .gpu/s32, built by prepare.sh): issue 8 on the new defaults, most
-# needed first, so that a call cut short by the device budget keeps them: ptxas -v of every stdlib
-# mask × score (ptx/) and of the two-CTA tiles on the masks and scores fwdTwoCTAs does not name yet
-# (ptx3/); round 1 (issue 8's table with fac bench, D = 64, and the previous defaults: old-sw,
-# old-d64); the forward GPU suite on sm_90a; flex_bench.py; round 2 (with the two-CTA document);
-# long sliding windows (S = 32768, B = 16) new against old.
+# needed first, so that a call cut short by the device budget keeps them: round 1 (issue 8's table
+# with fac bench, D = 64, and the previous defaults: old-sw, old-d64); ptxas -v of the kernels whose
+# defaults changed and of the two-CTA tiles on the masks and scores fwdTwoCTAs does not name yet
+# (ptx3/); flex_bench.py; the forward GPU suite on sm_90a; round 2 (with the two-CTA document); long
+# sliding windows (S = 32768, B = 16) new against old.
 set -u
 exec > >(tee "$OUT/callB.txt") 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -32,10 +32,10 @@ ptxas=$(command -v ptxas || ls /usr/local/cuda*/bin/ptxas 2>/dev/null | tail -1)
 ls $D/ptx/flash_fwd_d128_sliding_window_*.ptx $D/ptx/flash_fwd_d64_causal*.ptx $D/ptx/flash_fwd_d64_prefix_lm_*.ptx $D/ptx3/*.ptx | xargs -P 16 -I{} sh -c \
   'f={}; c=-c; grep -q setmaxnreg "$f" && c=; echo "$(basename $f .ptx): $($0 -arch=sm_90a $c -v $f -o /dev/null 2>&1 | grep -E "registers|spill|C75|arning" | sed -E "s/ptxas info *: //g" | tr "\n" " ")"' $ptxas | sort | cut -c1-260
 echo "## t=$SECONDS"
+PYTHONUNBUFFERED=1 timeout 150 python3 $D/flex_bench.py flex 2>&1 | grep -E "S=(8192|2048)" | cut -c1-140
+echo "## t=$SECONDS"
 TESTRUN='GPUMatchesReference|GPUNoJIT' TESTFLAGS= timeout 200 scripts/gpu-acceptance tests; echo "tests rc=$?"
 grep -E "^(--- FAIL|FAIL|ok|PASS)|^--- PASS: TestGPU[A-Za-z]+ " $OUT/gpu-test-sm_90a.log | head -20
-echo "## t=$SECONDS"
-PYTHONUNBUFFERED=1 timeout 150 python3 $D/flex_bench.py flex 2>&1 | grep -E "S=(8192|2048)" | cut -c1-140
 echo "## t=$SECONDS"
 round 2
 echo "## t=$SECONDS"
