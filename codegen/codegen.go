@@ -85,6 +85,18 @@ type PhaseTime struct {
 	Took time.Duration
 }
 
+// scheduleRanges are the integer schedule arguments the code generator
+// reads, with the values it takes (lo's meaning for the error).
+var scheduleRanges = []struct {
+	name    string
+	lo, hi  int64
+	loMeans string
+}{
+	{"num_stages", 1, core.MaxStages, "no prefetch"},
+	{"exp2_poly", 0, core.Exp2PolyMax, "every exp2 on the MUFU"},
+	{core.CTAsPerSMArg, 1, core.MaxCTAsPerSM, "ptxas's choice"},
+}
+
 // Lower lowers kernel of m to LLVM IR: it picks the target for opts.Arch
 // and runs the target's phases in order. m must be verified and fully
 // inlined (no call ops); tensor shapes must be powers of two.
@@ -114,14 +126,10 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	if nw <= 0 || nw&(nw-1) != 0 || nw > 32 {
 		return nil, fmt.Errorf("codegen: num_warps = %d: want a power of two from 1 to 32", nw)
 	}
-	if v, ok := f.Attr("num_stages").(int64); ok && (v < 1 || v > core.MaxStages) {
-		return nil, fmt.Errorf("codegen: num_stages = %d: want 1 (no prefetch) to %d", v, core.MaxStages)
-	}
-	if v, ok := f.Attr("exp2_poly").(int64); ok && (v < 0 || v > core.Exp2PolyMax) {
-		return nil, fmt.Errorf("codegen: exp2_poly = %d: want 0 (every exp2 on the MUFU) to %d", v, core.Exp2PolyMax)
-	}
-	if v, ok := f.Attr(core.CTAsPerSMArg).(int64); ok && (v < 1 || v > core.MaxCTAsPerSM) {
-		return nil, fmt.Errorf("codegen: %s = %d: want 1 (ptxas's choice) to %d", core.CTAsPerSMArg, v, core.MaxCTAsPerSM)
+	for _, r := range scheduleRanges {
+		if v, ok := f.Attr(r.name).(int64); ok && (v < r.lo || v > r.hi) {
+			return nil, fmt.Errorf("codegen: %s = %d: want %d (%s) to %d", r.name, v, r.lo, r.loMeans, r.hi)
+		}
 	}
 	phases := tg.t.Phases()
 	if err := checkPhaseOptions(phases, opts); err != nil {
