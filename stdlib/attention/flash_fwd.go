@@ -153,11 +153,12 @@ var fwdGroupsHeadsMinor = func() map[string]string {
 // (with overlap, ptxas spilled 132 bytes and serialized the wgmmas,
 // C7512). H100, S = 8192 (session 30): sliding window 1024 482.6 / 481.7
 // TFLOPS against 461.2 / 458.9 for fwdHeadsMinor's kernel; the same tiles
-// on one CTA with overlap 363.5 / 362.0. Document gained too (418.0 /
-// 417.5 against 408.4 / 407.6), but its registers under the cap are not
-// yet checked, nor those of the scores: the set names sliding window and
-// the identity score only. Launched heads-minor in groups of 16 heads, as
-// fwdHeadsMinor.
+// on one CTA with overlap 363.5 / 362.0; H200 (session 31) 497.7 / 497.0
+// against 463.8 / 463.4. Document gained too (423.7 against 408.6, H200),
+// but under the cap ptxas spills 40–48 bytes with every score, and alibi
+// 24 with sliding window; softcap fits (127 registers) but is not timed:
+// the set names sliding window and the identity score only. Launched
+// heads-minor in groups of 16 heads, as fwdHeadsMinor.
 var fwdTwoCTAs = func() map[string]string {
 	set := map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "ctas_per_sm": "2",
 		"SPARSE_Q": "128", "SPARSE_K": "64", "num_stages": "2", "warp_specialize": "false", "overlap": "false",
