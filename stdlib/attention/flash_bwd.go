@@ -73,13 +73,13 @@ var FlashBwd = &launch.Contract{
 // staged once for their two GEMMs each and prefetched. 128 keys per
 // program: at HEAD_DIM 128 with 64-query tiles on two warpgroups, at 64
 // with 32-query tiles on one (dQᵀ's 64 rows are one warpgroup's). H200,
-// S = 8192, none/causal TFLOPS (BENCHMARKS.md, session 6): D = 128
+// S = 8192, none/causal TFLOPS: D = 128
 // 274/260 against 246/237 for 32×128 and 205/216 for 32×64 on 4 warps;
 // D = 64 243/201 against 172/187 for 64×64 on 4 warps. Elsewhere the
 // kernel's defaults stay. fold_scale (the scale in P's exp2 factor, not in
 // every score): S = 8192 none / causal / sliding window / document /
 // prefix-LM 400 / 381 / 285 / 253 / 368 TFLOPS without, 406 / 389 / 286 /
-// 258 / 372 with (session 21).
+// 258 / 372 with (H200).
 var bwdTiles = func() map[string]map[string]string {
 	m := map[string]map[string]string{}
 	for _, dt := range []string{"bf16", "f16"} {
@@ -96,8 +96,8 @@ var bwdTiles = func() map[string]map[string]string {
 // list-scheduling model of the S = 8192 causal launch (2048 programs on
 // 132 multiprocessors, one each) puts grouping within 0.1% of a perfect
 // balance, against 5.6% over it for the plain order; measured, causal
-// gained 3.6% and prefix-LM 2.3% (BENCHMARKS.md and docs/decisions.md,
-// session 15). The group divides the grid's axis 1 (B·Hkv): TileGroup.
+// gained 3.6% and prefix-LM 2.3% (H200). The group divides the grid's
+// axis 1 (B·Hkv): TileGroup.
 var tileGroup = launch.Scalar{Name: "tile_group", Value: func(p launch.Problem) any {
 	return TileGroup(p.Shape.Batch * p.Shape.KV())
 }}
@@ -161,22 +161,28 @@ var QBlockMask = &launch.BlockMaskParams{
 	BlockQAttr: "SPARSE_Q", BlockKAttr: "SPARSE_K",
 }
 
-// dqAccumDims is the f32 dQ accumulator, [B·H·SeqQ + dqAccumPad, Dim]
-// (flash_bwd's adds are unmasked: a tile running past SeqQ adds zeros into
-// the next head's rows, or past the last head into the padding), or one
-// element when the kernels were compiled DETERMINISTIC and do not use it.
+// dqAccumDims is the f32 dQ accumulator: dQ transposed per head, [B·H·D,
+// ldq] with ldq = SeqQ rounded up to 8 (flash_bwd.fa), then dqAccumPad
+// elements of padding (flash_bwd's adds are unmasked: a tile running past
+// SeqQ adds zeros into a row's padding or the next row, or past the last
+// head into the padding), or one element when the kernels were compiled
+// DETERMINISTIC and do not use it.
 func dqAccumDims(p launch.Problem) []int {
 	if a, ok := p.Attrs["DETERMINISTIC"]; ok && a != 0 {
 		return []int{1}
 	}
-	return []int{p.Shape.Batch*p.Shape.Heads*p.Shape.SeqQ + dqAccumPad, p.Shape.Dim}
+	return []int{DQAccumLen(p.Shape.Batch*p.Shape.Heads, p.Shape.Dim, p.Shape.SeqQ)}
 }
 
-// dqAccumPad is the rows of padding after dQ's accumulator: a tile starts
-// inside the last block of the block mask, so it ends less than SPARSE_Q
-// rows past SeqQ. A constant, so that every kernel of the backward (the
+// DQAccumLen is the f32 elements of the dQ accumulator of bh heads of
+// head dim d and sq queries: [bh·d, ldq] and the padding.
+func DQAccumLen(bh, d, sq int) int { return bh*d*((sq+7)/8*8) + dqAccumPad }
+
+// dqAccumPad is the elements of padding after dQ's accumulator: a tile
+// starts inside the last block of the block mask, so it ends less than
+// SPARSE_Q columns past SeqQ. A constant, so that every kernel of the backward (the
 // preprocess allocates the buffer on the CPU device) agrees on the size;
-// checkBwd keeps SPARSE_Q within it. 512 KB at D = 128.
+// checkBwd keeps SPARSE_Q within it. 4 KB.
 const dqAccumPad = 1024
 
 // checkBwd is flash_bwd's check: the head dim compiled in, and SPARSE_Q
@@ -186,7 +192,7 @@ func checkBwd(p launch.Problem) error {
 		return err
 	}
 	if sq := p.Attr("SPARSE_Q"); sq > dqAccumPad {
-		return fmt.Errorf("SPARSE_Q = %d: the backward's dQ accumulator pads %d rows, so SPARSE_Q must be at most that", sq, dqAccumPad)
+		return fmt.Errorf("SPARSE_Q = %d: the backward's dQ accumulator pads %d elements, so SPARSE_Q must be at most that", sq, dqAccumPad)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import "github.com/fac-compiler/fac/launch"
 // tile of the longest sequence, sequence × kv head). Problem.Shape has
 // Batch = the number of sequences and SeqQ, SeqK the longest ones; q, dout
 // are [TotalQ, H, D] and k, v, dk, dv [TotalK, Hkv, D] with token and head
-// strides; lse and delta are [H, TotalQ]; dq_accum [H, TotalQ, D] f32
+// strides; lse and delta are [H, TotalQ]; dq_accum [H, D, TotalQ] f32
 // (flash_bwd_preprocess and flash_bwd_postprocess on the packed tensors as
 // one batch of TotalQ positions); the transposed per-sequence block mask
 // (VarlenQLists). Score aux gradients as for FlashBwd.
@@ -23,7 +23,7 @@ var FlashBwdVarlen = &launch.Contract{
 		{Name: "dk", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dkt", "stride_dkh"}},
 		{Name: "dv", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dvt", "stride_dvh"}},
 		// Read and written (atomic adds): flash_bwd_preprocess zeroed it.
-		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ, p.Shape.Dim} }},
+		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{DQAccumLen(p.Shape.Heads, p.Shape.Dim, p.TotalQ)} }},
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
 		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
 	}, varlenListTensors(VarlenQLists)...),
