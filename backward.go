@@ -417,7 +417,7 @@ func compileStages(opts Options, dt string, dim int, kernels []*launch.Contract)
 			return nil, fmt.Errorf("internal compiler error: no kernel %s", c.Kernel)
 		}
 		consts := map[string]string{}
-		req := compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Consts: consts, Passes: opts.Passes, Arch: opts.Arch}
+		req := compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Consts: consts, Passes: opts.Passes, Target: opts.target()}
 		for _, cp := range cps {
 			switch {
 			case cp.Name == "HEAD_DIM":

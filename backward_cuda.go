@@ -15,7 +15,7 @@ import (
 )
 
 // tuned is the backward the GPU of arch runs: bw compiled again with
-// Options.Arch = arch when bw names no arch and flash_bwd's contract tunes
+// Options.Target.Arch = arch when bw names no arch and flash_bwd's contract tunes
 // its tiles for arch (FlashBwd.Tuned), else bw. Made once per arch.
 func (bw *Backward) tuned(arch string) (*Backward, error) {
 	return retune(&bw.tunedFor, bw, bw.opts, arch, func(opts Options) (*Backward, error) {

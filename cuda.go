@@ -24,10 +24,15 @@ import (
 // added AOT bundles), through the on-disk kernel cache.
 type CUDA struct{ *gpu.Device }
 
-// OpenCUDA opens GPU ordinal with its primary context and the default
-// kernel cache. On a machine without a driver it returns a clear error.
+// OpenCUDA opens GPU ordinal with its primary context and the kernel
+// cache, set up as the environment says (Env: FAC_ARCH, FAC_CACHE_DIR,
+// FAC_LLC, ...). On a machine without a driver it returns a clear error.
 func OpenCUDA(ordinal int) (*CUDA, error) {
-	d, err := gpu.Open(ordinal)
+	env, err := Env()
+	if err != nil {
+		return nil, err
+	}
+	d, err := gpu.Open(ordinal, env.GPU)
 	if err != nil {
 		return nil, err
 	}
@@ -429,7 +434,7 @@ func (f *Forward) BuildBlockMaskCUDA(d *CUDA, sh Shape, aux map[string]any) (*bl
 }
 
 // tuned is the forward the GPU of arch runs: f compiled again with
-// Options.Arch = arch when f names no arch and the kernel's contract tunes
+// Options.Target.Arch = arch when f names no arch and the kernel's contract tunes
 // tile arguments for arch (128×128 on 8 warps for sm_90a's wgmma), else f.
 // Made once per arch.
 func (f *Forward) tuned(arch string) (*Forward, error) {
@@ -443,14 +448,14 @@ func (f *Forward) tuned(arch string) (*Forward, error) {
 }
 
 // retune is the tuned methods' common part: self when opts names an arch
-// or arch is "", else compile(opts with Arch = arch), made once per arch
+// or arch is "", else compile(opts with Target.Arch = arch), made once per arch
 // in cache (compile returns self when nothing was tuned).
 func retune[T any](cache *perArch[T], self T, opts Options, arch string, compile func(Options) (T, error)) (T, error) {
-	if opts.Arch != "" || arch == "" {
+	if opts.Target.Arch != "" || arch == "" {
 		return self, nil
 	}
 	return cache.get(arch, func() (T, error) {
-		opts.Arch = arch
+		opts.Target.Arch = arch
 		return compile(opts)
 	})
 }
@@ -484,8 +489,11 @@ func (p *perArch[T]) get(arch string, build func() (T, error)) (T, error) {
 func (f *Forward) classifier() (*compiler.Result, error) {
 	f.clsOnce.Do(func() {
 		sq, sk := f.sparse()
+		// f's switches, and no arch: the classifier takes no tuned set.
+		t := f.opts.target()
+		t.Arch = ""
 		f.cls, f.clsErr = compiler.Compile(compiler.Request{Sources: f.opts.Sources, Kernel: attention.BlockClassify.Kernel,
-			Mask: f.opts.Mask, Consts: attention.ClassifyConsts(sq, sk)})
+			Mask: f.opts.Mask, Consts: attention.ClassifyConsts(sq, sk), Target: t})
 	})
 	return f.cls, f.clsErr
 }

@@ -312,7 +312,7 @@ func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
 	consts["SPARSE_Q"] = strconv.FormatInt(a["SPARSE_Q"], 10)
 	consts["SPARSE_K"] = strconv.FormatInt(a["SPARSE_K"], 10)
 	res, err := compiler.Compile(compiler.Request{Sources: f.opts.Sources, Kernel: attention.FlashFwdSplitKV.Kernel,
-		Mask: f.opts.Mask, Score: f.opts.Score, Consts: consts, Passes: f.opts.Passes, Arch: f.opts.Arch})
+		Mask: f.opts.Mask, Score: f.opts.Score, Consts: consts, Passes: f.opts.Passes, Target: f.opts.target()})
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +340,7 @@ func (f *Forward) combineKernel(splits int) (*compiler.Result, error) {
 	if r, ok := f.combineRes[w]; ok {
 		return r, nil
 	}
-	res, err := compiler.Compile(compiler.Request{Kernel: attention.FlashFwdCombine.Kernel, Passes: f.opts.Passes, Arch: f.opts.Arch,
+	res, err := compiler.Compile(compiler.Request{Kernel: attention.FlashFwdCombine.Kernel, Passes: f.opts.Passes, Target: f.opts.target(),
 		Consts: map[string]string{"HEAD_DIM": strconv.Itoa(f.dim), "DTYPE": f.dtype.String(), "MAX_SPLITS": strconv.Itoa(w)}})
 	if err != nil {
 		return nil, err

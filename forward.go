@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/fac-compiler/fac/blockmask"
+	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/launch"
@@ -38,14 +39,17 @@ type Options struct {
 	Consts  map[string]string // other compile-time arguments, e.g. BLOCK_M: "32"
 	DType   string            // element type of Q, K, V, O: f32 (default), bf16, f16
 	Passes  passes.Options
-	// Arch, when set, is the GPU the kernel is built for (e.g. "sm_90a"):
-	// compile-time arguments not set in Consts then take the values the
-	// kernel's contract tunes for it (on sm_90a's wgmma path: the forward's
-	// 128×128 tiles on 8 warps, the backward's 64×128 on 8 or 32×128 on 4).
-	// "" keeps the kernel's defaults. RunCUDA, LaunchCUDA and the other
-	// GPU entry points (forward, backward, varlen) use the device's arch
-	// when this is "".
-	Arch string
+	// Target is the GPU target the kernels are built for. Its Arch, when
+	// set (e.g. "sm_90a"), is the GPU: compile-time arguments not set in
+	// Consts then take the values the kernel's contract tunes for it (on
+	// sm_90a's wgmma path: the forward's 128×128 tiles on 8 warps, the
+	// backward's 64×128 on 8 or 32×128 on 4). "" keeps the kernel's
+	// defaults; RunCUDA, LaunchCUDA and the other GPU entry points
+	// (forward, backward, varlen) then use the device's arch. Its switches
+	// (codegen.TargetConfig: wgmma, tma, ...; zero: the default code)
+	// shape every GPU build; those left at their defaults take the
+	// environment's (Env: FAC_WGMMA=0, FAC_TMA=0, ...).
+	Target codegen.TargetConfig
 	// Sinks compiles flash_fwd_sinks: learnable per-head sink logits
 	// (gpt-oss) join the softmax denominator; calls then need Inputs.Sinks.
 	Sinks bool
@@ -115,7 +119,7 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 		return nil, fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
 	}
 	consts["DTYPE"] = dt
-	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Arch: opts.Arch,
+	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),
 		Score: opts.Score, Consts: consts, Passes: opts.Passes})
 	if err != nil {
 		return nil, err

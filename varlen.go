@@ -64,7 +64,7 @@ func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
 	for k, v := range opts.Consts {
 		consts[k] = v
 	}
-	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Arch: opts.Arch,
+	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),
 		Score: opts.Score, Consts: consts, Passes: opts.Passes})
 	if err != nil {
 		return nil, err

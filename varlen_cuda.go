@@ -95,7 +95,7 @@ func (bw *BackwardVarlen) RunCUDAGrads(ctx context.Context, d *CUDA, in VarlenBa
 }
 
 // tuned is the varlen forward the GPU of arch runs: v compiled again with
-// Options.Arch = arch when v names no arch and flash_fwd_varlen's contract
+// Options.Target.Arch = arch when v names no arch and flash_fwd_varlen's contract
 // tunes tile arguments for arch, else v (as Forward.tuned).
 func (v *ForwardVarlen) tuned(arch string) (*ForwardVarlen, error) {
 	return retune(&v.tunedFor, v, v.f.opts, arch, func(opts Options) (*ForwardVarlen, error) {
@@ -108,7 +108,7 @@ func (v *ForwardVarlen) tuned(arch string) (*ForwardVarlen, error) {
 }
 
 // tuned is the varlen backward the GPU of arch runs: bw compiled again
-// with Options.Arch = arch when bw names no arch and flash_bwd_varlen's
+// with Options.Target.Arch = arch when bw names no arch and flash_bwd_varlen's
 // contract tunes its tiles for arch, else bw (as Backward.tuned).
 func (bw *BackwardVarlen) tuned(arch string) (*BackwardVarlen, error) {
 	return retune(&bw.tunedFor, bw, bw.opts, arch, func(opts Options) (*BackwardVarlen, error) {

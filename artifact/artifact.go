@@ -32,7 +32,7 @@ type Ident struct {
 	Fac     string            `json:"fac"`               // fac build (version, VCS revision)
 	LLC     string            `json:"llc"`               // llc version that made the PTX
 	Passes  string            `json:"passes,omitempty"`  // non-default pass options, e.g. "disable=cse"
-	Variant string            `json:"variant,omitempty"` // code choices made outside the inputs, e.g. "wgmma" (FAC_WGMMA)
+	Variant string            `json:"variant,omitempty"` // code choices made outside the inputs (codegen.TargetConfig.Variant), e.g. "wgmma", "wgmma-cpasync"
 }
 
 // String is the identity in one line, for listings and errors.

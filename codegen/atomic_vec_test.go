@@ -15,7 +15,7 @@ func TestVectorReductions(t *testing.T) {
 	tool := findLLCs(t)[0]
 	m, names := loadKernels(t, "atomic_dot")
 	for _, arch := range archs {
-		ptx, _, err := CompilePTX(context.Background(), m, names[0], Options{Arch: arch}, tool)
+		ptx, _, err := CompilePTX(context.Background(), m, names[0], Options{Target: testTarget(arch)}, tool)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import "testing"
 func BenchmarkLowerFlash(b *testing.B) {
 	m, name := loadKernel(b, "frontend_flash_causal")
 	for i := 0; i < b.N; i++ {
-		if _, err := Lower(m, name, Options{Arch: "sm_90a"}); err != nil {
+		if _, err := Lower(m, name, Options{Target: testTarget("sm_90a")}); err != nil {
 			b.Fatal(err)
 		}
 	}

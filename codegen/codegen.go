@@ -8,7 +8,7 @@
 // The work is split like wazevo's backend: codegen/core is the
 // target-independent lowering, codegen/sm80 and codegen/sm90 are the
 // targets (core.Target), and this package picks the target from
-// Options.Arch and runs its phase table (Phases). See docs/codegen.md.
+// Options.Target and runs its phase table (Phases). See docs/codegen.md.
 package codegen
 
 import (
@@ -18,15 +18,19 @@ import (
 	"os"
 	"time"
 
+	"github.com/llir/llvm/ir"
+
 	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/tir"
 )
 
 // Options controls code generation.
 type Options struct {
-	// Arch is the GPU target: sm_80 or newer (sm_80, sm_86, sm_89, sm_90,
-	// sm_90a, ...). Empty means sm_80. It picks the target (see Target).
-	Arch string
+	// Target is the GPU target: its arch, sm_80 or newer (sm_80, sm_86,
+	// sm_89, sm_90, sm_90a, ...; empty means sm_80), picks the target
+	// package (see Target), and its switches shape the code (wgmma, TMA,
+	// ...; the zero values are the defaults).
+	Target TargetConfig
 	// NumWarps is the number of warps per CTA; 0 takes the kernel's
 	// num_warps attribute, else 4.
 	NumWarps int
@@ -58,7 +62,10 @@ type Param = core.Param
 
 // Result is a lowered kernel.
 type Result struct {
-	LL          string // LLVM IR text (LLVM 14 syntax, typed pointers), no datalayout
+	LL string // LLVM IR text (LLVM 14 syntax, typed pointers), no datalayout
+	// Func is the kernel's function in LL, for tools that run the IR
+	// without parsing LL again (codegen/simt).
+	Func        *ir.Func
 	Name        string // the PTX .entry name
 	Threads     int    // threads per CTA (block x dimension); blockDim = (Threads, 1, 1)
 	SharedBytes int    // dynamic shared memory to request at launch
@@ -97,7 +104,7 @@ var scheduleRanges = []struct {
 	{core.CTAsPerSMArg, 1, core.MaxCTAsPerSM, "ptxas's choice"},
 }
 
-// Lower lowers kernel of m to LLVM IR: it picks the target for opts.Arch
+// Lower lowers kernel of m to LLVM IR: it picks the target for opts.Target
 // and runs the target's phases in order. m must be verified and fully
 // inlined (no call ops); tensor shapes must be powers of two.
 func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
@@ -108,10 +115,10 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	if !f.Kernel {
 		return nil, fmt.Errorf("codegen: @%s is a func, not a kernel", kernel)
 	}
-	if opts.Arch == "" {
-		opts.Arch = "sm_80"
+	if opts.Target.Arch == "" {
+		opts.Target.Arch = "sm_80"
 	}
-	tg, err := targetFor(opts.Arch)
+	tg, err := targetFor(opts.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -148,13 +155,13 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 	if err == nil && res.CoalescedStores > 0 && res.SharedBytes > tg.maxShared {
 		// A fresh target: a target keeps per-kernel state (its mbarriers,
 		// tensor maps, layout bases) while it lowers.
-		if tg, err = targetFor(opts.Arch); err != nil {
+		if tg, err = targetFor(opts.Target); err != nil {
 			return nil, err
 		}
 		var again bytes.Buffer
 		direct, err2 := lowerOnce(f, kernel, opts, tg, nw, false, &again)
 		if err2 == nil && direct.SharedBytes <= tg.maxShared {
-			direct.Notes = append(direct.Notes, fmt.Sprintf("stores from registers: through shared memory into 16-byte vectors the kernel would need %d bytes of shared memory, over the %d a CTA may have on %s", res.SharedBytes, tg.maxShared, opts.Arch))
+			direct.Notes = append(direct.Notes, fmt.Sprintf("stores from registers: through shared memory into 16-byte vectors the kernel would need %d bytes of shared memory, over the %d a CTA may have on %s", res.SharedBytes, tg.maxShared, opts.Target.Arch))
 			res, printed = direct, again
 		}
 	}
@@ -167,7 +174,7 @@ func Lower(m *tir.Module, kernel string, opts Options) (*Result, error) {
 // lowerOnce runs the target's phases on f, printing what opts asks for to
 // out; coalesce allows stores through shared memory (coalesceStore).
 func lowerOnce(f *tir.Func, kernel string, opts Options, tg target, nw int, coalesce bool, out io.Writer) (*Result, error) {
-	l := core.NewLowerer(f, opts.Arch, tg.t, nw)
+	l := core.NewLowerer(f, opts.Target.Arch, tg.t, nw)
 	l.SetCoalesceStores(coalesce)
 	var times []PhaseTime
 	for _, p := range tg.t.Phases() {
@@ -181,7 +188,7 @@ func lowerOnce(f *tir.Func, kernel string, opts Options, tg target, nw int, coal
 			return nil, fmt.Errorf("codegen @%s: %v", kernel, err)
 		}
 		if opts.PrintAfter == "all" || opts.PrintAfter == p.Name {
-			fmt.Fprintf(out, "// ---- @%s %s (%s) after %s ----\n", kernel, opts.Arch, tg.name, p.Name)
+			fmt.Fprintf(out, "// ---- @%s %s (%s) after %s ----\n", kernel, opts.Target.Arch, tg.name, p.Name)
 			if err := l.Print(out); err != nil {
 				return nil, fmt.Errorf("codegen @%s: printing after %s: %v", kernel, p.Name, err)
 			}
@@ -189,6 +196,7 @@ func lowerOnce(f *tir.Func, kernel string, opts Options, tg target, nw int, coal
 	}
 	return &Result{
 		LL:              l.Text(),
+		Func:            l.LLFunc(),
 		Name:            l.EntryName(),
 		Threads:         l.Threads(),
 		SharedBytes:     l.SharedBytes(),

@@ -14,7 +14,6 @@ import (
 
 	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/codegen/llc"
-	"github.com/fac-compiler/fac/codegen/sm90"
 	"github.com/fac-compiler/fac/passes"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
@@ -141,11 +140,13 @@ func TestPTX(t *testing.T) {
 
 func testPTX(t *testing.T, tool *llc.Tool) {
 	for _, k := range kernels {
-		m, names := loadKernels(t, k.name)
+		_, names := loadKernels(t, k.name)
 		for _, name := range names {
 			for _, arch := range archs {
 				t.Run(k.name+"/"+name+"/"+arch, func(t *testing.T) {
-					ptx, res, err := CompilePTX(context.Background(), m, name, Options{Arch: arch}, tool)
+					t.Parallel()
+					m, _ := loadKernels(t, k.name) // a module of its own
+					ptx, res, err := CompilePTX(context.Background(), m, name, Options{Target: testTarget(arch)}, tool)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -157,7 +158,7 @@ func testPTX(t *testing.T, tool *llc.Tool) {
 						t.Errorf("PTX declares an external function")
 					}
 					if strings.Contains(s, "wgmma") {
-						t.Errorf("wgmma in PTX with %s=0", sm90.EnvWGMMA)
+						t.Errorf("wgmma in PTX with wgmma=off")
 					}
 					if got := strings.Contains(s, "mma.sync.aligned.m16n8k16"); got != k.mma {
 						t.Errorf("mma.sync.aligned.m16n8k16 in PTX: %v, want %v", got, k.mma)
@@ -184,7 +185,7 @@ func TestConversions(t *testing.T) {
 	for _, k := range kernels {
 		m, names := loadKernels(t, k.name)
 		for _, n := range names {
-			res, err := Lower(m, n, Options{Arch: "sm_90a"})
+			res, err := Lower(m, n, Options{Target: testTarget("sm_90a")})
 			if err != nil {
 				t.Fatalf("%s: %v", n, err)
 			}
@@ -210,7 +211,7 @@ func TestGolden(t *testing.T) {
 	for _, name := range []string{"tiny_elementwise", "tiny_reduce"} {
 		t.Run(name, func(t *testing.T) {
 			m, k := loadKernel(t, name)
-			res, err := Lower(m, k, Options{Arch: "sm_80"})
+			res, err := Lower(m, k, Options{Target: TargetConfig{Arch: "sm_80"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +278,7 @@ kernel @k(%p: ptr<i32>) attributes {num_warps = 1} {
 	if _, err := Lower(m, "m", Options{}); err == nil || !strings.Contains(err.Error(), "not a kernel") {
 		t.Errorf("func: got %v", err)
 	}
-	if _, err := Lower(m, "k", Options{Arch: "sm_75"}); err == nil {
+	if _, err := Lower(m, "k", Options{Target: TargetConfig{Arch: "sm_75"}}); err == nil {
 		t.Errorf("sm_75 accepted")
 	}
 	src2 := `kernel @k(%p: ptr<i32>) {
@@ -338,9 +339,9 @@ type simCase struct {
 	numWarps   int
 	misalign   bool // buffers off vector alignment (scalar fallbacks)
 	disable    map[string]bool
-	env        map[string]string // set while lowering (code-shaping choices, e.g. FAC_DQ_BULK)
-	attrs      map[string]any    // compile-time arguments changed on the kernel's IR (schedule arguments)
-	sm90Only   bool              // a kernel only a producer warpgroup runs (consumer_groups)
+	target     []string       // target options set while lowering (code-shaping choices, e.g. dq=bulk)
+	attrs      map[string]any // compile-time arguments changed on the kernel's IR (schedule arguments)
+	sm90Only   bool           // a kernel only a producer warpgroup runs (consumer_groups)
 }
 
 func simCases() []simCase {
@@ -458,8 +459,8 @@ func simCases() []simCase {
 		bwdCase("frontend_bwd_64x128_ws", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		bwdCase("frontend_bwd_32x128_w4_ws", 128, 4, 64, 2, 2, 1, 150, 200, true),
 		// dQ added through shared memory by deferred cp.reduce.async.bulk.
-		withEnv(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), sm90.EnvDQBulk, "1"),
-		withEnv(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), sm90.EnvDQBulk, "1"),
+		withTarget(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=bulk"),
+		withTarget(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), "dq=bulk"),
 		// Two pipelined loops sharing their buffers (placeStaged).
 		{kernel: "two_loops", grid: [3]int{1, 1, 1}, rtol: 1e-2, atol: 1e-2, args: func(rng *rand.Rand) []any {
 			return []any{buf("a", tir.BF16, 64*64, 1)(rng), buf("b", tir.BF16, 3*64*64, 1)(rng), zeros("c", tir.F32, 64*64), 3}
@@ -526,7 +527,7 @@ func simCases() []simCase {
 		groups(frontend("frontend_flash_64x128_d64_groups3", "flash_fwd.full", tir.BF16, 64, 1, 1, 1, 200, 130, false)),
 		// The same with O through the TMA store: each group stages its
 		// own tile in its own scratch.
-		withEnv(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), sm90.EnvTMAStore, "1"),
+		withTarget(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), "tma-store=on"),
 		// Launched heads-minor in groups of 2 of the 4 heads (grid (2, program
 		// rows, 2)): a program's rows come from the grid's second axis.
 		groups(headsMinorGrid(frontend("frontend_flash_64x128_d64_groups3_hm", "", tir.BF16, 64, 1, 4, 2, 300, 390, false), 2)),
@@ -535,7 +536,7 @@ func simCases() []simCase {
 		// loop runs (the last mask row has blocks here) with every row
 		// past the end, and stores nothing.
 		withLastRow(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), 300, 390, 192),
-		withEnv(withLastRow(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), 300, 390, 192), sm90.EnvTMAStore, "1"),
+		withTarget(withLastRow(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), 300, 390, 192), "tma-store=on"),
 		// exp2_poly: three of each eight probabilities from the cubic on
 		// the groups (rows past the end: all-masked rows must still sum
 		// to 0); all of them under lazy rescaling at scale 8, where
@@ -590,8 +591,9 @@ func withTol(c simCase, rtol, atol float64) simCase {
 	return c
 }
 
-func withEnv(c simCase, k, v string) simCase {
-	c.env = map[string]string{k: v}
+// withTarget is c lowered with the target options opts (NAME=VALUE).
+func withTarget(c simCase, opts ...string) simCase {
+	c.target = opts
 	return c
 }
 
@@ -727,17 +729,45 @@ func simBlockListsRows(sq, sk, qblk int, emptyLast bool) []any {
 }
 
 // simArchs are the archs TestSimulate lowers every case for: one per
-// target. Each case runs again as wgmmaArch (sm_90a with FAC_WGMMA=1)
-// when that changes its code.
+// target. Each case runs again as wgmmaArch (sm_90a with wgmma on) when
+// that changes its code.
 var simArchs = []string{"sm_80", "sm_90a"}
 
 const wgmmaArch = "sm_90a+wgmma"
+
+// testTarget is the target this package's tests mean by arch: "sm_90a" is
+// sm_90a with wgmma off (the mma.sync path), so that each case names its
+// path; wgmmaArch and wgmmaTarget are sm_90a with wgmma on, the default.
+func testTarget(arch string) TargetConfig {
+	switch arch {
+	case wgmmaArch:
+		return wgmmaTarget
+	case "sm_90a":
+		return TargetConfig{Arch: "sm_90a", NoWGMMA: true}
+	}
+	return TargetConfig{Arch: arch}
+}
+
+// wgmmaTarget is sm_90a's default target: wgmma, TMA.
+var wgmmaTarget = TargetConfig{Arch: "sm_90a"}
+
+// withOpts is t with the target options opts set (NAME=VALUE).
+func withOpts(tb testing.TB, t TargetConfig, opts ...string) TargetConfig {
+	tb.Helper()
+	for _, o := range opts {
+		if err := t.Set(o); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return t
+}
 
 // TestSimulate runs each kernel's LLVM IR, for each target, on the SIMT
 // simulator and compares every output buffer with the CPU interpreter.
 func TestSimulate(t *testing.T) {
 	for i, c := range simCases() {
 		t.Run(fmt.Sprintf("%s%s/%d", filepath.Base(c.kernel), c.fn, i), func(t *testing.T) {
+			t.Parallel()
 			if testing.Short() && strings.HasPrefix(c.kernel, "flash") {
 				t.Skip("short")
 			}
@@ -765,15 +795,7 @@ func TestSimulate(t *testing.T) {
 					if c.sm90Only && arch != wgmmaArch {
 						t.Skip("consumer groups need sm_90a's producer warpgroup (wgmma)")
 					}
-					simArgs := cloneArgs(inputs)
-					for k, v := range c.env {
-						t.Setenv(k, v)
-					}
-					opts := Options{Arch: arch, NumWarps: c.numWarps, Disable: c.disable}
-					if arch == wgmmaArch {
-						t.Setenv(sm90.EnvWGMMA, "1")
-						opts.Arch = "sm_90a"
-					}
+					opts := Options{Target: withOpts(t, testTarget(arch), c.target...), NumWarps: c.numWarps, Disable: c.disable}
 					res, err := Lower(m, name, opts)
 					if err != nil {
 						t.Fatal(err)
@@ -783,10 +805,13 @@ func TestSimulate(t *testing.T) {
 					} else if arch == wgmmaArch && res.LL == ll90 {
 						t.Skip("no dot on wgmma")
 					}
-					if err := simulate(res.LL, res, c.grid, simArgs, c.misalign); err != nil {
-						t.Fatalf("simulate: %v", err)
+					for _, seed := range simSeeds() {
+						simArgs := cloneArgs(inputs)
+						if err := simulateSeed(res.LL, res, c.grid, simArgs, c.misalign, seed); err != nil {
+							t.Fatalf("simulate (seed %d): %v", seed, err)
+						}
+						compareBuffers(t, args, simArgs, c.rtol, c.atol)
 					}
-					compareBuffers(t, args, simArgs, c.rtol, c.atol)
 				})
 			}
 		})

@@ -20,7 +20,7 @@ func CompilePTX(ctx context.Context, m *tir.Module, kernel string, opts Options,
 			return nil, res, err
 		}
 	}
-	arch := opts.Arch
+	arch := opts.Target.Arch
 	if arch == "" {
 		arch = "sm_80"
 	}

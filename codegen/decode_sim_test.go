@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fac-compiler/fac/codegen/sm90"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
 )
@@ -99,6 +98,7 @@ func TestSimulateDecode(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {
+			t.Parallel()
 			m, name := loadKernel(t, c.kernel)
 			rng := rand.New(rand.NewSource(int64(i + 100)))
 			args := c.args(rng)
@@ -110,12 +110,7 @@ func TestSimulateDecode(t *testing.T) {
 			for _, arch := range append(simArchs, wgmmaArch) {
 				t.Run(arch, func(t *testing.T) {
 					simArgs := cloneArgs(inputs)
-					opts := Options{Arch: arch}
-					if arch == wgmmaArch {
-						t.Setenv(sm90.EnvWGMMA, "1")
-						opts.Arch = "sm_90a"
-					}
-					res, err := Lower(m, name, opts)
+					res, err := Lower(m, name, Options{Target: testTarget(arch)})
 					if err != nil {
 						t.Fatal(err)
 					}

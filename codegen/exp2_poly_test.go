@@ -18,7 +18,7 @@ func TestSimExp2Poly(t *testing.T) {
 	for _, n := range []int64{3, 8} {
 		m, name := loadKernel(t, "exp2_poly")
 		m.Func(name).SetAttr("exp2_poly", n)
-		res, err := Lower(m, name, Options{Arch: "sm_90a"})
+		res, err := Lower(m, name, Options{Target: testTarget("sm_90a")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func TestGoldenPTX(t *testing.T) {
 	m, k := loadKernel(t, "frontend_flash_causal")
 	for _, arch := range phaseArchs {
 		t.Run(arch, func(t *testing.T) {
-			ptx, _, err := CompilePTX(context.Background(), m, k, Options{Arch: arch}, tool)
+			ptx, _, err := CompilePTX(context.Background(), m, k, Options{Target: testTarget(arch)}, tool)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ func TestBroadcastOperandLayout(t *testing.T) {
 	m, k := loadKernel(t, "bcast_reduce")
 	globalStore := regexp.MustCompile(`(?m)^\s*store .* addrspace\(1\)\*`)
 	for _, arch := range simArchs {
-		res, err := Lower(m, k, Options{Arch: arch})
+		res, err := Lower(m, k, Options{Target: testTarget(arch)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestNumStagesBounds(t *testing.T) {
 	for _, n := range []int64{0, -1, core.MaxStages + 1} {
 		m, k := loadKernel(t, "frontend_flash_128x128")
 		m.Func(k).SetAttr("num_stages", n)
-		_, err := Lower(m, k, Options{Arch: "sm_90a"})
+		_, err := Lower(m, k, Options{Target: testTarget("sm_90a")})
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("num_stages = %d", n)) {
 			t.Errorf("num_stages = %d: err = %v", n, err)
 		}
@@ -56,7 +56,7 @@ func TestNumStagesBounds(t *testing.T) {
 	m, k := loadKernel(t, "frontend_flash_128x128")
 	m.Func(k).SetAttr("num_stages", int64(1))
 	var out strings.Builder
-	if _, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "pipeline-loads", Out: &out}); err != nil {
+	if _, err := Lower(m, k, Options{Target: testTarget("sm_90a"), PrintAfter: "pipeline-loads", Out: &out}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "prefetched") {

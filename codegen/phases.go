@@ -17,7 +17,7 @@ func Phases(arch string) ([]Phase, error) {
 	if arch == "" {
 		arch = "sm_80"
 	}
-	t, err := targetFor(arch)
+	t, err := targetFor(TargetConfig{Arch: arch})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func checkPhaseOptions(phases []Phase, opts Options) error {
 	for _, name := range off {
 		p, ok := byName[name]
 		if !ok {
-			return fmt.Errorf("codegen: cannot disable %q: no such phase for %s (phases: %s)", name, opts.Arch, known())
+			return fmt.Errorf("codegen: cannot disable %q: no such phase for %s (phases: %s)", name, opts.Target.Arch, known())
 		}
 		if p.Required {
 			return fmt.Errorf("codegen: cannot disable phase %s: it is required", name)
@@ -93,7 +93,7 @@ func checkPhaseOptions(phases []Phase, opts Options) error {
 	}
 	if pa := opts.PrintAfter; pa != "" && pa != "all" {
 		if _, ok := byName[pa]; !ok {
-			return fmt.Errorf("codegen: cannot print after %q: no such phase for %s (phases: %s)", pa, opts.Arch, known())
+			return fmt.Errorf("codegen: cannot print after %q: no such phase for %s (phases: %s)", pa, opts.Target.Arch, known())
 		}
 		if opts.Disable[pa] {
 			return fmt.Errorf("codegen: cannot print after %s: it is disabled", pa)

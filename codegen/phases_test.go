@@ -99,7 +99,7 @@ func TestPhaseOptions(t *testing.T) {
 		}
 	}
 	for _, arch := range phaseArchs {
-		res, err := Lower(m, k, Options{Arch: arch, Disable: map[string]bool{"select-async": true, "plan-async": false}})
+		res, err := Lower(m, k, Options{Target: testTarget(arch), Disable: map[string]bool{"select-async": true, "plan-async": false}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestPhaseOptions(t *testing.T) {
 			t.Errorf("%s: cp.async emitted with select-async disabled", arch)
 		}
 		var out bytes.Buffer
-		if _, err := Lower(m, k, Options{Arch: arch, PrintAfter: "assign-layouts", Out: &out}); err != nil {
+		if _, err := Lower(m, k, Options{Target: testTarget(arch), PrintAfter: "assign-layouts", Out: &out}); err != nil {
 			t.Fatal(err)
 		}
 		if s := out.String(); strings.Count(s, "// ---- ") != 1 || !strings.Contains(s, "#mma{v2") || !strings.Contains(s, "// staged: operand B of %16") {
@@ -123,7 +123,7 @@ func TestPrintGolden(t *testing.T) {
 	for _, arch := range phaseArchs {
 		t.Run(arch, func(t *testing.T) {
 			var out bytes.Buffer
-			if _, err := Lower(m, k, Options{Arch: arch, PrintAfter: "all", Out: &out}); err != nil {
+			if _, err := Lower(m, k, Options{Target: testTarget(arch), PrintAfter: "all", Out: &out}); err != nil {
 				t.Fatal(err)
 			}
 			checkGolden(t, filepath.Join("testdata", "golden", "phases", "tiny_dot."+arch+".txt"), out.Bytes())

@@ -6,8 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/fac-compiler/fac/codegen/sm90"
 )
 
 // TestPipelineLoads checks the pipeline-loads phase on sm_90a's wgmma path:
@@ -17,13 +15,12 @@ import (
 // kernel back; sm_80's table does not run it. TestSimulate runs the
 // pipelined kernels (sm_90a, sm_90a+wgmma) against the interpreter.
 func TestPipelineLoads(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	groups := func(ll string) int { return strings.Count(ll, "call void @llvm.nvvm.cp.async.commit.group()") }
 	for _, name := range []string{"flash_fwd_d128_causal", "frontend_flash_document"} {
 		m, kernels := loadKernels(t, name)
 		k := kernels[0]
 		var print bytes.Buffer
-		res, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "pipeline-loads", Out: &print})
+		res, err := Lower(m, k, Options{Target: wgmmaTarget, PrintAfter: "pipeline-loads", Out: &print})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +34,7 @@ func TestPipelineLoads(t *testing.T) {
 		if n := strings.Count(print.String(), "2 buffers"); n != 2*loops {
 			t.Errorf("%s: %d double-buffered tiles in the print after pipeline-loads, want %d:\n%s", name, n, 2*loops, print.String())
 		}
-		off, err := Lower(m, k, Options{Arch: "sm_90a", Disable: map[string]bool{"pipeline-loads": true}})
+		off, err := Lower(m, k, Options{Target: wgmmaTarget, Disable: map[string]bool{"pipeline-loads": true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,11 +59,10 @@ func TestPipelineLoads(t *testing.T) {
 // wgmma) with testdata/golden/phases: Q resident, K and V double-buffered
 // and prefetched.
 func TestPipelinePrintGolden(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	m, k := loadKernel(t, "flash_fwd_d64")
 	for _, phase := range []string{"stage-resident", "pipeline-loads"} {
 		var out bytes.Buffer
-		if _, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: phase, Out: &out}); err != nil {
+		if _, err := Lower(m, k, Options{Target: wgmmaTarget, PrintAfter: phase, Out: &out}); err != nil {
 			t.Fatal(err)
 		}
 		checkGolden(t, filepath.Join("testdata", "golden", "phases", "flash_fwd_d64.sm_90a-wgmma."+phase+".txt"), out.Bytes())
@@ -80,7 +76,7 @@ func TestPipelinePrintGolden(t *testing.T) {
 func TestSiblingLoopsShareBuffers(t *testing.T) {
 	m, k := loadKernel(t, "two_loops")
 	var print bytes.Buffer
-	res, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "pipeline-loads", Out: &print})
+	res, err := Lower(m, k, Options{Target: testTarget("sm_90a"), PrintAfter: "pipeline-loads", Out: &print})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac/codegen/llc"
-	"github.com/fac-compiler/fac/codegen/sm90"
 )
 
 // TestPrefetchPTX: flash_fwd's prefetch_q lowers to predicated
@@ -18,14 +17,13 @@ func TestPrefetchPTX(t *testing.T) {
 	if err != nil {
 		t.Skipf("no llc: %v", err)
 	}
-	t.Setenv(sm90.EnvWGMMA, "1")
 	for _, c := range []struct {
 		file string
 		want bool
 	}{{"frontend_flash_128x128_ws_prefetch", true}, {"frontend_flash_128x128_ws_lazy_fold", false}} {
 		t.Run(c.file, func(t *testing.T) {
 			m, name := loadKernel(t, c.file)
-			ptxb, _, err := CompilePTX(context.Background(), m, name, Options{Arch: "sm_90a"}, tool)
+			ptxb, _, err := CompilePTX(context.Background(), m, name, Options{Target: wgmmaTarget}, tool)
 			if err != nil {
 				t.Fatal(err)
 			}

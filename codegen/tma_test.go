@@ -11,17 +11,15 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac/artifact"
-	"github.com/fac-compiler/fac/codegen/sm90"
 )
 
 // TestTMAParams checks what tma-loads makes of the frontend flash_fwd
 // (Q resident; K and V pipelined): one tensor-map parameter per tensor,
-// described by its stride and bound parameters; none with FAC_TMA=0; and
+// described by its stride and bound parameters; none with tma=off; and
 // a note for a load it cannot describe.
 func TestTMAParams(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	m, name := loadKernel(t, "frontend_flash_128x128")
-	res, err := Lower(m, name, Options{Arch: "sm_90a"})
+	res, err := Lower(m, name, Options{Target: wgmmaTarget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,22 +33,20 @@ func TestTMAParams(t *testing.T) {
 		t.Error("tensor maps are not grid-constant byval parameters")
 	}
 
-	t.Setenv(sm90.EnvTMA, "0")
-	res, err = Lower(m, name, Options{Arch: "sm_90a"})
+	res, err = Lower(m, name, Options{Target: withOpts(t, wgmmaTarget, "tma=off")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range res.Params {
 		if p.Kind == ParamTensorMap || strings.Contains(res.LL, "cp.async.bulk.tensor") {
-			t.Fatalf("FAC_TMA=0: TMA parameter %s", p.Name)
+			t.Fatalf("tma=off: TMA parameter %s", p.Name)
 		}
 	}
 
 	// The hand-written kernel offsets its pointers by a flat scalar: no
 	// tensor map can hold that per-program offset.
-	t.Setenv(sm90.EnvTMA, "")
 	m, name = loadKernel(t, "flash_fwd_d64")
-	if res, err = Lower(m, name, Options{Arch: "sm_90a"}); err != nil {
+	if res, err = Lower(m, name, Options{Target: wgmmaTarget}); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Notes) == 0 || !strings.Contains(res.Notes[0], "cp.async: an offset is not a coordinate times a stride parameter") {
@@ -64,9 +60,8 @@ func TestTMAParams(t *testing.T) {
 // each map is bounded by the packed tensor's end (total_q, total_k); the
 // producer warpgroup issues them.
 func TestTMAVarlenParams(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	m, name := loadKernel(t, "frontend_varlen_128x128_ws")
-	res, err := Lower(m, name, Options{Arch: "sm_90a"})
+	res, err := Lower(m, name, Options{Target: wgmmaTarget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +98,9 @@ func tensorMaps(res *Result) map[string]*artifact.TMA {
 // flash_fwd after tma-loads (sm_90a, wgmma) with testdata/golden/phases: Q,
 // K and V staged "…, TMA".
 func TestTMAPrintGolden(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	m, k := loadKernel(t, "frontend_flash_128x128")
 	var out bytes.Buffer
-	if _, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "tma-loads", Out: &out}); err != nil {
+	if _, err := Lower(m, k, Options{Target: wgmmaTarget, PrintAfter: "tma-loads", Out: &out}); err != nil {
 		t.Fatal(err)
 	}
 	if n, want := strings.Count(out.String(), ", TMA"), 1+2*kvLoops(m, k); n != want {
@@ -120,10 +114,9 @@ func TestTMAPrintGolden(t *testing.T) {
 // testdata/golden/phases: every TMA load issued by the producer, which
 // runs the ops marked "producer".
 func TestWarpSpecializePrintGolden(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	m, k := loadKernel(t, "frontend_flash_128x128_ws")
 	var out bytes.Buffer
-	res, err := Lower(m, k, Options{Arch: "sm_90a", PrintAfter: "warp-specialize", Out: &out})
+	res, err := Lower(m, k, Options{Target: wgmmaTarget, PrintAfter: "warp-specialize", Out: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +134,10 @@ func TestWarpSpecializePrintGolden(t *testing.T) {
 // producer at three and four buffers (flash_fwd's tuned D = 128 set has
 // three).
 func TestWarpSpecializeStages(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	for _, n := range []int64{2, 3, 4} {
 		m, k := loadKernel(t, "frontend_flash_128x128_ws")
 		m.Func(k).SetAttr("num_stages", n)
-		res, err := Lower(m, k, Options{Arch: "sm_90a"})
+		res, err := Lower(m, k, Options{Target: wgmmaTarget})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,12 +154,11 @@ func TestWarpSpecializeStages(t *testing.T) {
 // shared memory, stores from registers instead and fits; at two it keeps
 // the exchange.
 func TestPersistentStages(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	for _, n := range []int64{2, 3} {
 		m, k := loadKernel(t, "frontend_flash_128x128_ws_persistent")
 		m.Func(k).SetAttr("num_stages", n)
 		before := m.String()
-		res, err := Lower(m, k, Options{Arch: "sm_90a"})
+		res, err := Lower(m, k, Options{Target: wgmmaTarget})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,11 +170,11 @@ func TestPersistentStages(t *testing.T) {
 		if direct {
 			// The retry is the kernel a fresh lowering without the exchange
 			// gives (no state of the first attempt's target leaks into it).
-			tg, err := targetFor("sm_90a")
+			tg, err := targetFor(wgmmaTarget)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fresh, err := lowerOnce(m.Func(k), k, Options{Arch: "sm_90a"}, tg, 8, false, io.Discard)
+			fresh, err := lowerOnce(m.Func(k), k, Options{Target: wgmmaTarget}, tg, 8, false, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,23 +192,21 @@ func TestPersistentStages(t *testing.T) {
 // TestWarpSpecializeOff: a kernel asking for warp_specialize whose copies
 // do not qualify compiles without a producer and says why (fac compile -v).
 func TestWarpSpecializeOff(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	for _, c := range []struct {
-		env, stages string
+		opt, stages string
 		why         string
 	}{
-		{"barrier", "2", "warp_specialize: off: FAC_TMA=barrier"},
+		{"release=barrier", "2", "warp_specialize: off: release=barrier"},
 	} {
-		t.Setenv(sm90.EnvTMA, c.env)
 		m, k := loadKernel(t, "frontend_flash_128x128_ws")
 		n, _ := strconv.Atoi(c.stages)
 		m.Func(k).SetAttr("num_stages", int64(n))
-		res, err := Lower(m, k, Options{Arch: "sm_90a"})
+		res, err := Lower(m, k, Options{Target: withOpts(t, wgmmaTarget, c.opt)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Threads != 256 || !slices.ContainsFunc(res.Notes, func(s string) bool { return strings.HasPrefix(s, c.why) }) {
-			t.Errorf("FAC_TMA=%q num_stages=%s: %d threads, notes %q; want 256 and %q", c.env, c.stages, res.Threads, res.Notes, c.why)
+			t.Errorf("%s num_stages=%s: %d threads, notes %q; want 256 and %q", c.opt, c.stages, res.Threads, res.Notes, c.why)
 		}
 	}
 }

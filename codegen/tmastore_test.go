@@ -9,7 +9,6 @@ import (
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/codegen/llc"
-	"github.com/fac-compiler/fac/codegen/sm90"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
 )
@@ -26,7 +25,7 @@ func tunedFwd(sq, sk int) simCase {
 	return withAttrs(withWarps(frontend("frontend_flash_128x128_ws_lazy_fold", "", tir.BF16, 128, 1, 2, 2, sq, sk, false), 8), "num_stages", int64(3))
 }
 
-// TestSimTMAStore runs flash_fwd forms on sm_90a with FAC_TMA_STORE=1 on
+// TestSimTMAStore runs flash_fwd forms on sm_90a with tma-store=on on
 // the simulator and compares O and LSE with the interpreter. Sequence
 // lengths are not multiples of 128: the last q tile's rows past seqlen_q
 // are left out by the tensor map's bound (their staged rows hold zeros
@@ -71,9 +70,7 @@ func TestSimTMAStore(t *testing.T) {
 			if err := cpu.Launch(m, name, c.grid, want...); err != nil {
 				t.Fatalf("cpu: %v", err)
 			}
-			t.Setenv(sm90.EnvWGMMA, "1")
-			t.Setenv(sm90.EnvTMAStore, "1")
-			res, err := Lower(m, name, Options{Arch: "sm_90a", NumWarps: c.numWarps})
+			res, err := Lower(m, name, Options{Target: withOpts(t, wgmmaTarget, "tma-store=on"), NumWarps: c.numWarps})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,15 +92,14 @@ func TestSimTMAStore(t *testing.T) {
 // TestTMAStoreParams checks the store's tensor map: O's, described as the
 // loads' are (the row stride and seqlen_q as its bound, then the outer
 // coordinates' strides), in a variant of its own; none without
-// FAC_TMA_STORE=1.
+// tma-store=on.
 func TestTMAStoreParams(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
-	t.Setenv(sm90.EnvTMAStore, "1")
-	if v := Variant("sm_90a"); v != "wgmma-tmastore" {
-		t.Errorf("variant %q with %s=1", v, sm90.EnvTMAStore)
+	on := withOpts(t, wgmmaTarget, "tma-store=on")
+	if v := on.Variant(); v != "wgmma-tmastore" {
+		t.Errorf("variant %q with tma-store=on", v)
 	}
 	m, name := loadKernel(t, "frontend_flash_128x128_ws")
-	res, err := Lower(m, name, Options{Arch: "sm_90a"})
+	res, err := Lower(m, name, Options{Target: on})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,25 +114,24 @@ func TestTMAStoreParams(t *testing.T) {
 	if fmt.Sprint(o) != want {
 		t.Errorf("O's tensor map %v, want %v", o, want)
 	}
-	t.Setenv(sm90.EnvTMAStore, "")
-	if v := Variant("sm_90a"); v != "wgmma" {
-		t.Errorf("variant %q without %s", v, sm90.EnvTMAStore)
+	if v := wgmmaTarget.Variant(); v != "wgmma" {
+		t.Errorf("variant %q without tma-store=on", v)
 	}
-	res, err = Lower(m, name, Options{Arch: "sm_90a"})
+	res, err = Lower(m, name, Options{Target: wgmmaTarget})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range res.Params {
 		if p.Kind == ParamTensorMap && p.TMA.Tensor == "o" {
-			t.Errorf("a tensor map of O without %s", sm90.EnvTMAStore)
+			t.Errorf("a tensor map of O without tma-store=on")
 		}
 	}
 	if strings.Contains(res.LL, "bulk_group") || strings.Contains(res.LL, "wait_group.read") {
-		t.Error("bulk stores without " + sm90.EnvTMAStore)
+		t.Error("bulk stores without tma-store=on")
 	}
 }
 
-// TestTMAStorePTX checks the tuned forward's PTX with FAC_TMA_STORE=1: O
+// TestTMAStorePTX checks the tuned forward's PTX with tma-store=on: O
 // leaves by two TMA stores (one per 64-column panel) in one bulk group,
 // whose reads the kernel waits for before it exits, with no 16-byte
 // global stores left (only LSE's scalar ones); without it, the coalesced
@@ -146,15 +141,15 @@ func TestTMAStorePTX(t *testing.T) {
 	if err != nil {
 		t.Skipf("no llc: %v", err)
 	}
-	t.Setenv(sm90.EnvWGMMA, "1")
 	m, name := loadKernel(t, "frontend_flash_128x128_ws_lazy_fold")
 	m.Func(name).SetAttr("num_stages", int64(3))
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprint(on), func(t *testing.T) {
+			target := wgmmaTarget
 			if on {
-				t.Setenv(sm90.EnvTMAStore, "1")
+				target = withOpts(t, target, "tma-store=on")
 			}
-			ptxb, _, err := CompilePTX(context.Background(), m, name, Options{Arch: "sm_90a"}, tool)
+			ptxb, _, err := CompilePTX(context.Background(), m, name, Options{Target: target}, tool)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,12 +10,11 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac/codegen/llc"
-	"github.com/fac-compiler/fac/codegen/sm90"
 	"github.com/fac-compiler/fac/tir"
 )
 
-// wgmmaKernels are the testdata kernels whose every dot runs on wgmma with
-// FAC_WGMMA=1 on sm_90a (4 or 8 warps, 64-row blocks per warpgroup).
+// wgmmaKernels are the testdata kernels whose every dot runs on sm_90a's
+// wgmma (4 or 8 warps, 64-row blocks per warpgroup).
 var wgmmaKernels = []string{
 	"dot_bf16", "dot_f16", "flash_fwd_d64", "flash_fwd_d128_causal", "flash_fwd_ifmask",
 	"frontend_flash_none", "frontend_flash_causal", "frontend_flash_document", "frontend_flash_window",
@@ -23,20 +22,19 @@ var wgmmaKernels = []string{
 	"frontend_flash_128x128_ws", "frontend_flash_128x128_ws_pingpong",
 }
 
-// TestWGMMAPTX lowers the wgmma kernels for sm_90a with FAC_WGMMA=1 through
+// TestWGMMAPTX lowers the wgmma kernels for sm_90a with wgmma on through
 // every installed llc and checks the PTX: wgmma.mma_async and its fences,
 // commit and wait, the proxy fence for cp.async tiles, no mma.sync, no
 // external function;
-// the attention kernels convert nothing and copy Q, K and V by TMA. Without the variable sm_90a has no wgmma (TestPTX).
+// the attention kernels convert nothing and copy Q, K and V by TMA. With wgmma=off sm_90a has no wgmma (TestPTX).
 func TestWGMMAPTX(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	for _, tool := range findLLCs(t) {
 		t.Run(fmt.Sprintf("llvm%d", tool.Major), func(t *testing.T) {
 			for _, k := range wgmmaKernels {
 				m, names := loadKernels(t, k)
 				for _, name := range names {
 					t.Run(k+"/"+name, func(t *testing.T) {
-						ptx, res, err := CompilePTX(context.Background(), m, name, Options{Arch: "sm_90a"}, tool)
+						ptx, res, err := CompilePTX(context.Background(), m, name, Options{Target: wgmmaTarget}, tool)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -201,7 +199,6 @@ func TestWGMMAGoldenPTX(t *testing.T) {
 			t.Skipf("golden PTX was made with llc %s, found %s", want, tool)
 		}
 	}
-	t.Setenv(sm90.EnvWGMMA, "1")
 	// The 64×64 tile, and the tuned 128×128 tile on two warpgroups with
 	// pingpong turns, with three pipeline stages, and with P·V overlapping
 	// the next block's softmax (overlap-softmax; wgmma.wait_group 1).
@@ -212,7 +209,7 @@ func TestWGMMAGoldenPTX(t *testing.T) {
 		"frontend_flash_128x128_overlap":  "flash_fwd_bf16_d128_causal_128x128_overlap.sm_90a-wgmma.ptx",
 	} {
 		m, k := loadKernel(t, kernel)
-		ptx, res, err := CompilePTX(context.Background(), m, k, Options{Arch: "sm_90a"}, tool)
+		ptx, res, err := CompilePTX(context.Background(), m, k, Options{Target: wgmmaTarget}, tool)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,22 +252,24 @@ func TestWGMMAGoldenPTX(t *testing.T) {
 // loop as before. The simulator runs the cases that take it
 // (frontend_flash_128x128_overlap, _pingpong).
 func TestPipelineTailConditions(t *testing.T) {
-	t.Setenv(sm90.EnvWGMMA, "1")
 	src, err := os.ReadFile(filepath.Join("testdata", "frontend_flash_128x128_overlap.tir"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name, from, to, env string
+		name, from, to, opt string
 		tail                bool
 	}{
 		{"two stages", "", "", "", true},
 		{"three stages", "num_stages = 2", "num_stages = 3", "", false},
-		{"CTA barrier per iteration", "", "", "barrier", false},
-		{"cp.async", "", "", "0", false},
+		{"CTA barrier per iteration", "", "", "release=barrier", false},
+		{"cp.async", "", "", "tma=off", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv(sm90.EnvTMA, c.env)
+			target := wgmmaTarget
+			if c.opt != "" {
+				target = withOpts(t, target, c.opt)
+			}
 			text := string(src)
 			if c.from != "" {
 				if !strings.Contains(text, c.from) {
@@ -282,7 +281,7 @@ func TestPipelineTailConditions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Lower(m, "flash_fwd", Options{Arch: "sm_90a"})
+			res, err := Lower(m, "flash_fwd", Options{Target: target})
 			if err != nil {
 				t.Fatal(err)
 			}

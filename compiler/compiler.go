@@ -32,12 +32,14 @@ type Request struct {
 	Mask    string            // mask mod; default: the kernel's default
 	Score   string            // score mod; default: the kernel's default
 	Consts  map[string]string // other compile-time arguments by name
-	// Arch, when set, is the GPU the instance is for: a stdlib kernel then
-	// takes the compile-time arguments its contract tunes for the arch's
-	// code generation variant (e.g. 128×128 tiles on 8 warps for sm_90a's
+	// Target is the GPU target the instance is for. Its switches (wgmma,
+	// tma, ...) shape the code of every GPU build of the instance. Its
+	// Arch, when set, is the GPU: a stdlib kernel then takes the
+	// compile-time arguments its contract tunes for the target's code
+	// generation variant (e.g. 128×128 tiles on 8 warps for sm_90a's
 	// wgmma), unless Consts sets any of them. "" keeps the kernel's
 	// defaults (the CPU device, and builds for one arch).
-	Arch   string
+	Target codegen.TargetConfig
 	Passes passes.Options
 	GPU    GPUOptions // for GPU builds
 }
@@ -58,9 +60,20 @@ type Result struct {
 	Sources map[string]string
 	Passes  passes.Options
 	GPU     GPUOptions
+	// Target is the request's target: its switches shape the code of the
+	// GPU builds (TargetFor).
+	Target codegen.TargetConfig
 	// Tuned are the arguments the contract's tuned set added for the
-	// request's arch (launch.Contract.TunedFor; mod conditions left out).
+	// request's target (launch.Contract.TunedFor; mod conditions left out).
 	Tuned map[string]string
+}
+
+// TargetFor is the target a GPU build of r for arch uses: the request's
+// switches on arch.
+func (r *Result) TargetFor(arch string) codegen.TargetConfig {
+	t := r.Target
+	t.Arch = arch
+	return t
 }
 
 // Func is the compiled kernel's function in Module.
@@ -144,7 +157,7 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("no kernel named %q (kernels: %s)", req.Kernel, strings.Join(prog.Kernels(), ", "))
 	}
-	res := &Result{Kernel: req.Kernel, Program: prog, Args: map[string]lang.Const{}, Passes: req.Passes, GPU: req.GPU}
+	res := &Result{Kernel: req.Kernel, Program: prog, Args: map[string]lang.Const{}, Passes: req.Passes, GPU: req.GPU, Target: req.Target}
 	kinds := map[string]string{}
 	for _, cp := range cps {
 		kinds[cp.Name] = cp.Kind
@@ -153,18 +166,13 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 	for k, v := range req.Consts {
 		given[k] = v
 	}
-	if c, ok := attention.Contract(req.Kernel); ok && req.Arch != "" {
+	if c, ok := attention.Contract(req.Kernel); ok && req.Target.Arch != "" {
 		// Staging choices (wgmma-cpasync) share wgmma's tuned tiles unless
 		// the contract tunes them apart: the variant's own key, then each
-		// shorter one (wgmma-cpasync-ctas2, wgmma-cpasync, wgmma).
+		// one it extends (wgmma-cpasync-ctas2, wgmma-cpasync, wgmma).
 		var keys []string
-		for v := codegen.Variant(req.Arch); ; {
+		for _, v := range req.Target.TuneVariants() {
 			keys = append(keys, launch.TuneKey(v, req.Consts["DTYPE"], req.Consts["HEAD_DIM"]))
-			i := strings.LastIndex(v, "-")
-			if i < 0 {
-				break
-			}
-			v = v[:i]
 		}
 		declared := func(name string) bool { _, ok := kinds[name]; return ok }
 		fit := maps.Clone(req.Consts)

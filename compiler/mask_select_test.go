@@ -28,12 +28,12 @@ func TestMaskSelect(t *testing.T) {
 		{"flash_bwd", "sliding_window(32, 0)", "sm_90a", false},
 	} {
 		t.Run(c.kernel+"/"+c.mask+"/"+c.arch, func(t *testing.T) {
-			res, err := Compile(Request{Kernel: c.kernel, Mask: c.mask, Arch: c.arch,
+			res, err := Compile(Request{Kernel: c.kernel, Mask: c.mask, Target: codegen.TargetConfig{Arch: c.arch},
 				Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "64"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := codegen.Lower(res.Module, c.kernel, codegen.Options{Arch: c.arch})
+			out, err := codegen.Lower(res.Module, c.kernel, codegen.Options{Target: res.TargetFor(c.arch)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -60,25 +60,27 @@ type GPUOptions struct {
 	Disable    map[string]bool
 }
 
-// Identity is res's identity on a GPU target made with tool.
+// Identity is res's identity on a GPU target made with tool: arch, and
+// the variant of the request's switches on it (codegen.TargetConfig.Variant).
 func Identity(res *Result, arch string, tool *llc.Tool) artifact.Ident {
 	id := res.Ident
 	id.Arch = arch
-	id.Variant = codegen.Variant(arch)
+	id.Variant = res.TargetFor(arch).Variant()
 	if tool != nil {
 		id.LLC = tool.Version
 	}
 	return id
 }
 
-// BuildArtifact runs the GPU stages on a compiled instance: codegen's
-// phases to LLVM IR, then llc to PTX.
+// BuildArtifact runs the GPU stages on a compiled instance for arch, with
+// the request's switches (Result.TargetFor): codegen's phases to LLVM IR,
+// then llc to PTX.
 func BuildArtifact(ctx context.Context, res *Result, arch string, tool *llc.Tool, t *Timings) (*artifact.Artifact, error) {
 	if t == nil {
 		t = &Timings{}
 	}
 	start := time.Now()
-	cg, err := codegen.Lower(res.Module, res.Kernel, codegen.Options{Arch: arch, PrintAfter: res.GPU.PrintAfter, Out: res.GPU.Out, Disable: res.GPU.Disable})
+	cg, err := codegen.Lower(res.Module, res.Kernel, codegen.Options{Target: res.TargetFor(arch), PrintAfter: res.GPU.PrintAfter, Out: res.GPU.Out, Disable: res.GPU.Disable})
 	if err != nil {
 		return nil, fmt.Errorf("codegen of kernel %s for %s: %w", res.Kernel, arch, err)
 	}

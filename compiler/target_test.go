@@ -44,7 +44,7 @@ func TestStdlibPTX(t *testing.T) {
 				t.Errorf("%v: %v", c, err)
 				return
 			}
-			// sm_90a's 16-bit dots run on wgmma by default (FAC_WGMMA=0: mma.sync).
+			// sm_90a's 16-bit dots run on wgmma by default (wgmma=off: mma.sync).
 			for _, want := range []string{".entry " + a.Entry, "wgmma.mma_async.sync.aligned"} {
 				if !strings.Contains(a.PTX, want) {
 					t.Errorf("%v: PTX lacks %q", c, want)

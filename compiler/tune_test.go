@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/fac-compiler/fac/codegen/sm90"
+	"github.com/fac-compiler/fac/codegen"
 )
 
 // TestTunedConsts checks that a request naming its arch gets the first
@@ -19,7 +19,7 @@ func TestTunedConsts(t *testing.T) {
 		return m
 	}
 	cases := []struct {
-		name, arch, dtype, wgmma, tma string
+		name, arch, dtype, wgmma, tma string // wgmma, tma: "0" turns it off
 		mask, kernel                  string
 		consts                        map[string]string
 		bm, nw, ns, groups, sq, hm    int64
@@ -71,8 +71,7 @@ func TestTunedConsts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv(sm90.EnvWGMMA, c.wgmma)
-			t.Setenv(sm90.EnvTMA, c.tma)
+			target := codegen.TargetConfig{Arch: c.arch, NoWGMMA: c.wgmma == "0", NoTMA: c.tma == "0"}
 			consts := map[string]string{"DTYPE": c.dtype, "HEAD_DIM": "128"}
 			for k, v := range c.consts {
 				consts[k] = v
@@ -86,7 +85,7 @@ func TestTunedConsts(t *testing.T) {
 			}
 			score := consts["score"]
 			delete(consts, "score")
-			res, err := Compile(Request{Kernel: kernel, Mask: mask, Score: score, Consts: consts, Arch: c.arch,
+			res, err := Compile(Request{Kernel: kernel, Mask: mask, Score: score, Consts: consts, Target: target,
 				Sources: map[string]string{"mine.fa": "mask mine(b, h, q_idx, kv_idx) {\n    return kv_idx <= q_idx\n}\n"}})
 			if err != nil {
 				t.Fatal(err)
@@ -112,13 +111,15 @@ func TestTunedConsts(t *testing.T) {
 }
 
 // TestTunedKeysShorten: a codegen variant with suffixes looks its tuned
-// sets up under each shorter variant in turn, so FAC_CTAS_PER_SM=2 without
+// sets up under each variant it extends in turn, so ctas-per-sm=2 without
 // TMA (wgmma-cpasync-ctas2) gets wgmma-cpasync's sets (no consumer groups,
 // which need a producer), not wgmma's.
 func TestTunedKeysShorten(t *testing.T) {
-	t.Setenv(sm90.EnvTMA, "0")
-	t.Setenv(sm90.EnvCTAsPerSM, "2")
-	res, err := Compile(Request{Kernel: "flash_fwd", Mask: "causal", Arch: "sm_90a",
+	target, err := codegen.ParseTargetConfig("sm_90a", "tma=off", "ctas-per-sm=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Compile(Request{Kernel: "flash_fwd", Mask: "causal", Target: target,
 		Consts: map[string]string{"DTYPE": "bf16", "HEAD_DIM": "64"}})
 	if err != nil {
 		t.Fatal(err)

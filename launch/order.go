@@ -16,9 +16,9 @@ import (
 // mask takes a short one next. With costs (the tiles' expected times), each
 // round still runs the same tiles, but its longest tile goes to the program
 // with the least work so far, its second longest to the next, and so on
-// ("round LPT"). A list-scheduling model of the forward's tiles
-// (docs/gpu/2026-12-04-s19/sched.py) puts the snake at 1.14 of the mean
-// program's work for causal at S = 8192 and 1.50 at S = 32768, against
+// ("round LPT"). A list-scheduling model of the forward's tiles puts the
+// snake at 1.14 of the mean program's work for causal at S = 8192 and 1.50
+// at S = 32768, against
 // the hardware's CTA scheduler's 1.05 and 1.00; round LPT at 1.04 and 1.02.
 func tileOrder(n, p int, costs []float64) []int32 {
 	order := make([]int32, n)

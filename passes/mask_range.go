@@ -32,8 +32,8 @@ import (
 // Why: per element, the mask then costs two compares against immediates
 // (the column offsets a thread holds are compile-time constants, which
 // codegen compares lo - base and hi - base with) instead of one compare
-// per conjunct, an and per conjunction and a predicate live per column
-// (decisions.md, session 17). The per-row work is a few ops on [M, 1].
+// per conjunct, an and per conjunction and a predicate live per column.
+// The per-row work is a few ops on [M, 1].
 //
 // Bounds are clamped to [0, N], which keeps the comparisons exact and
 // lets codegen subtract the thread's column base without overflow. The
@@ -110,7 +110,7 @@ func rangeCond(nb *tir.Builder, c *tir.Value, shape []int) (*tir.Value, bool) {
 	// A range no row value bounds (the sequence end) stays a [1, N]
 	// compare, done once per column for all of a thread's rows: rewritten,
 	// it cost the backward 5% on none and the ALiBi forwards 44 bytes of
-	// spills (session 17). Beside a per-element conjunct (document's
+	// spills. Beside a per-element conjunct (document's
 	// doc[q] == doc[kv]) the rewrite measured +1.5% on the forward, within
 	// what two builds differ by, and was not kept.
 	if lo == nil && hi == nil || done && nLo <= 1 && nHi <= 1 || !lo.byRow(M) && !hi.byRow(M) {

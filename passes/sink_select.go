@@ -26,8 +26,8 @@ import (
 // branch in one register per element, next to the scores it then selects
 // from, while the selected scores are live anyway. Attention's
 // `var keep = …; if is_partial { keep = keep && mask(…) }; select(keep, s, -inf)`
-// is that shape (decisions.md, session 11: 8–60 bytes of spills and up to
-// 16% of a masked forward's time).
+// is that shape (it cost 8–60 bytes of spills and up to 16% of a masked
+// forward's time).
 func sinkSelect(m *tir.Module) error {
 	for _, f := range m.Funcs {
 		for sinkSelectOnce(f) {

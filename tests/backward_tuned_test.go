@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/codegen"
 )
 
 // TestBackwardTunedTilesAgree runs the backward (dense and varlen) on the
 // CPU device with the kernels' default tiles and with the tiles tuned for
-// sm_90a (Options.Arch), bf16 at D 64 and 128, causal, GQA 2, unequal odd
+// sm_90a (Options.Target.Arch), bf16 at D 64 and 128, causal, GQA 2, unequal odd
 // lengths: dK and dV must agree exactly (each is summed in one program in
 // the same order whatever the tile height) and dQ within f32 accumulation
 // order (its atomic adds come in other groupings). The default tiles run
@@ -81,7 +82,7 @@ func TestBackwardTunedTilesAgree(t *testing.T) {
 // tunedRounding is the causal bf16 backward's options for arch, with the
 // tuned set's fold_scale on the default tiles ("").
 func tunedRounding(arch string) fac.Options {
-	o := fac.Options{Mask: "causal", DType: "bf16", Arch: arch}
+	o := fac.Options{Mask: "causal", DType: "bf16", Target: codegen.TargetConfig{Arch: arch}}
 	if arch == "" {
 		o.Consts = map[string]string{"fold_scale": "true"}
 	}

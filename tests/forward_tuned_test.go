@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/internal/half"
 )
 
 // TestForwardTunedDefaultsOnCPU runs flash_fwd as the Go API compiles it
-// for sm_90a (Options.Arch: the tuned sets) on the CPU device against the
+// for sm_90a (Options.Target.Arch: the tuned sets) on the CPU device against the
 // float64 reference: at D = 64 the three consumer groups on 192-row mask
 // blocks (which the CPU device runs in turn) for none and causal (causal
 // launched heads-minor in groups of 16 heads), 128×128 tiles otherwise,
@@ -30,7 +31,7 @@ func TestForwardTunedDefaultsOnCPU(t *testing.T) {
 			default:
 				continue
 			}
-			fwd, err := fac.CompileForward(fac.Options{Mask: m.expr, DType: "bf16", Arch: "sm_90a"}, d)
+			fwd, err := fac.CompileForward(fac.Options{Mask: m.expr, DType: "bf16", Target: codegen.TargetConfig{Arch: "sm_90a"}}, d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,14 +79,14 @@ func TestForwardTunedBlocksMismatch(t *testing.T) {
 	}
 	in := inputs(sh, 3)
 	in.Aux, in.BlockMask = nil, bm
-	fwd, err := fac.CompileForward(fac.Options{Mask: "causal", DType: "bf16", Arch: "sm_90a"}, 64)
+	fwd, err := fac.CompileForward(fac.Options{Mask: "causal", DType: "bf16", Target: codegen.TargetConfig{Arch: "sm_90a"}}, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := fwd.RunCPU(in, sh); err == nil || !strings.Contains(err.Error(), "compile with Consts SPARSE_Q=128, SPARSE_K=128") {
 		t.Fatalf("err = %v, want the Consts that fit the block mask", err)
 	}
-	fwd, err = fac.CompileForward(fac.Options{Mask: "causal", DType: "bf16", Arch: "sm_90a", Consts: map[string]string{"SPARSE_Q": "128", "SPARSE_K": "128"}}, 64)
+	fwd, err = fac.CompileForward(fac.Options{Mask: "causal", DType: "bf16", Target: codegen.TargetConfig{Arch: "sm_90a"}, Consts: map[string]string{"SPARSE_Q": "128", "SPARSE_K": "128"}}, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestForwardHeadsGroupOnCPU(t *testing.T) {
 		{"causal", 64, groups("4")},
 		{"none", 64, groups("16")},
 	} {
-		fwd, err := fac.CompileForward(fac.Options{Mask: c.mask, DType: "bf16", Arch: "sm_90a", Consts: c.consts}, c.d)
+		fwd, err := fac.CompileForward(fac.Options{Mask: c.mask, DType: "bf16", Target: codegen.TargetConfig{Arch: "sm_90a"}, Consts: c.consts}, c.d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,11 +164,11 @@ func TestForwardHeadsGroupOnCPU(t *testing.T) {
 }
 
 // TestVarlenTunedDefaultsOnCPU runs flash_fwd_varlen as the Go API compiles
-// it for sm_90a (Options.Arch: its tuned set, 128×128 tiles with loads
-// bounded by the packed tensor) on the CPU device against the float64
-// reference, at lengths whose tiles run into the next sequence. Until
-// session 28 CompileForwardVarlen dropped Options.Arch, so the GPU ran the
-// kernel's untuned 64×64 defaults: the attributes are checked first.
+// it for sm_90a (Options.Target.Arch: its tuned set, 128×128 tiles with
+// loads bounded by the packed tensor) on the CPU device against the
+// float64 reference, at lengths whose tiles run into the next sequence.
+// The attributes are checked first: CompileForwardVarlen once dropped the
+// arch, so the GPU ran the kernel's untuned 64×64 defaults.
 func TestVarlenTunedDefaultsOnCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -185,7 +186,7 @@ func TestVarlenTunedDefaultsOnCPU(t *testing.T) {
 			if c.expr != "causal" && c.expr != "document" {
 				continue
 			}
-			fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: "bf16", Arch: "sm_90a", Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
+			fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: c.expr, DType: "bf16", Target: codegen.TargetConfig{Arch: "sm_90a"}, Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
 			if err != nil {
 				t.Fatal(err)
 			}

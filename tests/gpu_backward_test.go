@@ -16,6 +16,7 @@ import (
 
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/internal/half"
 	"github.com/fac-compiler/fac/reference"
 	"github.com/fac-compiler/fac/runtime/cuda"
@@ -78,7 +79,7 @@ func TestGPUBackwardMatchesReference(t *testing.T) {
 				for si, s := range scores {
 					// The device's arch: its tuned tiles, as RunCUDAGrads would pick, and
 					// the kernels the preload below loads.
-					bwd, err := fac.CompileBackward(fac.Options{Mask: m.expr, Score: s.expr, DType: dtype, Arch: gpu.Arch}, d)
+					bwd, err := fac.CompileBackward(fac.Options{Mask: m.expr, Score: s.expr, DType: dtype, Target: codegen.TargetConfig{Arch: gpu.Arch}}, d)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -429,7 +430,7 @@ func TestGPUBackwardResources(t *testing.T) {
 	gpu := openTestGPU(t)
 	for _, d := range []int{64, 128} {
 		for _, score := range []string{"identity", "softcap(2.5)"} {
-			bwd, err := fac.CompileBackward(fac.Options{Mask: "causal", Score: score, DType: "bf16", Arch: gpu.Arch}, d)
+			bwd, err := fac.CompileBackward(fac.Options{Mask: "causal", Score: score, DType: "bf16", Target: codegen.TargetConfig{Arch: gpu.Arch}}, d)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,7 @@ import (
 )
 
 // gpuDecodeMods are the masks and scores of the decoding GPU suite: ones
-// the test bundle of scripts/gpu-prepare holds (its split-KV kernels come
+// the test bundle of scripts/gpu prepare holds (its split-KV kernels come
 // with every forward it bundles).
 var gpuDecodeMods = []struct{ mask, score int }{
 	{0, 0}, // none

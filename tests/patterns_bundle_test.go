@@ -19,7 +19,7 @@ import (
 // RunCUDA compiles them), and those of the sinks and varlen GPU suites
 // (addSuiteKernels), into the bundle FAC_WRITE_PATTERN_BUNDLE names,
 // for the archs in FAC_PATTERN_ARCHS (default sm_90a,sm_80), so that the
-// GPU machine, which has no llc, can run them (scripts/gpu-prepare). A
+// GPU machine, which has no llc, can run them (scripts/gpu prepare). A
 // no-op without the variable.
 func TestWritePatternBundle(t *testing.T) {
 	out := os.Getenv("FAC_WRITE_PATTERN_BUNDLE")
@@ -39,7 +39,7 @@ func TestWritePatternBundle(t *testing.T) {
 		for _, p := range modPatterns {
 			fwd := compilePatternAs(t, p, "bf16", 64)
 			opts := fwd.Options()
-			opts.Arch = arch
+			opts.Target.Arch = arch
 			tuned, err := fac.CompileForward(opts, 64)
 			if err != nil {
 				t.Fatalf("%s: %v", p.name, err)
@@ -84,7 +84,7 @@ var varlenUnpacked = map[string]string{"packed_loads": "false"}
 // TestGPUVarlenLong).
 var varlenNoProducer = map[string]string{"warp_specialize": "false"}
 
-// varlenBenchConsts are the schedules scripts/gpu-acceptance varlen times
+// varlenBenchConsts are the schedules scripts/gpu bench varlen times
 // beside the default: loads kept in the sequence, no producer, and (D =
 // 128) two K/V buffers instead of three.
 func varlenBenchConsts(d int) []map[string]string {
@@ -105,7 +105,7 @@ func varlenBenchConsts(d int) []map[string]string {
 func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool) {
 	add := func(what string, compile func(opts fac.Options) (bundler, error), opts fac.Options) {
 		for _, a := range []string{"", arch} {
-			opts.Arch = a
+			opts.Target.Arch = a
 			c, err := compile(opts)
 			if err != nil {
 				t.Fatalf("%s %+v: %v", what, opts, err)
@@ -133,7 +133,7 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 			}
 			vfwd := func(o fac.Options) (bundler, error) { return fac.CompileForwardVarlen(o, d) }
 			vbwd := func(o fac.Options) (bundler, error) { return fac.CompileBackwardVarlen(o, d) }
-			// fac bench --varlen-len (scripts/gpu-acceptance varlen): stdlib masks, no user sources.
+			// fac bench --varlen-len (scripts/gpu bench varlen): stdlib masks, no user sources.
 			for _, m := range []string{"none", "causal"} {
 				add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype})
 				for _, c := range varlenBenchConsts(d) {

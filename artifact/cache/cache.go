@@ -33,7 +33,8 @@ import (
 	"time"
 )
 
-// EnvDir names the environment variable that overrides the cache directory.
+// EnvDir names the environment variable users name the cache directory
+// with (read at the API boundary, which passes it to Open).
 const EnvDir = "FAC_CACHE_DIR"
 
 // On-disk layout: magic | SHA-256 of everything after it | key (32 bytes) |
@@ -162,11 +163,8 @@ type flight struct {
 	err  error
 }
 
-// DefaultDir returns $FAC_CACHE_DIR if set, else <user cache dir>/fac.
+// DefaultDir returns <user cache dir>/fac.
 func DefaultDir() (string, error) {
-	if d := os.Getenv(EnvDir); d != "" {
-		return d, nil
-	}
 	d, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("cache: no cache directory (set %s): %w", EnvDir, err)

@@ -42,15 +42,13 @@ func TestNewKey(t *testing.T) {
 
 func TestDefaultDir(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(EnvDir, dir)
-	c, err := Open("")
-	if err != nil || c.Dir() != dir {
-		t.Fatalf("Open(\"\") with %s = %v, %v", EnvDir, c, err)
-	}
-	t.Setenv(EnvDir, "")
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "xdg"))
 	if d, err := DefaultDir(); err != nil || d != filepath.Join(dir, "xdg", "fac") {
 		t.Errorf("DefaultDir() = %q, %v", d, err)
+	}
+	c, err := Open("")
+	if err != nil || c.Dir() != filepath.Join(dir, "xdg", "fac") {
+		t.Fatalf("Open(\"\") = %v, %v; want the default folder", c, err)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/artifact/cache"
-	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/internal/outfile"
 )
@@ -46,7 +45,8 @@ type benchResult struct {
 	TimesMs   []float64 `json:"times_ms"`
 }
 
-// anchorMasks are the masks of ../shared/bench/ANCHORS.md in our stdlib.
+// anchorMasks are the masks of the anchor configurations (the anchor
+// scripts that scripts/gpu runs) in our stdlib.
 var anchorMasks = []string{"none", "causal", "sliding_window(1023, 0)", "document", "prefix_lm(1024)"}
 
 func benchCmd() *cobra.Command {
@@ -56,29 +56,32 @@ func benchCmd() *cobra.Command {
 	var dtype, jsonOut, device string
 	var backward, decode bool
 	var df decodeFlags
+	var tf targetFlags
 	cmd := &cobra.Command{
 		Use:   "bench [FILE...]",
 		Short: "time attention (forward, or --backward) on the GPU (CUDA events, warm-up, medians) and print TFLOPS",
-		Long: `Times the forward kernel (flash_fwd) for each mask and sequence length with batch = tokens / seqlen, as in
-../shared/bench/ANCHORS.md (bf16, D=128, 16 heads, 16384 tokens). TFLOPS count only the (q, kv)
+		Long: `Times the forward kernel (flash_fwd) for each mask and sequence length with batch = tokens / seqlen, as the
+anchor configurations do (the anchor scripts that scripts/gpu runs: bf16, D=128, 16 heads, 16384 tokens). TFLOPS count only the (q, kv)
 pairs the mask keeps: 4 * pairs * D / t (counted in O(S) for the stdlib's masks, through the block
 mask for others: full blocks by area, partial ones row by row). Also prints the cold compile time and the cache-hit load time.
 Timing is triton.testing.do_bench's, which the anchors use: 256 MiB written before each timed launch
 (L2 flushed), CUDA events around the launch, all launches queued before one synchronization (no
 host launch latency in the figures), the median reported. FAC_BENCH_SYNC=1 times without the
-flush and with a synchronization after each launch (fac's timing before 2026-12-05's session 26).
+flush and with a synchronization after each launch (fac's earlier timing, kept for comparisons).
 --backward times the backward pass instead (its kernels one after another, as one figure) with
 TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).
 
 Every row also gives KV TB/s, the bytes of K and V read per second (2 * B * Hkv * Sk * D * element
-size / t), the measure of decoding. --decode times the decoding anchors of
-../shared/bench/decode_bench.py: B=8, 32 query heads, 8 kv heads, D=128, bf16, no mask, Sq in {1, 16},
+size / t), the measure of decoding. --decode times the decoding anchors (decode_bench.py, one of the
+anchor scripts that scripts/gpu runs): B=8, 32 query heads, 8 kv heads, D=128, bf16, no mask, Sq in {1, 16},
 Sk in {8192, 32768} (each overridable by its flag); --seqlen-q/--seqlen-k give any other lengths
 (every Sk with every Sq), --batch and --kv-heads the rest of the shape. --num-splits and --pack-gqa
 choose split-KV and PackGQA (docs/decoding.md); the plan each row ran shows in its last columns.
 --varlen-len L times the varlen kernel (docs/varlen.md) on --tokens packed as sequences of L tokens
 with the mask within each sequence: none over 1000-token sequences is the dense document(1000) anchor's
-work, as one packed batch.`,
+work, as one packed batch.
+--target-opt NAME=VALUE times the kernels of a code generation variant (fac compile --help lists the
+switches), e.g. --target-opt tma=off for cp.async staging.`,
 		Example: `  fac bench --bundle attn.bundle --json bench.json
   fac bench --seqlen 32768 --mask causal --json - > causal.json   # the table goes to stderr
   fac bench mymask.fa --mask my_mask --seqlen 4096
@@ -139,7 +142,11 @@ work, as one packed batch.`,
 				}
 				shapes = []fac.Shape{{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: tokens, SeqK: tokens, Dim: dim}}
 			}
-			fwdOpts := fac.Options{}
+			target, err := tf.config("")
+			if err != nil {
+				return err
+			}
+			fwdOpts := fac.Options{Target: target}
 			if err := df.apply(&fwdOpts); err != nil {
 				return err
 			}
@@ -149,10 +156,10 @@ work, as one packed batch.`,
 				return err
 			}
 			fmt.Fprintf(w, "device: %s (%s)\n", gpu.Name, gpu.Arch)
-			fwdOpts.Arch = gpu.Arch // tile arguments tuned for this GPU unless --const sets them
+			fwdOpts.Target.Arch = gpu.Arch // tile arguments tuned for this GPU unless --const sets them
 			if backward {
 				fmt.Fprintln(w, "backward pass: flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess timed as one; TFLOPS = 10 * pairs * D / t")
-			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts, Arch: gpu.Arch}, dim, bundles); err != nil {
+			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts, Target: fwdOpts.Target}, dim, bundles); err != nil {
 				fmt.Fprintf(w, "compile times: %v\n", err)
 			}
 			var rows []benchResult
@@ -199,6 +206,7 @@ work, as one packed batch.`,
 	fs.IntVar(&kvHeads, "kv-heads", 0, "kv heads (0: --heads; fewer is grouped-query attention)")
 	fs.BoolVar(&decode, "decode", false, "time decode_bench.py's decoding anchors (B=8, H=32, Hkv=8, D=128, no mask, Sq 1 and 16, Sk 8192 and 32768; flags override)")
 	df.add(fs)
+	tf.add(fs)
 	fs.IntVar(&dim, "dim", 128, "head dim")
 	fs.StringVar(&dtype, "dtype", "bf16", "bf16 or f16")
 	addBlockFlag(fs, &block)
@@ -350,7 +358,11 @@ func benchShape(gpu *fac.CUDA, opts fac.Options, sh fac.Shape, docLen, warmup, r
 // compileTimes prints the cold compile time (parse → PTX, llc included) and
 // the cache-hit time (disk entry → loaded module) for one kernel.
 func compileTimes(w io.Writer, gpu *fac.CUDA, opts fac.Options, dim int, bundles []string) error {
-	tool, err := llc.Find()
+	lc, err := llcConfig()
+	if err != nil {
+		return err
+	}
+	tool, err := lc.Find()
 	if err != nil {
 		return bundleLoadTimes(w, gpu, bundles, err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/artifact/bundle"
-	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/internal/outfile"
 	"github.com/fac-compiler/fac/internal/version"
 )
@@ -22,6 +21,7 @@ func buildCmd() *cobra.Command {
 	var out, cacheDir string
 	var verbose, backward bool
 	var df decodeFlags
+	var tf targetFlags
 	cmd := &cobra.Command{
 		Use:   "build [FILE...]",
 		Short: "compile forward (and --backward) kernels ahead of time into a bundle that loads with no llc",
@@ -33,7 +33,9 @@ func buildCmd() *cobra.Command {
   fac build --num-splits 1 --pack-gqa off -o fwd.bundle   # no split-KV kernels: flash_fwd alone, always`,
 		Long: `Compiles flash_fwd for every mask × score × dtype × head dim × arch, with the block classifier and,
 unless --num-splits 1 --pack-gqa off, the split-KV kernels a decoding call may run (flash_fwd_splitkv
-with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward the backward's.`,
+with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward the backward's.
+--target-opt NAME=VALUE sets a code generation switch (fac compile --help lists them); the kernels
+are then those of that variant, which a device finds with the same switches.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("-o FILE is required (- = stdout)")
@@ -58,7 +60,15 @@ with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward 
 					return err
 				}
 			}
-			tool, err := llc.Find()
+			target, err := tf.config("")
+			if err != nil {
+				return err
+			}
+			lc, err := llcConfig()
+			if err != nil {
+				return err
+			}
+			tool, err := lc.Find()
 			if err != nil {
 				return err
 			}
@@ -74,14 +84,16 @@ with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward 
 						for _, s := range scores {
 							for _, arch := range archs {
 								// Per arch: the forward and the backward take the tile arguments tuned for it.
+								t := target
+								t.Arch = arch
 								var bwd *fac.Backward
 								if backward {
 									var err error
-									if bwd, err = fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt, Arch: arch}, d); err != nil {
+									if bwd, err = fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt, Target: t}, d); err != nil {
 										return err
 									}
 								}
-								fopts := fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt, Arch: arch}
+								fopts := fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt, Target: t}
 								if err := df.apply(&fopts); err != nil {
 									return err
 								}
@@ -142,6 +154,7 @@ with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward 
 	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir; - for none)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "list each kernel as it is built")
 	df.add(fs)
+	tf.add(fs)
 	fs.BoolVar(&backward, "backward", false, "also the backward pass's kernels (flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess, or flash_bwd_dq with --const DETERMINISTIC=true)")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd

@@ -144,7 +144,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // request reads the user's files and flags into a compile request; arch is
-// the GPU target for commands that build for one, else "".
+// the GPU target for commands that build for one, else "" (the request's
+// Target has that arch and no switches: commands set them).
 func (c *compileFlags) request(files []string, arch string) (compiler.Request, error) {
 	srcs, err := readSources(append(files, c.files...))
 	if err != nil {
@@ -158,7 +159,7 @@ func (c *compileFlags) request(files []string, arch string) (compiler.Request, e
 	if err != nil {
 		return compiler.Request{}, err
 	}
-	return compiler.Request{Sources: srcs, Kernel: c.kernel, Mask: c.mask, Score: c.score, Consts: consts, Arch: arch, Passes: po, GPU: gpu}, nil
+	return compiler.Request{Sources: srcs, Kernel: c.kernel, Mask: c.mask, Score: c.score, Consts: consts, Target: codegen.TargetConfig{Arch: arch}, Passes: po, GPU: gpu}, nil
 }
 
 // openGPU opens GPU 0 and adds the given AOT bundles to it.

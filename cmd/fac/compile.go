@@ -13,20 +13,22 @@ import (
 
 	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/codegen"
-	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 func compileCmd() *cobra.Command {
 	var cf compileFlags
+	var tf targetFlags
 	var arch, emit, out, cacheDir string
 	var verbose, noCache bool
 	cmd := &cobra.Command{
 		Use:   "compile [FILE...]",
 		Short: "compile a kernel to tile IR, LLVM IR or PTX",
+		Long:  "Compiles a kernel for --arch to tile IR (after the tile passes), LLVM IR or PTX (through llc and the kernel cache).\n\n" + targetHelp(),
 		Example: `  fac compile --mask causal --const DTYPE=bf16 --arch sm_90a --emit ptx -o fwd.ptx -v
-  fac compile mymask.fa --mask my_mask --emit llvm`,
+  fac compile mymask.fa --mask my_mask --emit llvm
+  fac compile --mask causal --const DTYPE=bf16 --target-opt tma=off -v   # cp.async staging instead of TMA`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			req, err := cf.request(files, gpuArch(emit, arch))
 			if err != nil {
@@ -34,7 +36,9 @@ func compileCmd() *cobra.Command {
 			}
 			// Tile IR runs no GPU phase, but shows the kernel the same flags
 			// build for --arch: its tuned tile arguments included.
-			req.Arch = arch
+			if req.Target, err = tf.withEnv(arch); err != nil {
+				return err
+			}
 			var text string
 			switch emit {
 			case "tir":
@@ -53,13 +57,17 @@ func compileCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				cg, err := codegen.Lower(res.Module, res.Kernel, codegen.Options{Arch: arch, PrintAfter: req.GPU.PrintAfter, Out: req.GPU.Out, Disable: req.GPU.Disable})
+				cg, err := codegen.Lower(res.Module, res.Kernel, codegen.Options{Target: res.TargetFor(arch), PrintAfter: req.GPU.PrintAfter, Out: req.GPU.Out, Disable: req.GPU.Disable})
 				if err != nil {
 					return err
 				}
 				text = cg.LL
 			case "ptx":
-				tool, err := llc.Find()
+				lc, err := llcConfig()
+				if err != nil {
+					return err
+				}
+				tool, err := lc.Find()
 				if err != nil {
 					return err
 				}
@@ -84,7 +92,7 @@ func compileCmd() *cobra.Command {
 					fmt.Fprintln(os.Stderr, "fac: cache entry was damaged or for another kernel; rebuilt it")
 				}
 				if verbose {
-					fmt.Fprintf(os.Stderr, "compile: %s (llc %s, %s, cache %s)\n", t.String(), tool.Version, arch, t.Cache)
+					fmt.Fprintf(os.Stderr, "compile: %s (llc %s, %s, cache %s)\n", t.String(), tool.Version, res.TargetFor(arch), t.Cache)
 					printTuned(res)
 					fmt.Fprintf(os.Stderr, "compile: %d threads, %d bytes of dynamic shared memory\n", a.Threads, a.SharedBytes)
 					var tma []string
@@ -113,6 +121,7 @@ func compileCmd() *cobra.Command {
 	cf.add(cmd, true)
 	fs := cmd.Flags()
 	fs.StringVar(&arch, "arch", "sm_90a", "GPU target: sm_80, sm_90, sm_90a")
+	tf.add(fs)
 	fs.StringVar(&emit, "emit", "ptx", "output: tir, llvm or ptx")
 	fs.StringVarP(&out, "out", "o", "", "output file (default or - = stdout)")
 	fs.BoolVarP(&verbose, "verbose", "v", false, "print per-stage compile times to stderr")
@@ -120,16 +129,6 @@ func compileCmd() *cobra.Command {
 	fs.BoolVar(&noCache, "no-cache", false, "compile without the kernel cache")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
-}
-
-// openCache opens the kernel cache in dir (default: $FAC_CACHE_DIR or the
-// user cache dir); "-" means none, as --cache-dir - does for compile and
-// build (nil, no error).
-func openCache(dir string) (*cache.Cache, error) {
-	if dir == "-" {
-		return nil, nil
-	}
-	return cache.Open(dir)
 }
 
 func cacheCmd() *cobra.Command {
@@ -147,7 +146,7 @@ func cacheCmd() *cobra.Command {
 		Short: "list cached kernels",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cache.Open(dir)
+			c, err := cache.Open(cacheDir(dir))
 			if err != nil {
 				return err
 			}
@@ -168,7 +167,7 @@ func cacheCmd() *cobra.Command {
 		Short: "remove every cached kernel",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cache.Open(dir)
+			c, err := cache.Open(cacheDir(dir))
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -115,5 +116,47 @@ func TestCompileVerboseTuned(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("fac %s: exit %d, stderr lacks %q:\n%s", strings.Join(args, " "), r.code, c.want, r.stderr)
 		}
+	}
+}
+
+// TestTargetOpt: --target-opt sets the code generation switches (the tuned
+// sets follow: no consumer groups without TMA's producer, none without
+// wgmma); a switch left unset takes the environment's; bad options fail
+// with the value named.
+func TestTargetOpt(t *testing.T) {
+	base := []string{"compile", "--emit", "tir", "--const", "DTYPE=bf16", "--const", "HEAD_DIM=64", "-v", "-o", "-", "--mask", "causal"}
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--target-opt", "tma=off"}, "", "tuned arguments: BLOCK_M=128 BLOCK_N=128"},
+		{[]string{"--target-opt", "tma=off,ctas-per-sm=2"}, "", "tuned arguments: BLOCK_M=128 BLOCK_N=128"},
+		{[]string{"--target-opt", "wgmma=off"}, "", "tuned arguments: none"},
+		{nil, "FAC_TMA=0", "tuned arguments: BLOCK_M=128 BLOCK_N=128"},
+		{[]string{"--target-opt", "tma-store=on"}, "FAC_WGMMA=0", "tuned arguments: none"},
+	} {
+		args := append(append([]string{}, base...), c.args...)
+		cmd := exec.Command(facBin, args...)
+		cmd.Dir = t.TempDir()
+		cmd.Env = os.Environ()
+		if c.env != "" {
+			cmd.Env = append(cmd.Env, c.env)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%s fac %s: %v, stderr lacks %q:\n%s", c.env, strings.Join(args, " "), err, c.want, stderr.String())
+		}
+	}
+	wantFail(t, runFac(t, t.TempDir(), append(base, "--target-opt", "tma=maybe")...), "--target-opt: target option tma=maybe: want on or off")
+	wantFail(t, runFac(t, t.TempDir(), "run", "--target-opt", "ctas-per-sm=1", "--mask", "causal"), "target option ctas-per-sm=1: want 2 to 32")
+	wantFail(t, runFac(t, t.TempDir(), "build", "--target-opt", "speed=fast", "-o", "x.bundle"), `unknown name "speed"`)
+	wantFail(t, runFac(t, t.TempDir(), "bench", "--target-opt", "dq"), `target option "dq": want NAME=VALUE`)
+	if r := runFac(t, "", "compile", "--help"); r.code != 0 || !strings.Contains(r.stdout, "--target-opt") || !strings.Contains(r.stdout, "release=counters|barrier: ") {
+		t.Errorf("compile --help does not describe --target-opt:\n%s", r.stdout)
+	}
+	if r := runFac(t, "", "bench", "--help"); r.code != 0 || strings.Contains(r.stdout, "../") || strings.Contains(r.stdout, "session") {
+		t.Errorf("bench --help names a path outside the repository or a session:\n%s", r.stdout)
 	}
 }

@@ -10,6 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/codegen"
+	"github.com/fac-compiler/fac/codegen/llc"
 )
 
 // Flags shared by run, blockmask, bench and build (and compile and ir where
@@ -40,6 +45,79 @@ func checkDevice(dev string, allowed ...string) error {
 // kernel's SPARSE_Q × SPARSE_K), FlexAttention's BLOCK_SIZE.
 func addBlockFlag(fs *pflag.FlagSet, block *int) {
 	fs.IntVar(block, "block", 128, "block size of the block mask, both sides: the kernel's SPARSE_Q and SPARSE_K (unset: the kernel's tuned or default blocks; fac blockmask: 128)")
+}
+
+// targetFlags is --target-opt NAME=VALUE (repeatable), the code generation
+// switches of the GPU kernels a command builds (codegen.TargetConfig).
+type targetFlags struct{ opts []string }
+
+func (t *targetFlags) add(fs *pflag.FlagSet) {
+	var forms []string
+	for _, o := range codegen.TargetOptions() {
+		form, _, _ := strings.Cut(o, ":")
+		forms = append(forms, form)
+	}
+	fs.StringArrayVar(&t.opts, "target-opt", nil, "GPU code generation switch NAME=VALUE (repeatable, or comma-separated): "+
+		strings.Join(forms, ", ")+"; unset ones take FAC_WGMMA=0, FAC_TMA=0, ... from the environment (fac compile --help says what each does)")
+}
+
+// config is the target for arch ("": the GPU's, chosen later) with the
+// switches given, for the root package's Options (which add the
+// environment's).
+func (t *targetFlags) config(arch string) (codegen.TargetConfig, error) {
+	c, err := codegen.ParseTargetConfig(arch, t.opts...)
+	if err != nil {
+		return c, fmt.Errorf("--target-opt: %w", err)
+	}
+	return c, nil
+}
+
+// withEnv is config(arch) with the switches it leaves at their defaults
+// taken from the environment, for commands that call the compiler
+// directly.
+func (t *targetFlags) withEnv(arch string) (codegen.TargetConfig, error) {
+	c, err := t.config(arch)
+	if err != nil {
+		return c, err
+	}
+	env, err := fac.Env()
+	return c.Or(env.Target), err
+}
+
+// targetHelp describes the switches, for a command's long help.
+func targetHelp() string {
+	return "--target-opt NAME=VALUE (repeatable, or comma-separated) sets a switch of the GPU code; each one set away from\n" +
+		"its default gives the kernels a variant of their own (cache entries, bundle slots, tuned sets):\n  " +
+		strings.Join(codegen.TargetOptions(), "\n  ") +
+		"\nSwitches left at their defaults take the environment's: FAC_WGMMA=0, FAC_TMA=0 (or barrier), FAC_DQ_BULK=1,\n" +
+		"FAC_TMA_STORE=1, FAC_CTAS_PER_SM=N."
+}
+
+// llcConfig is how the environment says to find llc (FAC_LLC,
+// FAC_LLC_TIMEOUT).
+func llcConfig() (llc.Config, error) {
+	env, err := fac.Env()
+	return env.GPU.LLC, err
+}
+
+// openCache opens the kernel cache in dir (default: $FAC_CACHE_DIR or the
+// user cache dir); "-" means none, as --cache-dir - does for compile and
+// build (nil, no error).
+func openCache(dir string) (*cache.Cache, error) {
+	if dir == "-" {
+		return nil, nil
+	}
+	return cache.Open(cacheDir(dir))
+}
+
+// cacheDir is the --cache-dir folder, else the environment's
+// (FAC_CACHE_DIR; "": the user cache dir).
+func cacheDir(dir string) string {
+	if dir == "" {
+		env, _ := fac.Env()
+		dir = env.GPU.CacheDir
+	}
+	return dir
 }
 
 // aliases keeps old flag names working, hidden from help: pflag folds

@@ -26,6 +26,7 @@ func runCmd() *cobra.Command {
 	var bwf backwardFlags
 	var vlf varlenFlags
 	var df decodeFlags
+	var tf targetFlags
 	var (
 		device, dtype          string
 		qf, kf, vf, outF, lseF string
@@ -65,7 +66,11 @@ block mask (empty blocks skipped, the mask evaluated on partial ones only); no a
 Decoding (docs/decoding.md): a call whose q tiles are too few to fill the GPU runs split-KV
 (flash_fwd_splitkv over --num-splits programs per tile, then flash_fwd_combine), and with Sq ≤ 64 and
 GQA packs the query heads of a kv head into one tile (--pack-gqa); both are chosen from the shape and
-the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The plan is printed.`,
+the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The plan is printed.
+
+--target-opt NAME=VALUE sets a code generation switch of the GPU kernels (--device cuda), e.g.
+--target-opt tma=off for cp.async staging, which takes tensors of any alignment (fac compile --help
+lists the switches).`,
 		Example: `  fac run --device cpu --mask causal --batch 2 --heads 4 --seqlen-q 100 --seqlen-k 257 --dim 64
   fac run mymask.fa --mask my_mask --seqlen-q 1000 --seqlen-k 1000
   fac run --mask document --aux doc=doc.npy --q q.npy --k k.npy --v v.npy -o o.npy
@@ -92,13 +97,17 @@ the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The
 			if err := bwf.check(outF, lseF); err != nil {
 				return err
 			}
+			target, err := tf.config("")
+			if err != nil {
+				return err
+			}
 			w := reportTo(cmd, outF == "-" || lseF == "-" || bwf.toStdout())
 			if vlf.on() && df.changed() {
 				return fmt.Errorf("--num-splits, --pack-gqa, --sms and --decode-const are for flash_fwd; varlen has no split-KV yet")
 			}
 			if vlf.on() {
 				return vlf.run(cmd, varlenArgs{w: w, cf: &cf, files: files, shp: &shp, qf: qf, kf: kf, vf: vf, outF: outF, lseF: lseF,
-					dtype: dtype, device: device, seed: seed, scale: scale, noCheck: noCheck, tol: t})
+					dtype: dtype, device: device, seed: seed, scale: scale, noCheck: noCheck, tol: t, target: target})
 			}
 			// Sizes: the flags the user set, then the tensor files, then
 			// the block mask; all must agree.
@@ -173,7 +182,7 @@ the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The
 				return err
 			}
 			fwdOpts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: fwdConsts, DType: dtype, Passes: req.Passes,
-				Sinks: sinks != nil}
+				Sinks: sinks != nil, Target: target}
 			if err := df.apply(&fwdOpts); err != nil {
 				return err
 			}
@@ -247,7 +256,7 @@ the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The
 			if bwf.on {
 				return bwf.run(backwardRun{w: w, in: in, o: o, lse: lse, sh: sh, dtype: dtype, device: device, gpu: gpu, rng: rng, tol: t,
 					noCheck: noCheck, fwdCompile: compileTime, fwdRun: time.Since(t1), stderr: stderr, terminal: term,
-					opts: fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: bwdConsts, DType: dtype, Passes: req.Passes}})
+					opts: fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: bwdConsts, DType: dtype, Passes: req.Passes, Target: target}})
 			}
 			fmt.Fprintf(w, "compile %.1f ms, run %.1f ms\n", ms(compileTime), ms(time.Since(t1)))
 			if noCheck {
@@ -284,6 +293,7 @@ the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The
 	vlf.add(cmd)
 	fs := cmd.Flags()
 	df.add(fs)
+	tf.add(fs)
 	addDeviceFlag(fs, &device, "cpu", "device: cpu (reference interpreter) or cuda (GPU 0; time includes compile or cache load)")
 	fs.StringVar(&dtype, "dtype", "f32", "element type of q, k, v, o: f32, bf16, f16")
 	addBlockFlag(fs, &block)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/internal/npy"
 )
 
@@ -36,6 +37,7 @@ type varlenArgs struct {
 	scale                  float32
 	noCheck                bool
 	tol                    tolerance
+	target                 codegen.TargetConfig // --target-opt
 }
 
 // run is fac run for packed sequences, on the CPU or the GPU: compile, run, check
@@ -120,7 +122,8 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 		return err
 	}
 	t0 := time.Now()
-	fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: a.cf.mask, Score: a.cf.score, Sources: req.Sources, Consts: req.Consts, DType: a.dtype, Passes: req.Passes}, dim)
+	fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: a.cf.mask, Score: a.cf.score, Sources: req.Sources, Consts: req.Consts, DType: a.dtype, Passes: req.Passes,
+		Target: a.target}, dim)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 // reductions (relaxed, gpu scope; no value comes back; a masked lane's add
 // is predicated off, which ptxas turns into a branch around each red, so
 // an unmasked atomic_add emits no predicate at all: the backward's dQ adds
-// are straight-line code only without a mask, BENCHMARKS.md, session 15), at
+// are straight-line code only without a mask), at
 // addresses that are one register plus constant offsets when the pointers
 // allow (affinePtrs). As for stores, the threads holding copies of an
 // element leave the add to one of them: here a copy would add twice.

@@ -24,9 +24,10 @@ import (
 // staging buffers alternate; a buffer is written again two iterations
 // later, after a barrier before which the threads that issued its adds
 // waited for their reads (Barrier's cp.async.bulk.wait_group.read).
-// Session 10 measured the form with a barrier of its own 14% slower than
-// the per-element reds; with the reds gone altogether the backward ran 58%
-// faster (BENCHMARKS.md, session 14), so the reds are the cost to remove.
+// A form with a barrier of its own measured 14% slower than the
+// per-element reds, while without the reds the backward ran 58% faster, so
+// the reds are the cost to remove; this deferred form is not the default
+// either (docs/decisions.md, Retired).
 
 // bulkRowPad pads each staged row by 16 bytes: with the MMA accumulator
 // layouts (a warp's lanes spread over 8 rows of the dimension of stride 1

@@ -7,7 +7,7 @@ import "github.com/fac-compiler/fac/tir"
 // write half-used sectors, and a thread issues one narrow store per pair
 // of elements: the forward's 128×128 bf16 O took 32 stores a thread, each
 // touching 8 sectors, and its epilogue about 8% of a sliding-window
-// kernel's time (Nsight Compute, session 10). Such a store is made from a
+// kernel's time (Nsight Compute). Such a store is made from a
 // blocked layout with 16-byte vectors instead: the value goes through
 // shared memory once (rows padded by 16 bytes, so the fragments' writes
 // hit 32 banks), and each warp then writes whole rows.

@@ -230,7 +230,7 @@ func (l *Lowerer) cast(s, d tir.Elem, x value.Value) value.Value {
 
 // maskSelect reports whether op masks a tile of scores: a select of -inf
 // on a conjunction or disjunction of conditions. The forward's partial
-// blocks gained 1.5–4% with one select there (BENCHMARKS.md, session 16);
+// blocks gained 1.5–4% with one select there;
 // the backward's select of P (0 where masked) measured 7.7% slower with it
 // (none), so only the -inf form takes it.
 func maskSelect(op *tir.Op) bool {

@@ -17,7 +17,7 @@ import (
 // the thread's coordinate (computed once per kernel) and off(r) a constant.
 // Per element that is one compare against an immediate, where comparing
 // with j itself would first materialize j in a register per column. The
-// mask-range pass writes masks in this form (decisions.md, session 17).
+// mask-range pass writes masks in this form.
 // It returns nil when op is not such a comparison.
 func (l *Lowerer) indexCmp(op *tir.Op, lout *Linear, arg func(int) []value.Value) []value.Value {
 	if op.Kind != tir.OpCmp || op.Args[0].Type.Elem != tir.I32 || op.Args[0].Type.Ptr {

@@ -96,7 +96,7 @@ func (l *Lowerer) lowerKernel() {
 }
 
 // CTAsPerSM is the CTAs a multiprocessor ptxas is asked to fit: the
-// target's experiment (CTAsTarget, FAC_CTAS_PER_SM) where it sets one, else
+// target's experiment (CTAsTarget, ctas-per-sm) where it sets one, else
 // the kernel's ctas_per_sm argument; 0 or 1 leave ptxas its choice. A
 // kernel with a producer warpgroup keeps one (text).
 func (l *Lowerer) CTAsPerSM() int {

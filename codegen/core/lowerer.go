@@ -185,6 +185,10 @@ func (l *Lowerer) Text() string { return l.text() }
 // EntryName is the PTX .entry name.
 func (l *Lowerer) EntryName() string { return l.fn.Name() }
 
+// LLFunc is the kernel's LLVM function, as Text prints it (without the
+// module's annotations).
+func (l *Lowerer) LLFunc() *ir.Func { return l.fn }
+
 // SharedBytes is the dynamic shared memory the kernel needs.
 func (l *Lowerer) SharedBytes() int { return l.smemBytes }
 

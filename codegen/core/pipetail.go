@@ -12,7 +12,7 @@ import (
 // forward's kv loop, `if hi > lo { ...; dot P_last, load(V at the last
 // block), acc }`. Loaded there, that V tile's copy is exposed: nothing else
 // is left to run while it lands (the profile put about 5% of a
-// sliding-window forward's time in it, session 10). Its address depends only
+// sliding-window forward's time in it). Its address depends only
 // on values from before the loop, so the loop's last iteration issues it
 // instead, in its prefetch slot (which holds no next iteration), into the
 // buffer that slot would have filled; the branch after the loop then only

@@ -55,7 +55,7 @@ type BulkReduceTarget interface {
 }
 
 // CTAsTarget is implemented by targets that may ask ptxas to fit more than
-// one CTA on a multiprocessor (sm90: FAC_CTAS_PER_SM). CTAsPerSM is that
+// one CTA on a multiprocessor (sm90: ctas-per-sm). CTAsPerSM is that
 // number, or 0 for ptxas's default; a kernel with a producer warpgroup
 // keeps one (lower.go).
 type CTAsTarget interface {
@@ -63,7 +63,7 @@ type CTAsTarget interface {
 }
 
 // TensorStoreTarget is implemented by targets that can write a stored
-// tile from shared memory in bulk (sm90: a TMA store, FAC_TMA_STORE=1).
+// tile from shared memory in bulk (sm90: a TMA store, tma-store=on).
 // TensorStore reports whether store op takes that path; it is decided
 // before assign-layouts (coalesceStore then leaves the value in its own
 // layout), only where CoalesceStores allows stores through shared memory.

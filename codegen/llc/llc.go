@@ -29,20 +29,21 @@ const MinMajor = 19
 // maxMajor is the newest llc-NN / llvm-NN probed for.
 const maxMajor = 30
 
-// EnvLLC names the environment variable that overrides the search.
+// EnvLLC names the environment variable users set Config.Path with (read
+// at the API boundary, not here).
 const EnvLLC = "FAC_LLC"
 
 // libPattern is where Debian/Ubuntu apt.llvm.org packages put llc; a
 // variable so tests can point it at a temporary directory.
 var libPattern = "/usr/lib/llvm-%d/bin/llc"
 
-// EnvTimeout names the environment variable that sets how long one llc run
-// may take: a Go duration ("90s", "5m") or a number of seconds.
+// EnvTimeout names the environment variable users set Config.Timeout with
+// (ParseTimeout's form; read at the API boundary, not here).
 const EnvTimeout = "FAC_LLC_TIMEOUT"
 
-// DefaultTimeout bounds one llc run when neither Tool.Timeout nor
-// FAC_LLC_TIMEOUT is set. flash_fwd takes about a second; a minute leaves
-// room for a loaded machine while a hung llc still fails.
+// DefaultTimeout bounds one llc run when Tool.Timeout is not set.
+// flash_fwd takes about a second; a minute leaves room for a loaded
+// machine while a hung llc still fails.
 const DefaultTimeout = 60 * time.Second
 
 // probeTimeout bounds `llc --version`, which is instant for a real llc; a
@@ -63,7 +64,7 @@ type Tool struct {
 	Version string // full version, e.g. "22.1.8"
 
 	// Timeout bounds each Compile; llc (and anything it started) is killed
-	// at the deadline. Zero means $FAC_LLC_TIMEOUT, else DefaultTimeout.
+	// at the deadline. Zero means DefaultTimeout.
 	Timeout time.Duration
 }
 
@@ -147,18 +148,45 @@ func candidates() []string {
 	return out
 }
 
-// Find locates an llc usable for NVPTX. If FAC_LLC is set, only that path
-// is considered (an explicit choice must not be silently replaced);
-// otherwise `llc` and `llc-NN` on PATH and /usr/lib/llvm-NN/bin/llc are
-// probed and the highest LLVM version wins (earlier candidates win ties).
-func Find() (*Tool, error) {
-	if p := os.Getenv(EnvLLC); p != "" {
-		t, err := Probe(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s=%s is not a usable llc: %v (need LLVM >= %d with the NVPTX target)", EnvLLC, p, err, MinMajor)
+// Config says which llc to use and how long it may run; its zero value
+// searches (Find) with DefaultTimeout. The API boundary fills it from the
+// user's settings (FAC_LLC, FAC_LLC_TIMEOUT).
+type Config struct {
+	// Path, when set, is the only llc considered: an explicit choice must
+	// not be silently replaced.
+	Path string
+	// Timeout, when positive, bounds each run of the tool (Tool.Timeout).
+	Timeout time.Duration
+}
+
+// Find locates the llc c names, or searches for one as Find does, and
+// gives it c's timeout.
+func (c Config) Find() (*Tool, error) {
+	var t *Tool
+	if c.Path != "" {
+		var err error
+		if t, err = Probe(c.Path); err != nil {
+			return nil, fmt.Errorf("%s is not a usable llc: %v (need LLVM >= %d with the NVPTX target; it was named, so no other is tried)", c.Path, err, MinMajor)
 		}
-		return t, nil
+	} else {
+		var err error
+		if t, err = search(); err != nil {
+			return nil, err
+		}
 	}
+	if c.Timeout > 0 {
+		t.Timeout = c.Timeout
+	}
+	return t, nil
+}
+
+// Find locates an llc usable for NVPTX: `llc` and `llc-NN` on PATH and
+// /usr/lib/llvm-NN/bin/llc are probed and the highest LLVM version wins
+// (earlier candidates win ties). Config.Find takes an explicit path.
+func Find() (*Tool, error) { return Config{}.Find() }
+
+// search is Find's search.
+func search() (*Tool, error) {
 	var best *Tool
 	var tried []string
 	for _, p := range candidates() {
@@ -235,10 +263,7 @@ func (t *Tool) CompileEntry(ctx context.Context, ll []byte, arch, entry string, 
 	if !archRE.MatchString(arch) {
 		return nil, fmt.Errorf("llc: invalid GPU arch %q (want e.g. sm_80, sm_90a)", arch)
 	}
-	timeout, err := t.timeout()
-	if err != nil {
-		return nil, err
-	}
+	timeout := t.timeout()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stdout, stderr, err := run(rctx, t.Path, ll, maxPTX, Args(arch, extraArgs...)...)
@@ -267,15 +292,19 @@ func (t *Tool) CompileEntry(ctx context.Context, ll []byte, arch, entry string, 
 }
 
 // timeout is the limit for one llc run: Tool.Timeout, else
-// $FAC_LLC_TIMEOUT, else DefaultTimeout.
-func (t *Tool) timeout() (time.Duration, error) {
+// DefaultTimeout.
+func (t *Tool) timeout() time.Duration {
 	if t.Timeout > 0 {
-		return t.Timeout, nil
+		return t.Timeout
 	}
-	v := strings.TrimSpace(os.Getenv(EnvTimeout))
-	if v == "" {
-		return DefaultTimeout, nil
-	}
+	return DefaultTimeout
+}
+
+// ParseTimeout reads a timeout as users write one (FAC_LLC_TIMEOUT): a Go
+// duration ("90s", "5m") or a number of seconds ("120", "0.5"); it must
+// be positive.
+func ParseTimeout(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		// A bare number is seconds, the unit people expect for a timeout.
@@ -284,7 +313,7 @@ func (t *Tool) timeout() (time.Duration, error) {
 		}
 	}
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive duration such as 60s, 5m or 120", EnvTimeout, v)
+		return 0, fmt.Errorf("%q: want a positive duration such as 60s, 5m or 120", v)
 	}
 	return d, nil
 }

@@ -80,7 +80,6 @@ func fakeEnv(t *testing.T) (bin, lib string) {
 	t.Helper()
 	bin, lib = t.TempDir(), t.TempDir()
 	t.Setenv("PATH", bin)
-	t.Setenv(EnvLLC, "")
 	old := libPattern
 	libPattern = filepath.Join(lib, "llvm-%d", "bin", "llc")
 	t.Cleanup(func() { libPattern = old })
@@ -124,20 +123,18 @@ func TestFindPrefersHighest(t *testing.T) {
 	}
 }
 
-func TestFindEnvOverride(t *testing.T) {
+func TestFindPath(t *testing.T) {
 	bin, lib := fakeEnv(t)
 	fakeLLC(t, filepath.Join(lib, "llvm-22", "bin", "llc"), 22, true)
 	fakeLLC(t, filepath.Join(bin, "my-llc"), 20, true)
-	t.Setenv(EnvLLC, filepath.Join(bin, "my-llc"))
-	tool, err := Find()
-	if err != nil || tool.Major != 20 {
-		t.Fatalf("Find() with %s = %+v, %v; want the LLVM 20 override", EnvLLC, tool, err)
+	tool, err := Config{Path: filepath.Join(bin, "my-llc"), Timeout: time.Second}.Find()
+	if err != nil || tool.Major != 20 || tool.Timeout != time.Second {
+		t.Fatalf("Config.Find with a path = %+v, %v; want the LLVM 20 override with its timeout", tool, err)
 	}
 
 	fakeLLC(t, filepath.Join(bin, "old-llc"), 18, true)
-	t.Setenv(EnvLLC, filepath.Join(bin, "old-llc"))
-	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "too old") {
-		t.Errorf("Find() with an old override: err = %v, want 'too old'", err)
+	if _, err := (Config{Path: filepath.Join(bin, "old-llc")}).Find(); err == nil || !strings.Contains(err.Error(), "too old") {
+		t.Errorf("Config.Find with an old llc named: err = %v, want 'too old'", err)
 	}
 }
 
@@ -382,28 +379,21 @@ func TestValidatePTX(t *testing.T) {
 }
 
 func TestTimeoutSetting(t *testing.T) {
-	t.Setenv(EnvTimeout, "")
-	if d, err := (&Tool{}).timeout(); d != DefaultTimeout || err != nil {
-		t.Errorf("default timeout = %v, %v", d, err)
+	if d := (&Tool{}).timeout(); d != DefaultTimeout {
+		t.Errorf("default timeout = %v", d)
 	}
-	for v, want := range map[string]time.Duration{"90s": 90 * time.Second, "2m": 2 * time.Minute, "120": 120 * time.Second, "0.5": 500 * time.Millisecond} {
-		t.Setenv(EnvTimeout, v)
-		if d, err := (&Tool{}).timeout(); d != want || err != nil {
-			t.Errorf("%s=%s: timeout = %v, %v; want %v", EnvTimeout, v, d, err, want)
-		}
-	}
-	if d, _ := (&Tool{Timeout: time.Second}).timeout(); d != time.Second {
+	if d := (&Tool{Timeout: time.Second}).timeout(); d != time.Second {
 		t.Errorf("Tool.Timeout ignored: %v", d)
 	}
-	for _, v := range []string{"soon", "0", "-5s", "1e300"} {
-		t.Setenv(EnvTimeout, v)
-		if _, err := (&Tool{}).timeout(); err == nil || !strings.Contains(err.Error(), EnvTimeout) {
-			t.Errorf("%s=%s: err = %v", EnvTimeout, v, err)
+	for v, want := range map[string]time.Duration{"90s": 90 * time.Second, "2m": 2 * time.Minute, "120": 120 * time.Second, "0.5": 500 * time.Millisecond, " 5s ": 5 * time.Second} {
+		if d, err := ParseTimeout(v); d != want || err != nil {
+			t.Errorf("ParseTimeout(%q) = %v, %v; want %v", v, d, err, want)
 		}
 	}
-	tool := fakeCompiler(t, "exit 1")
-	if _, err := tool.Compile(context.Background(), []byte(addOne), "sm_90a"); err == nil || !strings.Contains(err.Error(), EnvTimeout+`="1e300"`) {
-		t.Errorf("Compile with a bad %s: err = %v", EnvTimeout, err)
+	for _, v := range []string{"soon", "0", "-5s", "1e300", ""} {
+		if _, err := ParseTimeout(v); err == nil || !strings.Contains(err.Error(), "want a positive duration") {
+			t.Errorf("ParseTimeout(%q): err = %v", v, err)
+		}
 	}
 }
 

@@ -4,17 +4,15 @@
 // (cp.async.bulk.tensor) with mbarriers for operand staging, warp
 // specialization and setmaxnreg, as phases of its own table.
 //
-// Today: wgmma (wgmma.go, tile.go) on sm_90a (opt out with the environment
-// variable FAC_WGMMA=0), operands staged by cp.async into swizzled tiles and
-// prefetched one iteration ahead (pipeline-loads); everything else (sm_90,
-// the opt-out, dots wgmma cannot take) uses sm80's strategy (mma.sync,
-// ldmatrix, cp.async), which Hopper runs too.
+// wgmma (wgmma.go, tile.go) runs on sm_90a unless the target config opts
+// out (core.TargetConfig, wgmma=off); everything else (sm_90, the opt-out,
+// dots wgmma cannot take) uses sm80's strategy (mma.sync, ldmatrix,
+// cp.async), which Hopper runs too. The config's other switches choose
+// among Hopper's own paths (TMA or cp.async staging, how buffers are
+// released, dQ's adds, TMA stores, CTAs a multiprocessor).
 package sm90
 
 import (
-	"os"
-	"strconv"
-
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
@@ -23,47 +21,10 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
-// EnvWGMMA is the environment variable that opts sm_90a out of wgmma
-// ("0"; anything else keeps it). It is read when the target is made (once
-// per kernel lowered); codegen.Variant puts the choice into the kernel's
-// identity, so the two paths never share a cache entry or bundle slot.
-const EnvWGMMA = "FAC_WGMMA"
-
-// EnvDQBulk ("1") makes atomic_add of f32 tiles in loops go through shared
-// memory and cp.reduce.async.bulk (the backward's dQ; core/bulk.go) instead
-// of a red per element; its own identity (variant "wgmma-dqbulk"). Not the
-// default: with dQᵀ's GEMM issued first, the reds were faster (session 14).
-const EnvDQBulk = "FAC_DQ_BULK"
-
-// EnvTMAStore ("1") writes eligible stored tiles (the forward's O) from
-// shared memory with TMA stores (tmastore.go) instead of 16-byte vectors
-// per thread; its own identity (codegen.Variant adds "-tmastore"). Not the
-// default until it is timed on the GPU.
-const EnvTMAStore = "FAC_TMA_STORE"
-
-// EnvCTAsPerSM (an integer n ≥ 2; experiments) asks ptxas to fit n CTAs
-// on a multiprocessor in every kernel, in place of each kernel's own
-// ctas_per_sm argument (the minctasm annotation, PTX .minnctapersm), which
-// caps each thread's registers at 65536 / (n × threads), so that one CTA's
-// start and end run under another's main loop. Kernels with a producer
-// warpgroup ignore it (their setmaxnreg counts on one CTA a
-// multiprocessor, and say so); other values are ignored. Its own identity
-// (codegen.Variant adds "-ctas<n>").
-const EnvCTAsPerSM = "FAC_CTAS_PER_SM"
-
-// ctasPerSM is FAC_CTAS_PER_SM when it is an integer of at least 2, else 0.
-func ctasPerSM() int {
-	n, err := strconv.Atoi(os.Getenv(EnvCTAsPerSM))
-	if err != nil || n < 2 {
-		return 0
-	}
-	return n
-}
-
-// CTAsPerSM: core.CTAsTarget (FAC_CTAS_PER_SM).
+// CTAsPerSM: core.CTAsTarget (the config's ctas-per-sm).
 func (t *Target) CTAsPerSM() int { return t.CTAs }
 
-// BulkReduce: core.BulkReduceTarget (FAC_DQ_BULK=1).
+// BulkReduce: core.BulkReduceTarget (the config's dq=bulk).
 func (t *Target) BulkReduce(*core.Lowerer) bool { return t.DQBulk }
 
 // VectorReduce: core.VectorReduceTarget. red.global.add.v2.f32 and .v4
@@ -78,23 +39,23 @@ type Target struct {
 	// WGMMA lowers eligible dots to wgmma.mma_async (sm_90a only).
 	WGMMA bool
 	// TMA copies eligible staged wgmma tiles with cp.async.bulk.tensor
-	// (tma.go; with WGMMA, unless FAC_TMA=0).
+	// (tma.go; with WGMMA, unless tma=off).
 	TMA bool
 	// Release hands a pipelined TMA tile's buffers back without a CTA
-	// barrier per iteration (unless FAC_TMA=barrier): through release
+	// barrier per iteration (unless release=barrier): through release
 	// counters, or through empty mbarriers to a producer warpgroup
 	// (warpspec.go).
 	Release bool
 	// DQBulk adds f32 atomic_add tiles in loops through shared memory
 	// with cp.reduce.async.bulk (core.BulkReduceTarget; with TMA and
-	// FAC_DQ_BULK=1).
+	// dq=bulk).
 	DQBulk bool
 	// TMAStore writes eligible stored tiles by TMA in every kernel
-	// (tmastore.go; with TMA and FAC_TMA_STORE=1); a kernel's own
-	// tma_store argument asks the same for that kernel.
+	// (tmastore.go; with TMA and tma-store=on); a kernel's own tma_store
+	// argument asks the same for that kernel.
 	TMAStore bool
 	// CTAs is the CTAs a multiprocessor ptxas is asked to fit
-	// (FAC_CTAS_PER_SM with wgmma), 0 for its default.
+	// (ctas-per-sm, with wgmma), 0 for each kernel's own.
 	CTAs int
 	// tmaStores are the stores tma-store planned, by op.
 	tmaStores map[*tir.Op]*tmaStore
@@ -119,23 +80,19 @@ type Target struct {
 
 var _ core.Target = (*Target)(nil)
 
-// New returns the target for arch (sm_90 or sm_90a), with wgmma when arch
-// is sm_90a unless FAC_WGMMA=0.
-func New(arch string) *Target {
-	w := arch == "sm_90a" && os.Getenv(EnvWGMMA) != "0"
-	tma := w && !tmaOff()
-	t := &Target{Arch: arch, WGMMA: w, TMA: tma, Release: tma && !tmaBarrier(), DQBulk: tma && os.Getenv(EnvDQBulk) == "1",
-		TMAStore: tma && os.Getenv(EnvTMAStore) == "1"}
-	if w {
-		t.CTAs = ctasPerSM()
-	}
-	return t
+// New returns the target for cfg (cfg.Arch sm_90 or sm_90a): wgmma when
+// the arch is sm_90a unless cfg opts out, and the switches of cfg that
+// apply (core.TargetConfig.Effective).
+func New(cfg core.TargetConfig) *Target {
+	e := cfg.Effective()
+	return &Target{Arch: cfg.Arch, WGMMA: e.WGMMA(), TMA: e.TMA(), Release: e.TMA() && e.Release == core.ReleaseCounters,
+		DQBulk: e.DQ == core.DQBulk, TMAStore: e.TMAStore, CTAs: e.CTAsPerSM}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
 // staging (select-async for shared tiles, stage-resident, tma-loads);
 // warp specialization goes here.
-// tma-store (a kernel's tma_store argument, or FAC_TMA_STORE=1) picks the
+// tma-store (a kernel's tma_store argument, or tma-store=on) picks the
 // TMA stores before assign-layouts (their values keep their own layouts).
 func (t *Target) Phases() []core.Phase {
 	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}

@@ -2,7 +2,6 @@ package sm90
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -36,13 +35,6 @@ import (
 // exactly once: a pipelined loop's loads whose dots are in the loop's body
 // (not in a branch), and loads outside every loop (resident Q, K, V). Everything else keeps cp.async, and -v says
 // why (Result.Notes).
-
-// EnvTMA is the environment variable that turns TMA staging off ("0":
-// operands are then staged by cp.async as on sm80), or keeps a CTA
-// barrier per iteration instead of releasing buffers through release
-// counters ("barrier"). Like FAC_WGMMA, the choice is part of the
-// kernel's identity (codegen.Variant).
-const EnvTMA = "FAC_TMA"
 
 // TMA loads: the inline asm forms (the simulator knows the same strings).
 const (
@@ -91,12 +83,6 @@ type tmaLoad struct {
 	empty          int // byte offset of its empty mbarrier (a resident tile beside a producer), or -1
 	waits, refills *ir.InstAlloca
 }
-
-// tmaOff reports whether FAC_TMA=0 turns TMA staging off.
-func tmaOff() bool { return os.Getenv(EnvTMA) == "0" }
-
-// tmaBarrier reports whether FAC_TMA=barrier keeps the CTA barrier.
-func tmaBarrier() bool { return os.Getenv(EnvTMA) == "barrier" }
 
 // TMALoads is the phase that moves eligible staged tiles to TMA.
 var TMALoads = core.Phase{
@@ -568,7 +554,7 @@ func (t *Target) OwnCompletion(st *core.Staged) bool {
 }
 
 // ReleasesBuffers: a pipelined TMA tile's buffers are handed back through
-// its release counters (unless FAC_TMA=barrier).
+// its release counters (unless release=barrier).
 func (t *Target) ReleasesBuffers(st *core.Staged) bool {
 	p, ok := st.Plan.(*tilePlan)
 	return ok && p.tma != nil && p.tma.counters >= 0 && t.Release

@@ -12,7 +12,7 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
-// TMA stores (a kernel's tma_store argument, or FAC_TMA_STORE=1 for every
+// TMA stores (a kernel's tma_store argument, or tma-store=on for every
 // kernel), FlashAttention-3's epilogue: a stored
 // 16-bit tile whose pointer tensor is an affine tile of a kernel tensor
 // (the form TMA loads match: matchTile) and whose mask is `rows < bound`
@@ -63,7 +63,7 @@ type tmaStore struct {
 // TMAStores is the phase that picks the stores TMA writes.
 var TMAStores = core.Phase{
 	Name: "tma-store",
-	Doc:  "write stored 16-bit tiles that are affine tiles of a kernel tensor, masked by rows < a parameter at most, by TMA from a swizzled staging tile (kernels with tma_store = true, or all with FAC_TMA_STORE=1)",
+	Doc:  "write stored 16-bit tiles that are affine tiles of a kernel tensor, masked by rows < a parameter at most, by TMA from a swizzled staging tile (kernels with tma_store = true, or all with tma-store=on)",
 	Run: func(l *core.Lowerer) error {
 		t, ok := l.Target().(*Target)
 		if !ok || !t.WGMMA || !t.TMA || !t.tmaStoreOn(l) || !l.CoalesceStores() {
@@ -74,7 +74,7 @@ var TMAStores = core.Phase{
 	},
 }
 
-// tmaStoreOn: FAC_TMA_STORE=1, or the kernel's tma_store argument (a
+// tmaStoreOn: tma-store=on, or the kernel's tma_store argument (a
 // schedule annotation, like warp_specialize).
 func (t *Target) tmaStoreOn(l *core.Lowerer) bool {
 	on, _ := l.Func().Attr("tma_store").(bool)

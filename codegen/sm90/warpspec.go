@@ -33,7 +33,7 @@ var WarpSpecialize = core.Phase{
 		case !t.TMA:
 			why = "no TMA on this target"
 		case !t.Release:
-			why = "FAC_TMA=barrier"
+			why = "release=barrier"
 		default:
 			why = l.PlanProducer(t)
 		}
@@ -50,8 +50,8 @@ var WarpSpecialize = core.Phase{
 }
 
 // noteCTAs says what became of n CTAs a multiprocessor (the kernel's
-// ctas_per_sm, or FAC_CTAS_PER_SM; core's lower.go writes the annotation):
-// a producer warpgroup keeps one.
+// ctas_per_sm, or the config's ctas-per-sm; core's lower.go writes the
+// annotation): a producer warpgroup keeps one.
 func noteCTAs(l *core.Lowerer, n int) {
 	if l.WarpSpecialized() {
 		l.Note(fmt.Sprintf("ctas_per_sm = %d: ignored: the producer warpgroup's setmaxnreg counts on one CTA a multiprocessor", n))

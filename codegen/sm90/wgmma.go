@@ -44,7 +44,7 @@ type tilePlan struct {
 }
 
 // wgmmaLayout reports whether dot op runs on wgmma, and its accumulator
-// layout: sm_90a (unless FAC_WGMMA=0), 16-bit operands, f32 accumulator,
+// layout: sm_90a (unless wgmma=off), 16-bit operands, f32 accumulator,
 // warps in whole warpgroups, each with 64-row blocks of M, N a multiple
 // of 8 and K of 16.
 func (t *Target) wgmmaLayout(l *core.Lowerer, op *tir.Op) (core.MMA, bool) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/compiler"
 )
 
@@ -17,7 +18,7 @@ func TestBundleIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What RunCUDA runs on an sm_90a GPU: the kernel tuned for it.
-	fwd, err := fac.CompileForward(fac.Options{Mask: "sliding_window(255, 0)", DType: "bf16", Arch: "sm_90a"}, 64)
+	fwd, err := fac.CompileForward(fac.Options{Mask: "sliding_window(255, 0)", DType: "bf16", Target: codegen.TargetConfig{Arch: "sm_90a"}}, 64)
 	if err != nil {
 		t.Fatal(err)
 	}

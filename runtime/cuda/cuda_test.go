@@ -85,7 +85,7 @@ func TestTensorMapValidation(t *testing.T) {
 }
 
 // The driver's JIT log as the H200 printed it for a kernel whose wgmma were
-// serialized (session 9): only the C75xx line is a performance warning.
+// serialized: only the C75xx line is a performance warning.
 func TestPerformanceWarnings(t *testing.T) {
 	log := `ptxas info    : (C7509) Potential Performance Loss: wgmma.mma_async instructions are serialized due to the presence of Extern calls in the function 'flash_fwd'
 ptxas info    : 0 bytes gmem

@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/cuda"
@@ -13,7 +12,7 @@ import (
 // milliseconds. The outputs must hold no poison (NaN) afterwards: a
 // benchmark of a kernel that skips writes is a failure, not a figure.
 func (p *Prepared) Bench(warmup, reps int) ([]float64, error) {
-	times, err := timeRuns(warmup, reps, p.Run)
+	times, err := timeRuns(warmup, reps, p.sync, p.Run)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +37,8 @@ func outputs(call *launch.Call) []string {
 
 // flushBytes is the buffer written before each timed run to evict the
 // previous run's data from L2: 256 MiB, as triton.testing.do_bench (the
-// anchors' timer, ../shared/bench) uses, over 5 times an H200's L2.
+// timer of the anchor scripts that scripts/gpu runs) uses, over 5 times an
+// H200's L2.
 const flushBytes = 256 << 20
 
 // timeRuns calls run on a fresh stream warmup times, then reps times, and
@@ -49,10 +49,10 @@ const flushBytes = 256 << 20
 // queued before the one host synchronization at the end, so the host's
 // launch latency stays out of the figures (the GPU reaches each start
 // event just after the flush, with the launch already queued behind it).
-// FAC_BENCH_SYNC=1 times as fac did before session 26 instead: no flush,
-// and a host synchronization after each run, whose launch latency then
-// counts (kept to compare the two in one device call).
-func timeRuns(warmup, reps int, run func(cuda.Stream) error) ([]float64, error) {
+// With sync (Config.BenchSync) it times as fac did before instead: no
+// flush, and a host synchronization after each run, whose launch latency
+// then counts (kept to compare the two in one device call).
+func timeRuns(warmup, reps int, sync bool, run func(cuda.Stream) error) ([]float64, error) {
 	s, err := cuda.NewStream()
 	if err != nil {
 		return nil, err
@@ -63,11 +63,10 @@ func timeRuns(warmup, reps int, run func(cuda.Stream) error) ([]float64, error) 
 			return nil, err
 		}
 	}
-	sync := os.Getenv("FAC_BENCH_SYNC") == "1"
 	var flush cuda.DevicePtr
 	if !sync {
 		if flush, err = cuda.MemAlloc(flushBytes); err != nil {
-			return nil, fmt.Errorf("L2 flush buffer (%d MiB; FAC_BENCH_SYNC=1 times without it): %w", flushBytes>>20, err)
+			return nil, fmt.Errorf("L2 flush buffer (%d MiB; Config.BenchSync, FAC_BENCH_SYNC=1, times without it): %w", flushBytes>>20, err)
 		}
 		defer cuda.MemFree(flush)
 	}

@@ -38,6 +38,7 @@ type Device struct {
 	// reported once.
 	Warn func(kernel, warning string)
 
+	cfg     Config
 	mu      sync.Mutex
 	llc     *llc.Tool
 	modules map[string]*Kernel // by artifact.Ident.Key without build fields
@@ -60,11 +61,32 @@ type Kernel struct {
 	orders map[string]cuda.DevicePtr
 }
 
-// Open opens GPU ordinal with its primary context and the default kernel
-// cache. On a machine without a driver it returns a clear error. The
-// environment variable FAC_ARCH, when set, names the target to compile for
-// instead of the GPU's own (e.g. sm_80 to use the sm80 path on an H200).
-func Open(ordinal int) (*Device, error) {
+// Config is how a device is set up; its zero value is the defaults. The
+// API boundary fills it from the user's settings (fac's environment:
+// FAC_ARCH, FAC_CACHE_DIR, FAC_LLC, FAC_LLC_TIMEOUT,
+// FAC_PERSISTENT_PROGRAMS, FAC_BENCH_SYNC).
+type Config struct {
+	// Arch, when set, is the target kernels are compiled for instead of
+	// the GPU's own (sm_80 runs the sm80 path on an H200: PTX is
+	// forward-compatible).
+	Arch string
+	// CacheDir is the kernel cache's folder ("": cache.DefaultDir).
+	CacheDir string
+	// LLC finds llc when a kernel is in no bundle.
+	LLC llc.Config
+	// PersistentPrograms, when positive, is the program count of every
+	// persistent launch instead of the GPU's (measurements; a count past
+	// the tiles: one program per tile).
+	PersistentPrograms int
+	// BenchSync makes Bench time without the L2 flush, with a host
+	// synchronization after each run, whose launch latency then counts
+	// (fac's older timing, kept to compare the two).
+	BenchSync bool
+}
+
+// Open opens GPU ordinal with its primary context and the kernel cache
+// cfg names. On a machine without a driver it returns a clear error.
+func Open(ordinal int, cfg Config) (*Device, error) {
 	dev, err := cuda.GetDevice(ordinal)
 	if err != nil {
 		return nil, err
@@ -80,17 +102,17 @@ func Open(ordinal int) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	if forced := os.Getenv("FAC_ARCH"); forced != "" {
+	if cfg.Arch != "" {
 		// Run an older target's code on a newer GPU (sm_80 on an H200):
 		// PTX is forward-compatible, and it selects codegen's other path.
-		arch = forced
+		arch = cfg.Arch
 	}
 	name, _ := dev.Name()
-	c, err := cache.Open("")
+	c, err := cache.Open(cfg.CacheDir)
 	if err != nil {
 		c = nil // a read-only home still runs, without the disk cache
 	}
-	return &Device{Dev: dev, Ctx: ctx, Arch: arch, Name: name, Cache: c, modules: map[string]*Kernel{}}, nil
+	return &Device{Dev: dev, Ctx: ctx, Arch: arch, Name: name, Cache: c, cfg: cfg, modules: map[string]*Kernel{}}, nil
 }
 
 // AddBundle makes the kernels of an AOT bundle available: a kernel found in
@@ -134,7 +156,7 @@ func (d *Device) find(ctx context.Context, res *compiler.Result, t *compiler.Tim
 		}
 	}
 	if d.llc == nil {
-		tool, err := llc.Find()
+		tool, err := d.cfg.LLC.Find()
 		if err != nil {
 			return "", nil, fmt.Errorf("kernel %s is in no bundle and cannot be compiled: %w", id, err)
 		}
@@ -178,7 +200,7 @@ func (d *Device) finish(key string, a *artifact.Artifact, mod *cuda.Module) (*Ke
 			return nil, err
 		}
 	}
-	k := &Kernel{Art: a, mod: mod, fn: fn, dev: d.Dev, ctx: d.Ctx}
+	k := &Kernel{Art: a, mod: mod, fn: fn, dev: d.Dev, ctx: d.Ctx, programs: d.cfg.PersistentPrograms}
 	if key != "" {
 		d.modules[key] = k
 	}
@@ -263,7 +285,7 @@ func (d *Device) CacheHitTime(dir string, a *artifact.Artifact) (first, hit time
 	if _, _, err := c.Artifact(a.Ident, func() (*artifact.Artifact, error) { return a, nil }); err != nil {
 		return 0, 0, err
 	}
-	probe := &Device{Dev: d.Dev, Ctx: d.Ctx, Arch: d.Arch, Name: d.Name, Cache: c, modules: map[string]*Kernel{}}
+	probe := &Device{Dev: d.Dev, Ctx: d.Ctx, Arch: d.Arch, Name: d.Name, Cache: c, cfg: d.cfg, modules: map[string]*Kernel{}}
 	for i := 0; i < 2; i++ {
 		t0 := time.Now()
 		got, status, err := c.Artifact(a.Ident, func() (*artifact.Artifact, error) {

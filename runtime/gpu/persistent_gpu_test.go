@@ -22,7 +22,7 @@ func TestPersistentProgramsGPU(t *testing.T) {
 	if len(paths) == 0 {
 		t.Skip("no FAC_BUNDLE")
 	}
-	d, err := Open(0)
+	d, err := Open(0, Config{Arch: os.Getenv("FAC_ARCH")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package gpu
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 
 	"github.com/fac-compiler/fac/internal/half"
 	"github.com/fac-compiler/fac/launch"
@@ -19,6 +17,7 @@ type Prepared struct {
 	ptrs  []cuda.DevicePtr // by call buffer
 	owned []cuda.DevicePtr
 	args  []any
+	sync  bool // Config.BenchSync
 }
 
 // Prepare uploads host (the contents of every input, block-mask and aux
@@ -27,7 +26,7 @@ type Prepared struct {
 // allocates the outputs, poisoned so that an element the kernel does not
 // write reads as NaN.
 func (d *Device) Prepare(k *Kernel, call *launch.Call, host map[string]any) (_ *Prepared, err error) {
-	p := &Prepared{k: k, call: call, ptrs: make([]cuda.DevicePtr, len(call.Buffers))}
+	p := &Prepared{k: k, call: call, ptrs: make([]cuda.DevicePtr, len(call.Buffers)), sync: d.cfg.BenchSync}
 	defer func() {
 		if err != nil {
 			p.Free()
@@ -177,26 +176,14 @@ func launchArgs(k *Kernel, call *launch.Call, ptrs []cuda.DevicePtr) (*launch.Ca
 	return call, out, nil
 }
 
-// EnvPersistentPrograms overrides the program count of persistent
-// launches (persistentPrograms).
-const EnvPersistentPrograms = "FAC_PERSISTENT_PROGRAMS"
-
 // persistentPrograms is the number of programs a persistent launch of k
 // runs on (at most, as launch.Call.Persist caps it by the tiles): as many
 // CTAs as the GPU holds at once, SMs × CTAs of k per SM by the driver's
 // occupancy calculator (k's threads, registers and dynamic shared memory),
 // so that every program starts at once and loops over its share of the
 // tiles; one per SM if the calculator says none fits. Known once per
-// kernel. FAC_PERSISTENT_PROGRAMS=N, for measurements, launches N
-// instead (a count past the tiles: one program per tile).
+// kernel (or set by Config.PersistentPrograms, for measurements).
 func (k *Kernel) persistentPrograms() (int, error) {
-	if s := os.Getenv(EnvPersistentPrograms); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("%s=%q: want a positive count of programs", EnvPersistentPrograms, s)
-		}
-		return n, nil
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.programs > 0 {
@@ -232,7 +219,7 @@ func encodeTensorMap(call *launch.Call, tm launch.TensorMap, addr cuda.DevicePtr
 		}
 	}
 	if bad != "" {
-		return nil, fmt.Errorf("kernel %s: tensor %s: TMA needs a 16-byte aligned address and strides that are multiples of 16 bytes (%s); set FAC_TMA=0 to compile the cp.async path (for an output, leaving FAC_TMA_STORE unset is enough)", call.Kernel, tensor, bad)
+		return nil, fmt.Errorf("kernel %s: tensor %s: TMA needs a 16-byte aligned address and strides that are multiples of 16 bytes (%s); compile with the target option tma=off (fac --target-opt tma=off, Options.Target.NoTMA, or FAC_TMA=0) for the cp.async path, which takes any layout", call.Kernel, tensor, bad)
 	}
 	dt := cuda.TensorBFloat16
 	switch tm.Elem {

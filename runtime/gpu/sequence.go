@@ -24,6 +24,7 @@ type Sequence struct {
 	bufs  map[string]*seqBuf
 	order []string // buffer names, in order of first use
 	owned []cuda.DevicePtr
+	sync  bool // Config.BenchSync
 }
 
 // seqBuf is one shared buffer: its element type, the most elements any
@@ -41,7 +42,7 @@ type seqBuf struct {
 // NaN. A buffer read before it is written needs host data; the steps must
 // agree on each buffer's element type.
 func (d *Device) PrepareSequence(steps []Step, host map[string]any) (_ *Sequence, err error) {
-	q := &Sequence{steps: steps, bufs: map[string]*seqBuf{}}
+	q := &Sequence{steps: steps, bufs: map[string]*seqBuf{}, sync: d.cfg.BenchSync}
 	defer func() {
 		if err != nil {
 			q.Free()
@@ -127,7 +128,7 @@ func (q *Sequence) Output(name string) (any, error) {
 // every buffer a step writes) hold no NaN. A kernel variant may leave an
 // output unwritten on purpose (a placeholder buffer): name the results.
 func (q *Sequence) Bench(warmup, reps int, check ...string) ([]float64, error) {
-	times, err := timeRuns(warmup, reps, q.Run)
+	times, err := timeRuns(warmup, reps, q.sync, q.Run)
 	if err != nil {
 		return nil, err
 	}

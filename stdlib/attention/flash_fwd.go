@@ -31,22 +31,20 @@ var FlashFwd = &launch.Contract{
 	TileCosts: fwdTileCosts,
 	Check:     checkHeadDim,
 	Tuned:     fwdTiles,
-	// num_stages may be set without giving up the tiles: a persistent
-	// kernel at D = 128 keeps its epilogue's exchange through shared memory
-	// only at two buffers (at three it stores from registers). The softmax
-	// arguments change no tile either, nor does prefetch_q (a hint to L2)
-	// or full_first (the order of a tile's blocks), or heads_group (the
-	// order of heads_minor's launch). heads_minor is not
-	// among them: the groups' set refuses it, so that a request for it
-	// falls back to the plain set.
+	// Arguments that change no tile may be set alone, keeping the set:
+	// num_stages (a persistent kernel at D = 128 keeps its epilogue's
+	// exchange through shared memory only at two buffers), the softmax
+	// arguments, prefetch_q (a hint to L2), full_first and heads_group (an
+	// order). heads_minor is not among them: the groups' set refuses it,
+	// so that a request for it falls back to the plain set.
 	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "prefetch_q", "full_first", "heads_group"},
 }
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups
-// (8 warps) beat 64×64 on one for 16-bit D = 64 and 128 (H200, BENCHMARKS.md,
-// "Hopper tiles"), and overlapping P·V with the next block's softmax
-// (overlap-softmax) beats not doing so on both (BENCHMARKS.md, session 5);
-// elsewhere the kernel's defaults (64×64 on 4 warps) stay.
+// (8 warps), with P·V overlapped with the next block's softmax
+// (overlap-softmax), for 16-bit D = 64 and 128: faster than 64×64 on one
+// warpgroup and than no overlap on the H200. Elsewhere the kernel's
+// defaults (64×64 on 4 warps, which mma.sync runs faster) stay.
 var wgmmaTiles = func() map[string]map[string]string {
 	m := map[string]map[string]string{}
 	for _, dt := range []string{"bf16", "f16"} {
@@ -58,20 +56,17 @@ var wgmmaTiles = func() map[string]map[string]string {
 }()
 
 // fwdTiles are wgmmaTiles with the softmax arguments (fwdSoftmaxArgs) and a
-// producer warpgroup (warp_specialize): 2–5% faster at D = 128 and 6–8% at
-// D = 64 on the H200 (BENCHMARKS.md, session 11). At D = 128 the producer
-// keeps three K/V buffers in flight (229,504 bytes of shared memory): a
-// block's copies then have two iterations to land, which took S = 2048 from
-// 510 to 574 TFLOPS and S = 8192 none from 614 to 641 (session 16); at D =
-// 64 three or four buffers measured the same as two. Before them, by
-// preference: at D = 64, FlashAttention-3's 192-row tiles on three consumer
-// groups for the masks and scores they run fastest without spilling
-// (fwdGroupsSet; causal-shaped ones launched heads-minor,
-// fwdGroupsHeadsMinor), and at D = 128 two CTAs a multiprocessor for
-// sliding window (fwdTwoCTAs), then heads_minor for document and sliding
-// window (fwdHeadsMinor). The varlen forward takes the plain set with
-// packed_loads (varlenTiles). Without TMA (FAC_TMA=0 or barrier) there is
-// no producer for the groups: those variants keep the plain sets.
+// producer warpgroup (warp_specialize), and at D = 128 three K/V buffers, so
+// that a block's copies have two iterations to land (the producer makes room
+// for them; at D = 64 more buffers measured no faster). Before that plain
+// set, by preference: at D = 64, 192-row tiles on three consumer groups
+// for the masks and scores they run fastest without spilling
+// (fwdGroupsHeadsMinor, then fwdGroupsSet); at D = 128, two CTAs a
+// multiprocessor for sliding window (fwdTwoCTAs), then heads-minor order for
+// document and sliding window (fwdHeadsMinor). The varlen forward takes the
+// plain set with packed_loads (varlenTiles). Without TMA (FAC_TMA=0 or
+// barrier) there is no producer for the groups: those variants keep the
+// plain sets. BENCHMARKS.md has the figures.
 var fwdTiles = func() map[string][]map[string]string {
 	m := map[string][]map[string]string{}
 	for k, set := range producerTiles(fwdSoftmaxArgs) {
@@ -103,18 +98,15 @@ func producerTiles(args map[string]string) map[string]map[string]string {
 
 // fwdGroupsSet is FlashAttention-3's D = 64 forward: 64-row tiles on three
 // consumer groups, one producer, four K/V buffers, O by TMA store, over mask
-// blocks of 192 rows (a program's rows). H200, S = 8192, H = 32 (session
-// 24, BENCHMARKS.md): none 522 / 529 TFLOPS against 456 for the 128×128
-// set, causal 457 / 458 against 427–429, prefix-LM 459 / 458 against 423 /
-// 427 (causal_bottom_right, causal's shape, and softcap, a score without
-// tensors that ptxas found no spill in, were not timed). Not for sliding
-// window (290 / 294 against 298 / 301), nor for the
-// masks and scores that read tensors or divide (document, chunked, alibi:
-// 128–336 bytes of spills at the groups' 160 registers a thread), nor a
-// user's own mods, whose registers nobody measured. A request that gives
-// other mask blocks (a FlexAttention block mask's 128) or a schedule the
-// groups do not take (pingpong, persistent) gets the 128×128 set too.
-// Causal-shaped masks take fwdGroupsHeadsMinor first.
+// blocks of 192 rows (a program's rows); the third warpgroup is what makes
+// it faster than 128×128 (16% on none, 7% on causal). Only for the masks and
+// scores it runs faster without spilling: not sliding window (slower), nor
+// masks and scores that read tensors or divide (document, chunked, alibi
+// spill at the groups' 160 registers a thread), nor a user's own mods, whose
+// registers nobody measured. A request that gives other mask blocks (a
+// FlexAttention block mask's 128) or a schedule the groups do not take
+// (pingpong, persistent) gets the 128×128 set. Causal-shaped masks take
+// fwdGroupsHeadsMinor first.
 var fwdGroupsSet = func() map[string]string {
 	set := map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "4", "consumer_groups": "3",
 		"SPARSE_Q": "192", "SPARSE_K": "128", "num_stages": "4", "warp_specialize": "true", "overlap": "true",
@@ -125,16 +117,12 @@ var fwdGroupsSet = func() map[string]string {
 }()
 
 // fwdGroupsHeadsMinor is fwdGroupsSet launched heads-minor in groups of
-// 16 heads, for causal-shaped masks: heads-major, a head's longest
-// programs (its last q tiles) started in the launch's last waves, and the
-// tail came to 1.044 of the mean program's work, against 1.005 heads-minor
-// (a list-scheduling model, docs/gpu/2026-12-05-s29/next/sched.py). H100,
-// S = 8192, H = 32, B = 2 (session 30): causal 479.8 / 484.4 TFLOPS against
-// 457.0 / 461.3 heads-major (groups of 4 and 8: 477.3 / 475.9, 479.8 /
-// 480.8), none 532.2 / 534.4 against 531.5 / 532.3: the same, so no mask
-// keeps the heads-major order, whose programs share K and V longest. The
-// identity score only until ptxas is seen to fit softcap's heads-minor
-// kernel as it fits the heads-major one.
+// 16 heads, for causal-shaped masks: heads-major, a head's longest programs
+// (its last q tiles) start in the launch's last waves and leave a tail;
+// heads-minor starts them first (causal 5% faster). none measured the same
+// either way, so it keeps the heads-major order, whose programs share K and
+// V longest. The identity score only, until ptxas is seen to fit softcap's
+// heads-minor kernel as it fits the heads-major one.
 var fwdGroupsHeadsMinor = func() map[string]string {
 	set := maps.Clone(fwdGroupsSet)
 	set["heads_minor"] = "true"
@@ -146,19 +134,14 @@ var fwdGroupsHeadsMinor = func() map[string]string {
 
 // fwdTwoCTAs is sliding window's D = 128 set: two programs on each
 // multiprocessor (ctas_per_sm), so that one's Q load, first block and
-// epilogue (a quarter of a 1024-key window's tile, session 27's timeline)
-// run under the other's main loop. Two fit in 128-row tiles on 64-key
-// blocks with no producer warpgroup, two K/V buffers and no overlap:
-// 98,432 bytes of shared memory, 128 registers a thread with no spill
-// (with overlap, ptxas spilled 132 bytes and serialized the wgmmas,
-// C7512). H100, S = 8192 (session 30): sliding window 1024 482.6 / 481.7
-// TFLOPS against 461.2 / 458.9 for fwdHeadsMinor's kernel; the same tiles
-// on one CTA with overlap 363.5 / 362.0; H200 (session 31) 497.7 / 497.0
-// against 463.8 / 463.4. Document gained too (423.7 against 408.6, H200),
-// but under the cap ptxas spills 40–48 bytes with every score, and alibi
-// 24 with sliding window; softcap fits (127 registers) but is not timed:
-// the set names sliding window and the identity score only. Launched
-// heads-minor in groups of 16 heads, as fwdHeadsMinor.
+// epilogue (about a quarter of a 1024-key window's tile) run under the
+// other's main loop. Two fit in 128-row tiles on 64-key blocks with no
+// producer warpgroup, two K/V buffers and no overlap: 98,432 bytes of shared
+// memory, 128 registers a thread with no spill (with overlap, ptxas spills
+// and serializes the wgmmas, C7512). Document gains too, but spills under
+// the register cap with every score, as alibi does with sliding window, and
+// softcap is not timed: the set names sliding window and the identity score
+// only. Launched heads-minor in groups of 16 heads, as fwdHeadsMinor.
 var fwdTwoCTAs = func() map[string]string {
 	set := map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "ctas_per_sm": "2",
 		"SPARSE_Q": "128", "SPARSE_K": "64", "num_stages": "2", "warp_specialize": "false", "overlap": "false",
@@ -171,15 +154,11 @@ var fwdTwoCTAs = func() map[string]string {
 // fwdHeadsMinor is set with heads_minor, for document (and its spans form,
 // which the runtime runs in its place) and sliding window, whose tiles are
 // short and alike: starting programs q tile by q tile across the heads
-// took document from 388 to 406–407 TFLOPS at D = 128 and S = 8192, and
-// sliding window 1024 at S = 32768 from 471 to 482 (H200, sessions 23 and
-// 24, BENCHMARKS.md); the long rows of none and causal favour the
-// heads-major order's K/V reuse in L2 (heads_minor costs them 7% and 3–10%).
-// In groups of 16 heads (heads_group): across all 256 heads of B = 16, H =
-// 16 the programs running at once shared no K and V, and sliding window
-// fell to 303 TFLOPS and document to 277; groups of 16 took them to 478–479
-// and 430–431 (heads-major: 461 and 435), and B = 2 and B = 1 (S = 32768)
-// measured the same as without groups (H100, session 26).
+// makes them faster, while the long rows of none and causal favour the
+// heads-major order's K/V reuse in L2. In groups of 16 heads (heads_group):
+// across all heads of a large batch the programs running at once share no K
+// and V and the order turns into a loss; groups of 16 keep L2's reuse and
+// measure as all heads do at small batches.
 func fwdHeadsMinor(set map[string]string) map[string]string {
 	s := maps.Clone(set)
 	s["heads_minor"] = "true"
@@ -189,14 +168,10 @@ func fwdHeadsMinor(set map[string]string) map[string]string {
 }
 
 // fwdSoftmaxArgs take two FP32 instructions per element out of the
-// forwards' softmax on the wgmma path: lazy_rescale (O rescaled only when a
-// row's max grew by more than 8 in log2 units, FlashAttention-4's
-// conditional rescaling) and fold_scale (the scale in exp2's factor, not in
-// every score). H200, S = 8192, D = 128, none / causal / sliding window /
-// document / prefix-LM: 646 / 600 / 433 / 369 / 601 TFLOPS without, 695 /
-// 639 / 455 / 384 / 643 with; D = 64 none / causal 428 / 404 against 454 /
-// 425 (BENCHMARKS.md, session 21). Lazy alone gave 665 (none), the fold
-// alone 671.
+// forwards' softmax on the wgmma path, which is bound by those
+// instructions: lazy_rescale (O rescaled only when a row's max grew by more
+// than 8 in log2 units, FlashAttention-4's conditional rescaling) and
+// fold_scale (the scale in exp2's factor, not in every score).
 var fwdSoftmaxArgs = map[string]string{"lazy_rescale": "true", "fold_scale": "true"}
 
 // withSoftmaxArgs is a copy of tiles with args added to every set.
@@ -290,7 +265,7 @@ func groups(p launch.Problem) int { return max(1, int(p.Attrs["consumer_groups"]
 // them, launch.Call.Persist): tile (x, bh) is q tile last − x of batch ×
 // head bh, whose mask row lists its partial and full blocks; a partial
 // block costs about two full ones (the mask's work), and a tile about 2.5
-// iterations more outside its loop (session 16's timeline). Nil when the
+// iterations more outside its loop (an in-kernel timeline). Nil when the
 // block mask's lists are not on the host.
 func fwdTileCosts(p launch.Problem, bm launch.BlockMask, tiles [3]int) []float64 {
 	counts, _, full, _ := bm.Lists(false)

@@ -72,7 +72,7 @@ func init() { register(FlashFwdVarlen) }
 // arguments, producer warpgroup and, at D = 128, three K/V buffers, on
 // loads bounded by the packed tensor (packed_loads), which TMA and the
 // producer need. 1000-token sequences of 16384 tokens, D = 128 (H100,
-// BENCHMARKS.md session 28): 492 TFLOPS for none within each, against 418
+// BENCHMARKS.md, Varlen): 492 TFLOPS for none within each, against 418
 // with two buffers, 404 without the producer, 252 with loads kept in the
 // sequence (cp.async), and 408 for the dense kernel's document(1000) row.
 // Each argument may be asked for alone (TunedAlone), keeping the rest.

@@ -1,5 +1,5 @@
 // Command ptxstamp times the phases of a forward tile from inside the
-// kernel (BENCHMARKS.md, session 16): it patches the PTX of the
+// kernel: it patches the PTX of the
 // warp-specialized flash_fwd kernels of an AOT bundle to read %clock64 at a
 // tile's phases and to write the stamps over the tile's LSE rows, and
 // reports per-phase medians from the LSE that `fac run --no-check
@@ -10,8 +10,8 @@
 //	fac run --device cuda --bundle out.bundle --no-check --lse-out lse.npy ...   (on the GPU)
 //	go run ./internal/tools/ptxstamp report lse.npy ...
 //
-// (docs/gpu/2026-12-04-s19/call4.sh runs the middle step for the default
-// and the persistent schedule.)
+// (carry the patched bundle in the folder scripts/gpu prepare makes, and
+// run the middle step in a device call.)
 //
 // Stamps, per consumer warpgroup, in u64 slots of its 64 LSE rows: 0 entry
 // (clock), 1 entry (globaltimer), 2 consumers start, 3 Q landed, 4 loop

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/compiler"
 )
@@ -42,7 +43,7 @@ func patched(t *testing.T, consts map[string]string) (ptx, path string) {
 	if err != nil {
 		t.Skip(err)
 	}
-	a, err := compiler.Build(context.Background(), compiler.Request{Kernel: "flash_fwd", Mask: "causal", Arch: "sm_90a",
+	a, err := compiler.Build(context.Background(), compiler.Request{Kernel: "flash_fwd", Mask: "causal", Target: codegen.TargetConfig{Arch: "sm_90a"},
 		Consts: consts}, "sm_90a", tool, nil)
 	if err != nil {
 		t.Fatal(err)
