@@ -134,8 +134,10 @@ func (t *TMA) check(elem string, params map[string]Param) error {
 	switch elem {
 	case "bf16", "f16":
 		size = 2
+	case "f32":
+		size = 4
 	default:
-		return fmt.Errorf("element type %q (want bf16 or f16)", elem)
+		return fmt.Errorf("element type %q (want bf16, f16 or f32)", elem)
 	}
 	switch {
 	case params[t.Tensor].Kind != KindPtr || params[t.Tensor].Elem != elem:
@@ -156,8 +158,13 @@ func (t *TMA) check(elem string, params map[string]Param) error {
 	}
 	for i, d := range t.Dims {
 		if i == 0 {
-			if d.Extent < 1 || d.Stride != "" || d.Bound != "" {
-				return fmt.Errorf("dim 0 must be contiguous with a positive extent, got %+v", d)
+			// Contiguous: a constant extent, or the value of a bound
+			// parameter (the columns of a tensor reduction's tile).
+			if d.Stride != "" || (d.Extent < 1) == (d.Bound == "") || d.Extent < 0 {
+				return fmt.Errorf("dim 0 must be contiguous with a positive extent or a bound parameter, got %+v", d)
+			}
+			if d.Bound != "" && params[d.Bound].Kind != KindI32 {
+				return fmt.Errorf("dim 0 names %q, which is not an i32 parameter", d.Bound)
 			}
 			continue
 		}

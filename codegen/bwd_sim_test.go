@@ -18,7 +18,24 @@ import (
 // blocks; tile_group as the contract picks it; with doc, a document mask's
 // ids (documents of 37 tokens).
 func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
+	return bwdCaseLayout(file, bn, nw, D, B, H, kvGroup, sq, sk, doc, false)
+}
+
+// bwdCaseTMA is bwdCase for the snapshots whose dq_accum is dQ transposed
+// per head, [B·H·D, ldq] with ldq = sq rounded up to 8, passed as
+// stride_dq_accum after scale, and added under a mask q < sq (by TMA on
+// sm_90a).
+func bwdCaseTMA(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
+	return bwdCaseLayout(file, bn, nw, D, B, H, kvGroup, sq, sk, doc, true)
+}
+
+func bwdCaseLayout(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc, transposed bool) simCase {
 	Hk := H / kvGroup
+	ldq := (sq + 7) / 8 * 8
+	accum := (B*H*sq + 1024) * D
+	if transposed {
+		accum = B * H * D * ldq
+	}
 	return simCase{kernel: file, grid: [3]int{(sk + bn - 1) / bn, B * Hk, 1}, numWarps: nw, rtol: 2e-2, atol: 3e-3,
 		args: func(rng *rand.Rand) []any {
 			lse := make([]float64, B*H*sq)
@@ -30,7 +47,7 @@ func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCas
 				randBuf(rng, "v", tir.BF16, B*Hk*sk*D, 1), randBuf(rng, "dout", tir.BF16, B*H*sq*D, 1),
 				cpu.FromFloats("lse", tir.F32, lse), randBuf(rng, "delta", tir.F32, B*H*sq, 0.5),
 				cpu.NewBuffer("dk", tir.BF16, B*Hk*sk*D), cpu.NewBuffer("dv", tir.BF16, B*Hk*sk*D),
-				cpu.NewBuffer("dq_accum", tir.F32, (B*H*sq+1024)*D),
+				cpu.NewBuffer("dq_accum", tir.F32, accum),
 				H * sq * D, sq * D, D, // q strides
 				Hk * sk * D, sk * D, D, // k
 				Hk * sk * D, sk * D, D, // v
@@ -38,6 +55,9 @@ func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCas
 				Hk * sk * D, sk * D, D, // dk
 				Hk * sk * D, sk * D, D, // dv
 				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
+			}
+			if transposed {
+				args = append(args, ldq)
 			}
 			args = append(args, simBlockLists(sk, sq, 128)...)
 			args = append(args, attention.TileGroup(B*Hk))

@@ -14,14 +14,15 @@ type TargetConfig = core.TargetConfig
 // ReleaseMode is TargetConfig.Release (release=counters|barrier).
 type ReleaseMode = core.ReleaseMode
 
-// DQPath is TargetConfig.DQ (dq=red|bulk).
+// DQPath is TargetConfig.DQ (dq=auto|red|bulk).
 type DQPath = core.DQPath
 
 const (
 	ReleaseCounters = core.ReleaseCounters // buffers handed back by release counters (the default)
 	ReleaseBarrier  = core.ReleaseBarrier  // a CTA barrier per iteration
-	DQRed           = core.DQRed           // dQ added by red per element (the default)
-	DQBulk          = core.DQBulk          // dQ added from shared memory by cp.reduce.async.bulk
+	DQAuto          = core.DQAuto          // dQ added by TMA reductions where they apply, else red (the default)
+	DQRed           = core.DQRed           // dQ added by red per element
+	DQBulk          = core.DQBulk          // dQ added from shared memory by cp.reduce.async.bulk per row
 )
 
 // ParseTargetConfig is the config for arch with opts (NAME=VALUE, or

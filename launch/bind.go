@@ -370,10 +370,14 @@ func (c *Contract) tensorMap(call *Call, p artifact.Param, prob Problem) (Tensor
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("kernel %s: tensor map %s of %s: %s", c.Kernel, p.Name, tm.Tensor, fmt.Sprintf(format, args...))
 	}
-	if p.Elem != "bf16" && p.Elem != "f16" {
+	size := 2 // bytes of bf16, f16
+	switch p.Elem {
+	case "bf16", "f16":
+	case "f32":
+		size = 4
+	default:
 		return TensorMap{}, fail("element type %q", p.Elem)
 	}
-	const size = 2 // bytes of bf16, f16
 	scalar := func(name string) (int, error) {
 		for _, a := range call.Args {
 			if a.Param.Name == name {
@@ -394,6 +398,12 @@ func (c *Contract) tensorMap(call *Call, p artifact.Param, prob Problem) (Tensor
 	out := TensorMap{Buffer: buf, Elem: p.Elem, Swizzle: tm.Swizzle}
 	for i, d := range tm.Dims {
 		n := d.Extent
+		if i == 0 && d.Bound != "" {
+			var err error
+			if n, err = scalar(d.Bound); err != nil {
+				return TensorMap{}, err
+			}
+		}
 		if i > 0 {
 			stride, err := scalar(d.Stride)
 			if err != nil {

@@ -31,6 +31,12 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 	if e := op.Args[1].Type.Elem; e != tir.F32 {
 		Fail("internal error: %s: atomic_add of %s (the verifier admits f32 only)", op.Pos, e)
 	}
+	if tr := l.tensorReducer(op); tr != nil {
+		if l.atomicAddTensor(op, ws, vals, tr) {
+			return
+		}
+		l.Note(fmt.Sprintf("atomic_add at %s: by red: a tensor reduction is deferred past the next iteration's first barrier, and this one is not directly in a loop body after one", op.Pos))
+	}
 	if t, ok := l.target.(BulkReduceTarget); ok {
 		if t.BulkReduce(l) && l.atomicAddBulk(op, ws, ptrs, vals, mask) {
 			return

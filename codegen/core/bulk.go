@@ -61,6 +61,42 @@ type stagedBulk struct {
 	rows     int
 	rowElems int // f32 per row, padding included
 	n        int // f32 added per row
+	// tensor, when set, stages and issues the tile instead (a target's
+	// tensor reductions): buffers of bufElems f32 from absolute byte
+	// abs, 1024-aligned, then a 16-byte header per buffer.
+	tensor TensorReducer
+	abs    int
+}
+
+// TensorReduceTarget is implemented by targets that add planned f32
+// atomic_add tiles by tensor reductions from a staging tile (sm90: TMA's
+// cp.reduce.async.bulk.tensor), which the core double-buffers and defers
+// as it does its bulk reductions. TensorReduce is op's reducer, or nil.
+type TensorReduceTarget interface {
+	TensorReduce(op *tir.Op) TensorReducer
+}
+
+// TensorReducer stages and issues one atomic_add's tensor reductions.
+type TensorReducer interface {
+	// Bytes is one staging buffer's size, a multiple of 1024.
+	Bytes() int
+	// Stage writes the thread's registers vals (layout lin) into the
+	// staging buffer at absolute shared byte base + dyn (an i32), fences
+	// them for the async proxy, and has one thread write what Issue needs
+	// into the 16 bytes at absolute byte hdr + dyn16 (an i32).
+	Stage(l *Lowerer, base int, dyn value.Value, hdr int, dyn16 value.Value, vals []value.Value, lin *Linear)
+	// Issue, in thread 0 after a CTA barrier, adds the buffer at base +
+	// dyn to global memory with the header at hdr + dyn16 as Stage left it,
+	// and commits the bulk group.
+	Issue(l *Lowerer, base int, dyn value.Value, hdr int, dyn16 value.Value)
+}
+
+// tensorReducer is op's tensor reducer when the target has one.
+func (l *Lowerer) tensorReducer(op *tir.Op) TensorReducer {
+	if t, ok := l.target.(TensorReduceTarget); ok {
+		return t.TensorReduce(op)
+	}
+	return nil
 }
 
 // innerLoop is the innermost loop being lowered, or nil.
@@ -129,6 +165,16 @@ func (l *Lowerer) bulkIssueIf(sb *stagedBulk, cond, k value.Value) {
 	do, done := l.newBlock("bulk.add"), l.newBlock("bulk.done")
 	l.b.NewCondBr(cond, do, done)
 	l.b = do
+	if sb.tensor != nil {
+		odd := l.b.NewAnd(k, ConstI32(1))
+		dyn, dyn16 := l.b.NewMul(odd, ConstI32(int64(4*sb.bufElems))), l.b.NewMul(odd, ConstI32(16))
+		l.IfThen(l.b.NewICmp(enum.IPredEQ, l.tid, ConstI32(0)), "tensor.reduce", func() {
+			sb.tensor.Issue(l, sb.abs, dyn, sb.abs+8*sb.bufElems, dyn16)
+		})
+		l.b.NewBr(done)
+		l.b = done
+		return
+	}
 	buf := l.b.NewMul(l.b.NewAnd(k, ConstI32(1)), ConstI32(int64(sb.bufElems)))
 	// Rows go to threads spread over the warps: thread t*(T/rows) takes
 	// row t, or thread t rows t, t+T, ….
@@ -159,6 +205,33 @@ func (l *Lowerer) bulkIssueIf(sb *stagedBulk, cond, k value.Value) {
 	l.asm(types.Void, "cp.async.bulk.commit_group;", "~{memory}", true)
 	l.b.NewBr(done)
 	l.b = done
+}
+
+// atomicAddTensor stages the f32 tile of atomic_add op for its tensor
+// reducer tr in this iteration's buffer (as atomicAddBulk, with the
+// target's layout and issue). False (nothing emitted) where atomicAddBulk
+// could not defer it either.
+func (l *Lowerer) atomicAddTensor(op *tir.Op, ws []Layout, vals []value.Value, tr TensorReducer) bool {
+	fr := l.innerLoop()
+	if fr == nil || fr.issue == nil || fr.bulk != nil || !fr.unit || l.depth != fr.depth || l.branchDepth != 0 {
+		return false
+	}
+	n := tr.Bytes()
+	if n%1024 != 0 {
+		Fail("internal error: %s: tensor reduction staging of %d bytes", op.Pos, n)
+	}
+	// Past every scratch use so far (a wgmma's operand still being read
+	// among them): the buffers live across iterations.
+	abs := roundUpTo(l.smemBytes, 1024)
+	sb := &stagedBulk{tensor: tr, abs: abs, off: abs - l.Scratch(), bufElems: n / 4}
+	l.UseShared(sb.off + 2*n + 32)
+	l.stagingFrom = sb.off
+	fr.bulk = sb
+	odd := l.b.NewAnd(l.b.NewSub(fr.iv, fr.lo), ConstI32(1))
+	lin := l.Lin(ws[1], op.Args[1].Type.Shape)
+	tr.Stage(l, abs, l.b.NewMul(odd, ConstI32(int64(n))), abs+2*n, l.b.NewMul(odd, ConstI32(16)), vals, lin)
+	l.smemDirty = true
+	return true
 }
 
 // atomicAddBulk stages the f32 tile of atomic_add op for a bulk reduction

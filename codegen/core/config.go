@@ -64,9 +64,13 @@ const (
 type DQPath uint8
 
 const (
-	// DQRed adds each element with a red (vectorized where it can be; the
-	// default).
-	DQRed DQPath = iota
+	// DQAuto, the default: by TMA tensor reductions from a staging tile in
+	// shared memory where the tile and its pointers allow it (sm90's
+	// tma-reduce), else a red per element.
+	DQAuto DQPath = iota
+	// DQRed adds each element with a red (vectorized where it can be;
+	// dq=red).
+	DQRed
 	// DQBulk stages the tile in shared memory and adds its rows with
 	// cp.reduce.async.bulk (dq=bulk; core.atomicAddBulk).
 	DQBulk
@@ -137,7 +141,10 @@ func (c TargetConfig) variantWords() []string {
 	if e.Release == ReleaseBarrier {
 		w = append(w, "tmabarrier")
 	}
-	if e.DQ == DQBulk {
+	switch e.DQ {
+	case DQRed:
+		w = append(w, "dqred")
+	case DQBulk:
 		w = append(w, "dqbulk")
 	}
 	if e.TMAStore {
@@ -160,7 +167,7 @@ func (c TargetConfig) Or(d TargetConfig) TargetConfig {
 	if c.Release == ReleaseCounters {
 		c.Release = d.Release
 	}
-	if c.DQ == DQRed {
+	if c.DQ == DQAuto {
 		c.DQ = d.DQ
 	}
 	c.TMAStore = c.TMAStore || d.TMAStore
@@ -229,21 +236,26 @@ var targetOptions = []targetOption{
 			}
 			return nil
 		}},
-	{"dq", "red|bulk", "f32 atomic_add tiles in loops (the backward's dQ) added by red per element (red), or from shared memory by cp.reduce.async.bulk",
+	{"dq", "auto|red|bulk", "f32 atomic_add tiles in loops (the backward's dQ) added by TMA tensor reductions from shared memory where they can be (auto), by a red per element (red), or by a cp.reduce.async.bulk per row",
 		func(c *TargetConfig) string {
-			if c.DQ == DQBulk {
+			switch c.DQ {
+			case DQRed:
+				return "red"
+			case DQBulk:
 				return "bulk"
 			}
-			return "red"
+			return "auto"
 		},
 		func(c *TargetConfig, v string) error {
 			switch v {
+			case "auto":
+				c.DQ = DQAuto
 			case "red":
 				c.DQ = DQRed
 			case "bulk":
 				c.DQ = DQBulk
 			default:
-				return fmt.Errorf("want red or bulk")
+				return fmt.Errorf("want auto, red or bulk")
 			}
 			return nil
 		}},

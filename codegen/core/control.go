@@ -275,16 +275,13 @@ func (l *Lowerer) SchedulingFence() {
 }
 
 // bulkIn reports that b holds an atomic_add the target may lower to bulk
-// reductions (atomicAddBulk).
+// or tensor reductions (atomicAddBulk, atomicAddTensor).
 func (l *Lowerer) bulkIn(b *tir.Block) bool {
-	t, ok := l.target.(BulkReduceTarget)
-	if !ok {
-		return false
+	bulk := false
+	if t, ok := l.target.(BulkReduceTarget); ok {
+		bulk = t.BulkReduce(l)
 	}
-	if !t.BulkReduce(l) {
-		return false
-	}
-	return b.Any(func(op *tir.Op) bool { return op.Kind == tir.OpAtomicAdd })
+	return b.Any(func(op *tir.Op) bool { return op.Kind == tir.OpAtomicAdd && (bulk || l.tensorReducer(op) != nil) })
 }
 
 // deferredEmit is code put off by DeferToRegion, with the region depth of

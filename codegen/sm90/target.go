@@ -50,6 +50,9 @@ type Target struct {
 	// with cp.reduce.async.bulk (core.BulkReduceTarget; with TMA and
 	// dq=bulk).
 	DQBulk bool
+	// DQTMA adds f32 atomic_add tiles in loops that tma-reduce planned by
+	// TMA tensor reductions (tmareduce.go; the config's dq=auto with TMA).
+	DQTMA bool
 	// TMAStore writes eligible stored tiles by TMA in every kernel
 	// (tmastore.go; with TMA and tma-store=on); a kernel's own tma_store
 	// argument asks the same for that kernel.
@@ -59,6 +62,8 @@ type Target struct {
 	CTAs int
 	// tmaStores are the stores tma-store planned, by op.
 	tmaStores map[*tir.Op]*tmaStore
+	// tmaReduces are the atomic_adds tma-reduce planned, by op.
+	tmaReduces map[*tir.Op]*tmaReduce
 	// tmaBars are the arrival counts of the TMA tiles' mbarriers, 8 bytes
 	// each from tmaBase.
 	tmaBars []int
@@ -86,7 +91,7 @@ var _ core.Target = (*Target)(nil)
 func New(cfg core.TargetConfig) *Target {
 	e := cfg.Effective()
 	return &Target{Arch: cfg.Arch, WGMMA: e.WGMMA(), TMA: e.TMA(), Release: e.TMA() && e.Release == core.ReleaseCounters,
-		DQBulk: e.DQ == core.DQBulk, TMAStore: e.TMAStore, CTAs: e.CTAsPerSM}
+		DQBulk: e.DQ == core.DQBulk, DQTMA: e.TMA() && e.DQ == core.DQAuto, TMAStore: e.TMAStore, CTAs: e.CTAsPerSM}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
@@ -95,7 +100,7 @@ func New(cfg core.TargetConfig) *Target {
 // tma-store (a kernel's tma_store argument, or tma-store=on) picks the
 // TMA stores before assign-layouts (their values keep their own layouts).
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
+	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, TMAReduces, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
 }
 
 // DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.

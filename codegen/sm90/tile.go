@@ -30,6 +30,17 @@ import (
 type tile struct {
 	rows, cols int // cols: the contiguous dim, in elements
 	w          int // swizzle width in bytes: 32, 64 or 128
+	// eb is the bytes of an element: 2 (0 means 2: wgmma's operands), or 4
+	// for f32 staging tiles (TMA reductions).
+	eb int
+}
+
+// elem is the bytes of an element.
+func (t tile) elem() int {
+	if t.eb == 0 {
+		return 2
+	}
+	return t.eb
 }
 
 // tileAlign is the alignment of every wgmma tile: the largest swizzle
@@ -47,15 +58,23 @@ func newTile(rows, cols int) (tile, bool) {
 	return tile{rows: rows, cols: cols, w: w}, true
 }
 
-func (t tile) String() string { return fmt.Sprintf("%dx%d sw%d", t.rows, t.cols, t.w) }
+func (t tile) String() string {
+	if t.elem() != 2 {
+		return fmt.Sprintf("%dx%d sw%d b%d", t.rows, t.cols, t.w, 8*t.elem())
+	}
+	return fmt.Sprintf("%dx%d sw%d", t.rows, t.cols, t.w)
+}
 
 // bytes is the tile's size, a multiple of the pattern (8·W).
-func (t tile) bytes() int { return 2 * t.rows * t.cols }
+func (t tile) bytes() int { return t.elem() * t.rows * t.cols }
+
+// panelCols is the columns of a panel: W bytes of elements.
+func (t tile) panelCols() int { return t.w / t.elem() }
 
 // unswizzled is the byte offset of (r, c) before the swizzle.
 func (t tile) unswizzled(r, c int) int {
-	half := t.w / 2
-	return (c/half)*t.rows*t.w + r*t.w + (c%half)*2
+	pc := t.panelCols()
+	return (c/pc)*t.rows*t.w + r*t.w + (c%pc)*t.elem()
 }
 
 // swizzle moves a tile-relative byte offset (pattern-aligned tile) to its
@@ -157,11 +176,11 @@ func (v view) mnAligned(m0 int) bool {
 // values).
 func (t tile) runtimeOffset(l *core.Lowerer, r, c value.Value) value.Value {
 	e := l.Entry()
-	half := t.w / 2
+	pc := t.panelCols()
 	k := func(x int) value.Value { return core.ConstI32(int64(x)) }
-	p := e.NewLShr(c, k(log2(half)))
-	cw := e.NewAnd(c, k(half-1))
-	un := e.NewAdd(e.NewAdd(e.NewMul(p, k(t.rows*t.w)), e.NewMul(r, k(t.w))), e.NewShl(cw, k(1)))
+	p := e.NewLShr(c, k(log2(pc)))
+	cw := e.NewAnd(c, k(pc-1))
+	un := e.NewAdd(e.NewAdd(e.NewMul(p, k(t.rows*t.w)), e.NewMul(r, k(t.w))), e.NewShl(cw, k(log2(t.elem()))))
 	x := e.NewAnd(e.NewLShr(un, k(7)), k(t.w/16-1))
 	return e.NewXor(un, e.NewShl(x, k(4)))
 }

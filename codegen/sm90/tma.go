@@ -225,33 +225,8 @@ func matchTMA(l *core.Lowerer, op *tir.Op, tl tile) (*artifact.TMA, []*tir.Value
 // store's) and its mask (nil: none) against the affine form of a tensor
 // map: see matchTMA.
 func matchTile(l *core.Lowerer, ptrs, mask *tir.Value, tl tile) (*artifact.TMA, []*tir.Value, string) {
-	params := map[*tir.Value]bool{}
-	for _, p := range l.Func().Params {
-		params[p] = true
-	}
-	isParam := func(v *tir.Value, i32 bool) bool {
-		return params[v] && !v.Type.Ptr && (!i32 || v.Type.Elem == tir.I32)
-	}
-	var root *tir.Value
-	var terms []term
-	var ptr func(v *tir.Value) bool
-	ptr = func(v *tir.Value) bool {
-		switch {
-		case params[v] && v.Type.Ptr:
-			root = v
-			return true
-		case v.Def == nil:
-			return false
-		}
-		switch d := v.Def; d.Kind {
-		case tir.OpSplat, tir.OpBroadcast, tir.OpReshape:
-			return ptr(d.Args[0])
-		case tir.OpAddPtr:
-			return ptr(d.Args[0]) && offsets(d.Args[1], &terms, isParam)
-		}
-		return false
-	}
-	if !ptr(ptrs) {
+	root, terms, isParam, ok := tileTerms(l, ptrs)
+	if !ok {
 		return nil, nil, "the pointer is not a kernel tensor plus offsets"
 	}
 	spec := &artifact.TMA{Tensor: root.Name, Swizzle: tl.w}
@@ -296,6 +271,38 @@ func matchTile(l *core.Lowerer, ptrs, mask *tir.Value, tl tile) (*artifact.TMA, 
 		coords = append(coords, o.idx)
 	}
 	return spec, coords, ""
+}
+
+// tileTerms splits a tile of pointers into the kernel tensor they point
+// into and the terms of their offsets; isParam reports a kernel scalar
+// parameter (of type i32 when asked).
+func tileTerms(l *core.Lowerer, ptrs *tir.Value) (root *tir.Value, terms []term, isParam func(v *tir.Value, i32 bool) bool, ok bool) {
+	params := map[*tir.Value]bool{}
+	for _, p := range l.Func().Params {
+		params[p] = true
+	}
+	isParam = func(v *tir.Value, i32 bool) bool {
+		return params[v] && !v.Type.Ptr && (!i32 || v.Type.Elem == tir.I32)
+	}
+	var ptr func(v *tir.Value) bool
+	ptr = func(v *tir.Value) bool {
+		switch {
+		case params[v] && v.Type.Ptr:
+			root = v
+			return true
+		case v.Def == nil:
+			return false
+		}
+		switch d := v.Def; d.Kind {
+		case tir.OpSplat, tir.OpBroadcast, tir.OpReshape:
+			return ptr(d.Args[0])
+		case tir.OpAddPtr:
+			return ptr(d.Args[0]) && offsets(d.Args[1], &terms, isParam)
+		}
+		return false
+	}
+	ok = ptr(ptrs)
+	return root, terms, isParam, ok
 }
 
 // term is one offset of a pointer: idx times stride (nil: 1).

@@ -226,6 +226,8 @@ func encodeTensorMap(call *launch.Call, tm launch.TensorMap, addr cuda.DevicePtr
 	case "bf16":
 	case "f16":
 		dt = cuda.TensorFloat16
+	case "f32":
+		dt = cuda.TensorFloat32
 	default:
 		return nil, fmt.Errorf("kernel %s: tensor %s: no tensor map of %s", call.Kernel, tensor, tm.Elem)
 	}

@@ -54,7 +54,7 @@ var FlashBwd = &launch.Contract{
 		{Name: "dv", Output: true, Dims: kvDims, Strides: []string{"stride_dvb", "stride_dvh", "stride_dvs"}},
 		// Read and written (atomic adds): the caller passes the buffer
 		// flash_bwd_preprocess zeroed.
-		{Name: "dq_accum", Dims: dqAccumDims},
+		{Name: "dq_accum", Dims: dqAccumDims, Strides: []string{"stride_dq_accum"}},
 	},
 	Scalars:   append(attentionScalars[:len(attentionScalars):len(attentionScalars)], tileGroup),
 	BlockMask: QBlockMask,
@@ -62,7 +62,7 @@ var FlashBwd = &launch.Contract{
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
-	Check:      checkBwd,
+	Check:      checkHeadDim,
 	Tuned:      only(bwdTiles),
 	TunedAlone: []string{"fold_scale"},
 }
@@ -162,40 +162,20 @@ var QBlockMask = &launch.BlockMaskParams{
 }
 
 // dqAccumDims is the f32 dQ accumulator: dQ transposed per head, [B·H·D,
-// ldq] with ldq = SeqQ rounded up to 8 (flash_bwd.fa), then dqAccumPad
-// elements of padding (flash_bwd's adds are unmasked: a tile running past
-// SeqQ adds zeros into a row's padding or the next row, or past the last
-// head into the padding), or one element when the kernels were compiled
-// DETERMINISTIC and do not use it.
+// ldq] with ldq = SeqQ rounded up to 8 (DQAccumLd; flash_bwd.fa), or one
+// row of 8 when the kernels were compiled DETERMINISTIC and do not use it.
 func dqAccumDims(p launch.Problem) []int {
 	if a, ok := p.Attrs["DETERMINISTIC"]; ok && a != 0 {
-		return []int{1}
+		return []int{1, 8}
 	}
-	return []int{DQAccumLen(p.Shape.Batch*p.Shape.Heads, p.Shape.Dim, p.Shape.SeqQ)}
+	return []int{p.Shape.Batch * p.Shape.Heads * p.Shape.Dim, DQAccumLd(p.Shape.SeqQ)}
 }
 
-// DQAccumLen is the f32 elements of the dQ accumulator of bh heads of
-// head dim d and sq queries: [bh·d, ldq] and the padding.
-func DQAccumLen(bh, d, sq int) int { return bh*d*((sq+7)/8*8) + dqAccumPad }
-
-// dqAccumPad is the elements of padding after dQ's accumulator: a tile
-// starts inside the last block of the block mask, so it ends less than
-// SPARSE_Q columns past SeqQ. A constant, so that every kernel of the backward (the
-// preprocess allocates the buffer on the CPU device) agrees on the size;
-// checkBwd keeps SPARSE_Q within it. 4 KB.
-const dqAccumPad = 1024
-
-// checkBwd is flash_bwd's check: the head dim compiled in, and SPARSE_Q
-// within dq_accum's padding.
-func checkBwd(p launch.Problem) error {
-	if err := checkHeadDim(p); err != nil {
-		return err
-	}
-	if sq := p.Attr("SPARSE_Q"); sq > dqAccumPad {
-		return fmt.Errorf("SPARSE_Q = %d: the backward's dQ accumulator pads %d elements, so SPARSE_Q must be at most that", sq, dqAccumPad)
-	}
-	return nil
-}
+// DQAccumLd is the row stride of the dQ accumulator for sq queries: sq
+// rounded up to 8, so that rows start 32-byte aligned (red.v2's pairs,
+// TMA's 16-byte strides). flash_bwd_preprocess and flash_bwd_postprocess
+// compute the same.
+func DQAccumLd(sq int) int { return (sq + 7) / 8 * 8 }
 
 // checkDim rejects a problem whose head dim is not the one compiled in.
 func checkDim(p launch.Problem) error {

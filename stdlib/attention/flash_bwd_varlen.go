@@ -23,7 +23,7 @@ var FlashBwdVarlen = &launch.Contract{
 		{Name: "dk", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dkt", "stride_dkh"}},
 		{Name: "dv", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dvt", "stride_dvh"}},
 		// Read and written (atomic adds): flash_bwd_preprocess zeroed it.
-		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{DQAccumLen(p.Shape.Heads, p.Shape.Dim, p.TotalQ)} }},
+		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads * p.Shape.Dim, DQAccumLd(p.TotalQ)} }},
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
 		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
 	}, varlenListTensors(VarlenQLists)...),
