@@ -149,10 +149,13 @@ func TestRunBackwardChecks(t *testing.T) {
 	wantFail(t, run("--backward", "--do", "do.npy"), "--seqlen-q is 24, but --do do.npy has shape [1 2 25 16]")
 }
 
-// TestBenchBackwardFlags: fac bench --backward is a GPU command (checked
-// before anything runs).
+// TestBenchBackwardFlags: fac bench --backward and --step are GPU
+// commands, on Sq = Sk shapes (checked before anything runs).
 func TestBenchBackwardFlags(t *testing.T) {
 	wantFail(t, runFac(t, "", "bench", "--backward", "--device", "cpu"), `--device "cpu": want cuda`)
+	wantFail(t, runFac(t, "", "bench", "--step", "--device", "cpu"), `--device "cpu": want cuda`)
+	wantFail(t, runFac(t, "", "bench", "--step", "--backward"), "give one of --backward and --step")
+	wantFail(t, runFac(t, "", "bench", "--step", "--seqlen-q", "16"), "--backward and --step time Sq = Sk")
 }
 
 // TestBuildBackward: fac build --backward bundles the backward's kernels

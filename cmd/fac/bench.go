@@ -22,7 +22,7 @@ import (
 
 // benchResult is one row of `fac bench`, also written as JSON.
 type benchResult struct {
-	Pass     string  `json:"pass"` // forward or backward
+	Pass     string  `json:"pass"` // forward, backward or step
 	Mask     string  `json:"mask"`
 	SeqLen   int     `json:"seqlen"` // the key length (= the query length unless --seqlen-q)
 	SeqLenQ  int     `json:"seqlen_q"`
@@ -34,7 +34,11 @@ type benchResult struct {
 	DType    string  `json:"dtype"`
 	Pairs    int64   `json:"pairs"` // kept (q, kv) pairs per head
 	MedianMs float64 `json:"median_ms"`
-	TFLOPS   float64 `json:"tflops"` // forward 4, backward 10 × pairs * D * B * H / t
+	TFLOPS   float64 `json:"tflops"` // forward 4, backward 10, step 14 × pairs * D * B * H / t
+	// FwdMs and BwdMs are a step's forward and backward medians, whose
+	// sum is its MedianMs.
+	FwdMs float64 `json:"fwd_ms,omitempty"`
+	BwdMs float64 `json:"bwd_ms,omitempty"`
 	// KVTBps is the K and V bytes read per second, 2·B·Hkv·Sk·D·(element
 	// size) / t in TB/s: decode_bench.py's kv_tbps, the bound for decoding.
 	KVTBps float64 `json:"kv_tbps"`
@@ -54,7 +58,7 @@ func benchCmd() *cobra.Command {
 	var seqlens, seqQs, seqKs []int
 	var tokens, batch, heads, kvHeads, dim, warmup, reps, docLen, block, varlenLen int
 	var dtype, jsonOut, device string
-	var backward, decode bool
+	var backward, decode, step bool
 	var df decodeFlags
 	var tf targetFlags
 	cmd := &cobra.Command{
@@ -69,7 +73,10 @@ Timing is triton.testing.do_bench's, which the anchors use: 256 MiB written befo
 host launch latency in the figures), the median reported. FAC_BENCH_SYNC=1 times without the
 flush and with a synchronization after each launch (fac's earlier timing, kept for comparisons).
 --backward times the backward pass instead (its kernels one after another, as one figure) with
-TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work).
+TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work). --step times a training step's
+attention: the forward as fac bench times it, then the backward as --backward does, each mask's
+step time the sum of the two medians (as the anchors' step is the sum of their forward and
+backward times), TFLOPS = 14 * pairs * D / t.
 
 Every row also gives KV TB/s, the bytes of K and V read per second (2 * B * Hkv * Sk * D * element
 size / t), the measure of decoding. --decode times the decoding anchors (decode_bench.py, one of the
@@ -133,11 +140,14 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 			if err != nil {
 				return err
 			}
-			if backward && (len(seqQs) > 0 || len(seqKs) > 0 || kvHeads > 0 || df.changed()) {
-				return fmt.Errorf("--backward times Sq = Sk = --seqlen with Hkv = H (no --seqlen-q, --seqlen-k, --kv-heads, --decode or split-KV flags)")
+			if backward && step {
+				return fmt.Errorf("--step times the forward and the backward: give one of --backward and --step")
+			}
+			if (backward || step) && (len(seqQs) > 0 || len(seqKs) > 0 || kvHeads > 0 || decode || df.changed()) {
+				return fmt.Errorf("--backward and --step time Sq = Sk = --seqlen with Hkv = H (no --seqlen-q, --seqlen-k, --kv-heads, --decode or split-KV flags)")
 			}
 			if varlenLen != 0 {
-				if varlenLen < 0 || backward || decode || len(seqQs) > 0 || len(seqKs) > 0 || fl.Changed("seqlen") || fl.Changed("batch") || df.changed() {
+				if varlenLen < 0 || backward || step || decode || len(seqQs) > 0 || len(seqKs) > 0 || fl.Changed("seqlen") || fl.Changed("batch") || df.changed() {
 					return fmt.Errorf("--varlen-len %d: want a positive length, with --tokens, --heads, --kv-heads (no --backward, --decode, --seqlen, --seqlen-q, --seqlen-k, --batch or split-KV flags)", varlenLen)
 				}
 				shapes = []fac.Shape{{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: tokens, SeqK: tokens, Dim: dim}}
@@ -159,6 +169,8 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 			fwdOpts.Target.Arch = gpu.Arch // tile arguments tuned for this GPU unless --const sets them
 			if backward {
 				fmt.Fprintln(w, "backward pass: flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess timed as one; TFLOPS = 10 * pairs * D / t")
+			} else if step {
+				fmt.Fprintln(w, "training step: the forward's median plus the backward's (its kernels timed as one); TFLOPS = 14 * pairs * D / t")
 			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts, Target: fwdOpts.Target}, dim, bundles); err != nil {
 				fmt.Fprintf(w, "compile times: %v\n", err)
 			}
@@ -170,9 +182,12 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 					opts.Mask, opts.DType, opts.Sources, opts.Consts = m, dtype, srcs, consts
 					var r benchResult
 					var err error
-					if backward {
+					if backward || step {
 						r, err = benchBackwardOne(gpu, opts, sh.SeqQ, sh.Batch, sh.Heads, dim, docLen, warmup, reps)
 						r.SeqLenQ, r.SeqLenK, r.KVHeads, r.NumSplits, r.PackGQA = sh.SeqQ, sh.SeqK, sh.KV(), 1, 1
+						if err == nil && step {
+							r, err = stepRow(gpu, opts, sh, docLen, warmup, reps, r)
+						}
 						r.KVTBps = kvTBps(sh, dtype, r.MedianMs)
 					} else if varlenLen > 0 {
 						r, err = benchVarlen(gpu, opts, varlenLen, sh, warmup, reps)
@@ -219,6 +234,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable)")
 	addDeviceFlag(fs, &device, "cuda", "device: cuda (fac bench times GPU kernels only)")
 	fs.BoolVar(&backward, "backward", false, "time the backward pass (its kernels in sequence, after one forward for O and LSE); TFLOPS = 10 * pairs * D / t")
+	fs.BoolVar(&step, "step", false, "time a training step: the forward, then the backward; the step is the sum of their medians, TFLOPS = 14 * pairs * D / t")
 	return cmd
 }
 
@@ -313,6 +329,27 @@ func kvTBps(sh fac.Shape, dtype string, ms float64) float64 {
 	}
 	bytes := 2 * float64(sh.Batch) * float64(sh.KV()) * float64(sh.SeqK) * float64(sh.Dim) * size
 	return bytes / ms / 1e9
+}
+
+// stepRow is a training step's row: the forward on shape sh, timed as
+// benchShape times it, and bwd, the backward's row on the same shape.
+func stepRow(gpu *fac.CUDA, opts fac.Options, sh fac.Shape, docLen, warmup, reps int, bwd benchResult) (benchResult, error) {
+	fopts := opts
+	fwdConsts, _, err := splitConsts(opts.Sources, opts.Consts)
+	if err != nil {
+		return benchResult{}, err
+	}
+	fopts.Consts = fwdConsts
+	fwd, err := benchShape(gpu, fopts, sh, docLen, warmup, reps)
+	if err != nil {
+		return benchResult{}, err
+	}
+	r := bwd
+	r.Pass, r.FwdMs, r.BwdMs = "step", fwd.MedianMs, bwd.MedianMs
+	r.MedianMs = fwd.MedianMs + bwd.MedianMs
+	r.TFLOPS = 14 * float64(bwd.Pairs) * float64(sh.Dim) * float64(sh.Batch*sh.Heads) / (r.MedianMs * 1e-3) / 1e12
+	r.TimesMs = nil
+	return r, nil
 }
 
 // benchShape times the forward pass (flash_fwd, or its split-KV plan) on
