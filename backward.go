@@ -95,6 +95,9 @@ func CompileBackward(opts Options, dim int) (*Backward, error) {
 	}
 	bw.stages = stages
 	bw.main = &bw.stages[1]
+	if err := checkMaskForms(opts.MaskForms, bw.main.res.Program, bw.main.res.Mask); err != nil {
+		return nil, err
+	}
 	if bw.deterministic && len(bw.AuxGrads()) > 0 {
 		return nil, fmt.Errorf("DETERMINISTIC: the gradients of aux tensors %s are accumulated with atomics, whose order varies; set AUX_GRAD=false (or leave DETERMINISTIC off)",
 			strings.Join(bw.AuxGrads(), ", "))

@@ -4,26 +4,47 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/fac-compiler/fac/reference"
 )
 
+// segSources is a user's mask of document's form over ids named seg,
+// and segForms its declaration.
+var (
+	segSources = map[string]string{"seg.fa": "mask seg_mask(b, h, q_idx, kv_idx, seg: tensor[i32]) {\n    return seg[q_idx] == seg[kv_idx]\n}\n" +
+		"mask other_seg(b, h, q_idx, kv_idx, part: tensor[i32]) {\n    return part[q_idx] == part[kv_idx]\n}\n" +
+		"mask no_ids(b, h, q_idx, kv_idx) {\n    return q_idx >= kv_idx\n}\n"}
+	segForms = map[string]MaskForm{"seg_mask": {EqualIDs: "seg"}, "other_seg": {EqualIDs: "part"}}
+)
+
 func TestSpansExpr(t *testing.T) {
-	for _, c := range []struct{ mask, want string }{
-		{"document", "document_spans"},
-		{"and_masks(causal, document)", "and_masks(causal, document_spans)"},
-		{"or_masks(sliding_window(4, 0), and_masks(document, prefix_lm(3)))", "or_masks(sliding_window(4, 0), and_masks(document_spans, prefix_lm(3)))"},
-		{"causal", ""},
-		{"sliding_window(4, 0)", ""},
+	for _, c := range []struct{ mask, want, ids string }{
+		{"document", "document_spans", "doc"},
+		{"and_masks(causal, document)", "and_masks(causal, document_spans)", "doc"},
+		{"or_masks(sliding_window(4, 0), and_masks(document, prefix_lm(3)))", "or_masks(sliding_window(4, 0), and_masks(document_spans, prefix_lm(3)))", "doc"},
+		{"causal", "", ""},
+		{"sliding_window(4, 0)", "", ""},
+		// A user's masks declared EqualIDs, alone, beside document, and
+		// two of different ids (no one span form for both).
+		{"seg_mask", "document_spans", "seg"},
+		{"and_masks(seg_mask, not_mask(causal))", "and_masks(document_spans, not_mask(causal))", "seg"},
+		{"and_masks(seg_mask, document)", "", ""},
+		{"and_masks(seg_mask, other_seg)", "", ""},
+		{"no_ids", "", ""},
 	} {
-		f, err := CompileForward(Options{Mask: c.mask}, 16)
+		f, err := CompileForward(Options{Mask: c.mask, Sources: segSources, MaskForms: segForms}, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := spansExpr(f.Mask(), spansByQuery)
-		if c.want == "" && ok || c.want != "" && got != c.want {
-			t.Errorf("%s: %q, %v; want %q", c.mask, got, ok, c.want)
+		got, ids, ok := spansExpr(f.Mask(), spansByQuery, segForms)
+		if c.want == "" && ok || c.want != "" && (got != c.want || ids != c.ids) {
+			t.Errorf("%s: %q, %q, %v; want %q, %q", c.mask, got, ids, ok, c.want, c.ids)
+		}
+		// Undeclared, a user's mask is run as written.
+		if got, _, ok := spansExpr(f.Mask(), spansByQuery, nil); ok && !strings.Contains(c.mask, "document") {
+			t.Errorf("%s undeclared: %q", c.mask, got)
 		}
 	}
 	// A user's mask that calls document is rewritten inside the call only
@@ -32,8 +53,36 @@ func TestSpansExpr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := spansExpr(f.Mask(), spansByQuery); ok {
+	if got, _, ok := spansExpr(f.Mask(), spansByQuery, nil); ok {
 		t.Errorf("user mask: %q rewritten", got)
+	}
+}
+
+// TestMaskFormsChecked: a declaration must name a mask of the caller's
+// with an integer aux tensor of the ids' name.
+func TestMaskFormsChecked(t *testing.T) {
+	for _, c := range []struct {
+		mask  string
+		forms map[string]MaskForm
+		want  string
+	}{
+		{"seg_mask", map[string]MaskForm{"sag_mask": {EqualIDs: "seg"}}, "no mask sag_mask"},
+		{"document", map[string]MaskForm{"document": {EqualIDs: "doc"}}, "stdlib mask"},
+		{"seg_mask", map[string]MaskForm{"seg_mask": {EqualIDs: "ids"}}, `declares ids "ids"`},
+		{"and_masks(causal, no_ids)", map[string]MaskForm{"no_ids": {EqualIDs: "seg"}}, `declares ids "seg"`},
+	} {
+		for _, backward := range []bool{false, true} {
+			opts := Options{Mask: c.mask, Sources: segSources, MaskForms: c.forms}
+			var err error
+			if backward {
+				_, err = CompileBackward(opts, 16)
+			} else {
+				_, err = CompileForward(opts, 16)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s %v (backward %v): %v, want %q", c.mask, c.forms, backward, err, c.want)
+			}
+		}
 	}
 }
 
@@ -52,19 +101,23 @@ func TestDocumentSpans(t *testing.T) {
 
 func TestSpansAux(t *testing.T) {
 	doc := []int32{0, 0, 1, 1, 1, 2}
-	aux, ok := spansAux(map[string]any{"doc": doc, "slopes": []float32{1}}, 5, []string{"doc_start", "doc_end", "slopes"})
+	aux, ok := spansAux(map[string]any{"doc": doc, "slopes": []float32{1}}, "doc", 5, []string{"doc_start", "doc_end", "slopes"})
 	if !ok || aux["doc"] != nil || aux["slopes"] == nil || fmt.Sprint(aux["doc_start"], aux["doc_end"]) != "[0 0 2 2 2] [2 2 5 5 5]" {
 		t.Errorf("doc: %v %v", aux, ok)
 	}
 	// Only the first n ids matter: a reused id past them is no obstacle.
-	if _, ok := spansAux(map[string]any{"doc": []int32{0, 1, 0}}, 2, nil); !ok {
+	if _, ok := spansAux(map[string]any{"doc": []int32{0, 1, 0}}, "doc", 2, nil); !ok {
 		t.Error("ids past n spoiled the runs")
 	}
-	if aux, ok := spansAux(map[string]any{"doc": []int{4, 4, 2}}, 3, nil); !ok || fmt.Sprint(aux["doc_end"]) != "[2 2 3]" {
+	if aux, ok := spansAux(map[string]any{"doc": []int{4, 4, 2}}, "doc", 3, nil); !ok || fmt.Sprint(aux["doc_end"]) != "[2 2 3]" {
 		t.Errorf("[]int ids: %v %v", aux, ok)
 	}
-	if aux, ok := spansAux(map[string]any{"mask.doc": doc}, 6, []string{"doc_start", "doc_end", "doc"}); !ok || aux["mask.doc"] == nil || aux["mask.doc_start"] == nil {
+	if aux, ok := spansAux(map[string]any{"mask.doc": doc}, "doc", 6, []string{"doc_start", "doc_end", "doc"}); !ok || aux["mask.doc"] == nil || aux["mask.doc_start"] == nil {
 		t.Errorf("mask.doc, read elsewhere too: %v %v", aux, ok)
+	}
+	// A user's ids tensor, by its own name.
+	if aux, ok := spansAux(map[string]any{"seg": doc, "doc": []int32{9}}, "seg", 6, []string{"doc_start", "doc_end", "doc"}); !ok || aux["seg"] != nil || fmt.Sprint(aux["doc"], aux["doc_end"]) != "[9] [2 2 5 5 5 6]" {
+		t.Errorf("seg: %v %v", aux, ok)
 	}
 	for name, aux := range map[string]map[string]any{
 		"short":             {"doc": doc},
@@ -74,7 +127,7 @@ func TestSpansAux(t *testing.T) {
 		"taken by the mask": {"doc": []int32{0, 0, 0, 0, 0, 0, 0}, "mask.doc_end": []int32{0}},
 		"absent":            {"slopes": []float32{1}},
 	} {
-		if _, ok := spansAux(aux, 7, nil); ok {
+		if _, ok := spansAux(aux, "doc", 7, nil); ok {
 			t.Errorf("%s: spans taken", name)
 		}
 	}
@@ -96,6 +149,10 @@ func TestDocumentSpansMatchReference(t *testing.T) {
 		{"document", false, Shape{Batch: 1, Heads: 2, KVHeads: 2, SeqQ: 97, SeqK: 130, Dim: 16}, false},
 		{"and_masks(causal, document)", true, Shape{Batch: 2, Heads: 2, KVHeads: 1, SeqQ: 130, SeqK: 77, Dim: 16}, true},
 		{"document", true, Shape{Batch: 1, Heads: 1, KVHeads: 1, SeqQ: 1, SeqK: 200, Dim: 16}, false},
+		// A user's masks declared EqualIDs (segForms).
+		{"seg_mask", true, Shape{Batch: 1, Heads: 2, KVHeads: 1, SeqQ: 150, SeqK: 150, Dim: 16}, false},
+		{"seg_mask", false, Shape{Batch: 1, Heads: 2, KVHeads: 2, SeqQ: 97, SeqK: 130, Dim: 16}, false},
+		{"and_masks(causal, seg_mask)", true, Shape{Batch: 2, Heads: 2, KVHeads: 1, SeqQ: 130, SeqK: 77, Dim: 16}, true},
 	}
 	for _, c := range cases {
 		n := max(c.sh.SeqQ, c.sh.SeqK)
@@ -118,12 +175,16 @@ func TestDocumentSpansMatchReference(t *testing.T) {
 		}
 		name := fmt.Sprintf("%s/runs=%v/%dx%d", c.mask, c.runs, c.sh.SeqQ, c.sh.SeqK)
 		t.Run(name, func(t *testing.T) {
-			f, err := CompileForward(Options{Mask: c.mask}, c.sh.Dim)
+			opts, ids := Options{Mask: c.mask}, "doc"
+			if strings.Contains(c.mask, "seg_mask") {
+				opts.Sources, opts.MaskForms, ids = segSources, segForms, "seg"
+			}
+			f, err := CompileForward(opts, c.sh.Dim)
 			if err != nil {
 				t.Fatal(err)
 			}
 			in := Inputs{Q: randF32(rng, c.sh.Batch*c.sh.Heads*c.sh.SeqQ*c.sh.Dim), K: randF32(rng, c.sh.Batch*c.sh.KV()*c.sh.SeqK*c.sh.Dim),
-				V: randF32(rng, c.sh.Batch*c.sh.KV()*c.sh.SeqK*c.sh.Dim), Aux: map[string]any{"doc": doc}}
+				V: randF32(rng, c.sh.Batch*c.sh.KV()*c.sh.SeqK*c.sh.Dim), Aux: map[string]any{ids: doc}}
 			if g, _ := f.withSpans(in, c.sh); (g != f) != c.runs {
 				t.Fatalf("span form taken: %v, ids are runs: %v", g != f, c.runs)
 			}
@@ -141,7 +202,7 @@ func TestDocumentSpansMatchReference(t *testing.T) {
 			if d := maxDiff(lse, rlse); d > 1e-4 {
 				t.Errorf("LSE off by %g", d)
 			}
-			bw, err := CompileBackward(Options{Mask: c.mask}, c.sh.Dim)
+			bw, err := CompileBackward(opts, c.sh.Dim)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,6 +225,37 @@ func TestDocumentSpansMatchReference(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeclaredSpansSameKernels: a user's mask declared EqualIDs runs as
+// spans on the very kernels the stdlib's document does (one identity),
+// forward and backward.
+func TestDeclaredSpansSameKernels(t *testing.T) {
+	user := Options{Mask: "seg_mask", Sources: segSources, MaskForms: segForms, DType: "bf16"}
+	std := Options{Mask: "document", DType: "bf16"}
+	var keys [2][]string
+	for i, opts := range []Options{std, user} {
+		f, err := CompileForward(opts, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bw, err := CompileBackward(opts, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, ok := f.spanVariant()
+		gb, okb := bw.spanVariant()
+		if !ok || !okb {
+			t.Fatalf("%s: no span variant (forward %v, backward %v)", opts.Mask, ok, okb)
+		}
+		keys[i] = append(keys[i], g.res.Ident.Key())
+		for _, r := range gb.Kernels() {
+			keys[i] = append(keys[i], r.Ident.Key())
+		}
+	}
+	if fmt.Sprint(keys[0]) != fmt.Sprint(keys[1]) {
+		t.Errorf("span kernels of document %v, of a declared user mask %v", keys[0], keys[1])
 	}
 }
 

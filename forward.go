@@ -53,6 +53,12 @@ type Options struct {
 	// Sinks compiles flash_fwd_sinks: learnable per-head sink logits
 	// (gpt-oss) join the softmax denominator; calls then need Inputs.Sinks.
 	Sinks bool
+	// MaskForms declare forms of the caller's own masks (in Sources), by
+	// name, which the runtime may rely on: with MaskForm{EqualIDs: "seg"},
+	// a mask keeping exactly the pairs where seg[q_idx] == seg[kv_idx]
+	// runs as spans where the ids are runs, as the stdlib's document does
+	// (docs/runtime.md, Declared mask forms).
+	MaskForms map[string]MaskForm
 
 	// Decoding (docs/decoding.md). NumSplits splits each q tile's kv
 	// blocks over that many programs (flash_fwd_splitkv, then
@@ -122,6 +128,9 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),
 		Score: opts.Score, Consts: consts, Passes: opts.Passes})
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMaskForms(opts.MaskForms, res.Program, res.Mask); err != nil {
 		return nil, err
 	}
 	f := &Forward{opts: opts, res: res, contract: c, dim: dim}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,7 +65,7 @@ type Result struct {
 	// GPU builds (TargetFor).
 	Target codegen.TargetConfig
 	// Tuned are the arguments the contract's tuned set added for the
-	// request's target (launch.Contract.TunedFor; mod conditions left out).
+	// request's target (launch.Contract.TunedFor), as text.
 	Tuned map[string]string
 }
 
@@ -166,32 +167,8 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 	for k, v := range req.Consts {
 		given[k] = v
 	}
-	if c, ok := attention.Contract(req.Kernel); ok && req.Target.Arch != "" {
-		// Staging choices (wgmma-cpasync) share wgmma's tuned tiles unless
-		// the contract tunes them apart: the variant's own key, then each
-		// one it extends (wgmma-cpasync-ctas2, wgmma-cpasync, wgmma).
-		var keys []string
-		for _, v := range req.Target.TuneVariants() {
-			keys = append(keys, launch.TuneKey(v, req.Consts["DTYPE"], req.Consts["HEAD_DIM"]))
-		}
-		declared := func(name string) bool { _, ok := kinds[name]; return ok }
-		fit := maps.Clone(req.Consts)
-		if fit == nil {
-			fit = map[string]string{}
-		}
-		for _, cp := range cps {
-			if cp.Kind == "mask" || cp.Kind == "score" {
-				fit[cp.Name] = stdlibModName(prog, req, cp.Kind)
-			}
-		}
-		for k, v := range c.TunedFor(keys, fit, declared) {
-			given[k] = v
-			if res.Tuned == nil {
-				res.Tuned = map[string]string{}
-			}
-			res.Tuned[k] = v
-		}
-	}
+	res.Tuned = tunedArgs(prog, req, cps)
+	maps.Copy(given, res.Tuned)
 	for _, role := range []string{"mask", "score"} {
 		src := req.Mask
 		if role == "score" {
@@ -249,6 +226,74 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 	res.Sources = sourcesOf(req.Sources)
 	res.Ident = identOf(prog, req, res)
 	return res, nil
+}
+
+// tunedArgs are the compile-time arguments the kernel's contract tunes
+// for req's target that req leaves whole (nil: none); cps are the
+// kernel's compile-time parameters.
+func tunedArgs(prog *lang.Program, req Request, cps []*lang.CParam) map[string]string {
+	c, ok := attention.Contract(req.Kernel)
+	if !ok || req.Target.Arch == "" {
+		return nil
+	}
+	return tunedFor(c, req, cps, modInfos(prog, req, cps))
+}
+
+// modInfos are what tuned sets see of the kernel's mods (cps) in req, by
+// role: the stdlib mod each names (stdlibModName).
+func modInfos(prog *lang.Program, req Request, cps []*lang.CParam) map[string]launch.ModInfo {
+	mods := map[string]launch.ModInfo{}
+	for _, cp := range cps {
+		if cp.Kind == "mask" || cp.Kind == "score" {
+			mods[cp.Kind] = launch.ModInfo{Kind: launch.ModKind(stdlibModName(prog, req, cp.Kind))}
+		}
+	}
+	return mods
+}
+
+// tunedFor is tunedArgs for contract c, req's mods being mods.
+func tunedFor(c *launch.Contract, req Request, cps []*lang.CParam, mods map[string]launch.ModInfo) map[string]string {
+	declared := map[string]bool{}
+	for _, cp := range cps {
+		declared[cp.Name] = true
+	}
+	r := launch.TuneRequest{
+		// Staging choices (wgmma-cpasync) share wgmma's tuned tiles unless
+		// the contract tunes them apart: the variant's own sets, then
+		// those of each one it extends (wgmma-cpasync-ctas2,
+		// wgmma-cpasync, wgmma).
+		Variants: req.Target.TuneVariants(),
+		DType:    dtypeArg(req.Consts["DTYPE"]),
+		HeadDim:  intArg(req.Consts["HEAD_DIM"]),
+		Mods:     mods,
+		Args:     req.Consts,
+		Declared: func(name string) bool { return declared[name] },
+	}
+	var out map[string]string
+	for k, v := range c.TunedFor(r) {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// dtypeArg is the element type a DTYPE argument names as the language
+// prints it ("bf16"); tir.Invalid for any other text.
+func dtypeArg(s string) tir.Elem {
+	e, _ := tir.ElemByName(s)
+	return e
+}
+
+// intArg is the integer an argument gives in its canonical form ("128");
+// 0 for any other text ("", "0128").
+func intArg(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || strconv.Itoa(n) != s {
+		return 0
+	}
+	return n
 }
 
 // stdlibModName is the name of the request's mod of the given role ("mask"

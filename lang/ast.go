@@ -5,9 +5,10 @@
 // Grammar (EBNF; the struct tags below are the source of truth):
 //
 //	File      = Decl* .
-//	Decl      = (ConstDecl | ModDecl | KernelDecl) [";"] .
+//	Decl      = (ConstDecl | ModDecl | FnDecl | KernelDecl) [";"] .
 //	ConstDecl = "const" Ident [":" TypeRef] "=" Expr .
 //	ModDecl   = ("mask" | "score") Ident [CParams] "(" [Param {"," Param}] ")" ["->" TypeRef] Block .
+//	FnDecl    = "fn" Ident "(" [Param {"," Param}] ")" ["->" (TypeRef | "(" TypeRef {"," TypeRef} ")")] Block .
 //	KernelDecl= "kernel" Ident [CParams] "(" [Param {"," Param}] ")" Block .
 //	CParams   = "<" CParam {"," CParam} ">" .
 //	CParam    = Ident ":" Ident ["=" Add] .           // kinds: i32 f32 bool type mask score; no comparison, as > closes the list
@@ -15,12 +16,12 @@
 //	TypeRef   = Ident ["[" TypeRef "]"] ["[" Add {"," Add} "]"] . // f32, ptr[f32], tensor[i32], tensor[i32][batch, seqlen_q]
 //	Block     = "{" Stmt* "}" .
 //	Stmt      = (Let | Var | For | If | Return | Assign | ExprStmt) [";"] .
-//	Let       = "let" Ident "=" Expr .
-//	Var       = "var" Ident "=" Expr .
-//	Assign    = Ident "=" Expr .
+//	Let       = "let" Ident {"," Ident} "=" Expr .  // several names: the results of a fn call
+//	Var       = "var" Ident {"," Ident} "=" Expr .
+//	Assign    = Ident {"," Ident} "=" Expr .
 //	For       = "for" Ident "in" "range" "(" Arg {"," Arg} ")" Block .
 //	If        = "if" Expr Block ["else" (If | Block)] .
-//	Return    = "return" [Expr] .
+//	Return    = "return" [Expr {"," Expr}] .
 //	Expr      = And {"||" And} .
 //	And       = Cmp {"&&" Cmp} .
 //	Cmp       = Add [("==" | "!=" | "<=" | ">=" | "<" | ">") Add] .
@@ -35,8 +36,8 @@
 //	Primary   = Float | Int | "true" | "false" | Ident | "(" Expr ")" | "[" [Expr {"," Expr}] "]" .
 //
 // Keywords are reserved (the lexer never makes them an Ident): const kernel
-// let var for in range if else return true false None. mask and score are
-// not: they also name a kernel's mod parameters. Comments run from // to the
+// let var for in range if else return true false None. mask, score and fn
+// are not: mask and score also name a kernel's mod parameters. Comments run from // to the
 // end of the line, but a // right after an operand on the same line is an
 // error, not a comment: it is Python's floor division (parser.screen). So
 // are & | ~ ^, which fac does not have. docs/language.md is the user's guide.
@@ -57,6 +58,7 @@ type Decl struct {
 	Pos    lexer.Position
 	Const  *ConstDecl  `parser:"(  @@"`
 	Mod    *ModDecl    `parser:" | @@"`
+	Fn     *FnDecl     `parser:" | @@"`
 	Kernel *KernelDecl `parser:" | @@ )"`
 	Semi   bool        `parser:"@\";\"?"`
 }
@@ -78,6 +80,20 @@ type ModDecl struct {
 	Params  []*Param  `parser:"\"(\" (@@ (\",\" @@)*)? \")\""`
 	Result  *TypeRef  `parser:"(\"->\" @@)?"`
 	Body    *Block    `parser:"@@"`
+}
+
+// FnDecl is a tile function: `fn row_lse(m: f32, l: f32) -> f32 { ... }`.
+// Calls of it are expanded in place when they are lowered; its parameters
+// are bound to the arguments as by let (a constant stays a constant), so
+// it may take tiles, scalars, constants, types and mods. A parameter's
+// type, if written, is checked: an element type (any shape), ptr[T],
+// type, mask or score. Results, if declared, are checked the same way.
+type FnDecl struct {
+	Pos     lexer.Position
+	Name    string     `parser:"\"fn\" @Ident"`
+	Params  []*Param   `parser:"\"(\" (@@ (\",\" @@)*)? \")\""`
+	Results []*TypeRef `parser:"(\"->\" ( \"(\" @@ (\",\" @@)* \")\" | @@ ))?"`
+	Body    *Block     `parser:"@@"`
 }
 
 // KernelDecl is a kernel: `kernel flash_fwd<BLOCK_M: i32 = 64>(q: ptr[f32], ...) { ... }`.
@@ -134,25 +150,31 @@ type Stmt struct {
 	Semi   bool        `parser:"@\";\"?"`
 }
 
-// LetStmt binds an immutable name: `let x = e`.
+// LetStmt binds an immutable name: `let x = e`. More names bind the
+// results of a function call: `let empty, out = softmax_normalize(acc, l, 1.0)`.
 type LetStmt struct {
 	Pos   lexer.Position
-	Name  string `parser:"\"let\" @Ident"`
-	Value *Expr  `parser:"\"=\" @@"`
+	Name  string   `parser:"\"let\" @Ident"`
+	More  []string `parser:"(\",\" @Ident)*"`
+	Value *Expr    `parser:"\"=\" @@"`
 }
 
-// VarStmt binds a mutable name: `var acc = zeros([M, D], f32)`.
+// VarStmt binds a mutable name: `var acc = zeros([M, D], f32)`; as for
+// let, more names bind a function call's results.
 type VarStmt struct {
 	Pos   lexer.Position
-	Name  string `parser:"\"var\" @Ident"`
-	Value *Expr  `parser:"\"=\" @@"`
+	Name  string   `parser:"\"var\" @Ident"`
+	More  []string `parser:"(\",\" @Ident)*"`
+	Value *Expr    `parser:"\"=\" @@"`
 }
 
-// AssignStmt reassigns a var: `acc = acc * alpha[:, None]`.
+// AssignStmt reassigns a var: `acc = acc * alpha[:, None]`, or several
+// from a function call's results: `m_i, l_i, acc = softmax_update(...)`.
 type AssignStmt struct {
 	Pos   lexer.Position
-	Name  string `parser:"@Ident \"=\""`
-	Value *Expr  `parser:"@@"`
+	Name  string   `parser:"@Ident"`
+	More  []string `parser:"(\",\" @Ident)* \"=\""`
+	Value *Expr    `parser:"@@"`
 }
 
 // ForStmt is a counted loop: `for start in range(0, seqlen_k, BLOCK_N) { ... }`.
@@ -173,10 +195,12 @@ type IfStmt struct {
 	Else   *Block  `parser:"| @@))?"`
 }
 
-// ReturnStmt returns from a mod.
+// ReturnStmt returns from a mod or a function; a function may return
+// several values: `return m_new, l_new, acc_new`.
 type ReturnStmt struct {
 	Pos   lexer.Position
-	Value *Expr `parser:"\"return\" @@?"`
+	Value *Expr   `parser:"\"return\" ( @@"`
+	More  []*Expr `parser:"  (\",\" @@)* )?"`
 }
 
 // Expr is a logical-or chain (lowest precedence).

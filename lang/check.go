@@ -11,7 +11,8 @@ import (
 // shape-polymorphic); kernels are instantiated with their defaults.
 // Compile-time parameters without a default take a placeholder (16, 1.0,
 // false, f32, the none/identity mods), so a file can be checked before it
-// is used.
+// is used. Functions are checked alone for what does not depend on their
+// arguments (checkFn), and in full in each kernel or mod that calls them.
 func (p *Program) CheckDecl(name string) error {
 	l := p.newLowerer()
 	l.check = true
@@ -41,6 +42,12 @@ func (p *Program) CheckDecl(name string) error {
 				panic(failure{err: err})
 			}
 			tiles = tl.mod
+		case p.fns[name] != nil:
+			// A function is checked where it is called, with its
+			// arguments; alone, for what does not depend on them.
+			if err := p.checkFn(p.fns[name]); err != nil {
+				panic(failure{err: err})
+			}
 		case p.kernels[name] != nil:
 			kd := p.kernels[name]
 			l.kernel(kd, l.placeholders(kd.CParams))

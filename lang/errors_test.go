@@ -60,7 +60,7 @@ var errorCases = []errorCase{
 	{"syntax_bad_char.fa", 3, 18, `syntax error: unexpected character '@'`},
 	{"syntax_string.fa", 2, 12, `syntax error: unexpected character '"' (the language has no strings)`},
 	{"syntax_eof.fa", 4, 1, `syntax error: unexpected end of file (expected "}")`},
-	{"syntax_toplevel.fa", 1, 1, `syntax error: unexpected "fn" (expected a declaration: const, mask, score or kernel)`},
+	{"syntax_toplevel.fa", 1, 1, `syntax error: unexpected "def" (expected a declaration: const, mask, score, fn or kernel)`},
 	{"syntax_keyword_name.fa", 2, 9, `syntax error: unexpected "range" (expected a name)`},
 	{"syntax_bad_type.fa", 1, 10, `syntax error: unexpected "=" (expected a type)`},
 	// Python operators fac does not have: never silently something else.
@@ -131,6 +131,20 @@ var errorCases = []errorCase{
 	{"seqlen_outside_mod.fa", 2, 14, "seqlen_q is only available in mods and in kernels that declare it as a parameter"},
 	{"cparam_kind_mismatch.fa", 3, 27, "mask sliding_window parameter left is i32, got float constant 0.5"},
 	{"wrong_mod_kind.fa", 1, 34, "kernel uses_score parameter score needs a score mod, got mask mod causal"},
+	// Functions.
+	{"fn_arity.fa", 7, 21, "fn twice takes 1 argument (x), got 2"},
+	{"fn_arg_type.fa", 7, 21, "argument x of half must be f32, got i32"},
+	{"fn_mod_kind.fa", 7, 35, "argument mask of masked must be a mask mod, got score mod softcap(2.0)"},
+	{"fn_recursion.fa", 6, 26, "even calls itself (even -> odd -> even); recursion is not allowed"},
+	{"fn_unknown_name.fa", 3, 16, "undefined: scores"},
+	{"fn_seqlen.fa", 2, 19, "seqlen_k is not visible in a function, which sees its parameters and the global names only"},
+	{"fn_result_count.fa", 6, 16, "twice returns 1 value, but 2 names are given"},
+	{"fn_results_declared.fa", 2, 5, "fn split declares 2 results but returns 1"},
+	{"fn_return_not_last.fa", 2, 5, "return is only allowed as the last statement of a function"},
+	{"fn_body_error.fa", 3, 16, "shape mismatch in *: [16, 32] and [32, 1] do not broadcast (in fn row_scale called at fn_body_error.fa:9:27)"},
+	{"fn_not_called.fa", 6, 13, "twice is a function; call it: twice(...)"},
+	{"fn_multi_in_expr.fa", 6, 19, "two returns 2 values: bind them with let a, b = two(...)"},
+	{"fn_assign_param.fa", 2, 5, "cannot assign to x: declared with let (use var)"},
 }
 
 // TestErrors checks, for each bad input, that the first error names the

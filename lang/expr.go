@@ -113,6 +113,8 @@ func (l *lowerer) runtime(x val) *tir.Value {
 		l.fail(x.pos, "%s is not a value", x.describe())
 	case x.c != nil:
 		return l.materialize(x, defaultElem(*x.c))
+	case x.noValue != "":
+		l.fail(x.pos, "%s returns no value", x.noValue)
 	}
 	l.fail(x.pos, "expression has no value")
 	return nil
@@ -365,6 +367,9 @@ func (l *lowerer) postfix(p *Postfix) val {
 	if id := p.Primary.Ident; id != nil && builtinFuncs[*id] && l.lookup(*id) == nil && len(suffix) > 0 && suffix[0].Call != nil {
 		v = l.builtin(*id, suffix[0].Call)
 		suffix = suffix[1:]
+	} else if fd := l.p.fns[deref(id)]; fd != nil && l.lookup(*id) == nil && len(suffix) > 0 && suffix[0].Call != nil {
+		v = l.oneResult(fd, l.callFn(fd, suffix[0].Call), suffix[0].Call.Pos)
+		suffix = suffix[1:]
 	} else {
 		v = l.primary(p.Primary)
 	}
@@ -376,6 +381,13 @@ func (l *lowerer) postfix(p *Postfix) val {
 		}
 	}
 	return v
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func (l *lowerer) primary(p *Primary) val {
@@ -430,7 +442,7 @@ func (l *lowerer) ident(name string, pos lexer.Position) val {
 	if md, ok := l.p.mods[name]; ok {
 		return constVal(Const{Kind: CMod, Mod: &ModInst{Decl: md, prog: l.p}}, pos)
 	}
-	if builtinFuncs[name] {
+	if _, ok := l.p.fns[name]; builtinFuncs[name] || ok {
 		l.fail(pos, "%s is a function; call it: %s(...)", name, name)
 	}
 	if _, ok := l.p.kernels[name]; ok {

@@ -31,6 +31,11 @@ const (
 	// using constants. Checking a declaration lowers the mods it calls
 	// anew, so without a bound a chain of n mods takes time n^2 to check.
 	MaxRefDepth = 100
+	// MaxFnCalls is the most function calls one kernel or mod may expand
+	// (functions are inlined where they are called, so a chain of
+	// functions each calling the next twice would otherwise expand
+	// exponentially). The stdlib kernels expand fewer than ten.
+	MaxFnCalls = 1000
 	// MaxTileElements is the most elements a tile may have: 65536 32-bit
 	// values fill the 64K-register file of an SM, the most registers one
 	// CTA can hold (256 KiB, more than the 227 KiB of shared memory a CTA

@@ -200,6 +200,9 @@ type lowerer struct {
 	modDepth         int             // how many of modStack are mods
 	constBusy        map[string]int  // constants being evaluated: index in modStack
 	maxTile          int             // the most elements a tile may have (see checkTile)
+	fnStack          []string        // the functions being expanded (callFn), outermost first
+	fnCalls          int             // function calls expanded so far (see MaxFnCalls)
+	fnBody           *FnDecl         // the function whose body is being expanded; nil in a kernel's or mod's own
 }
 
 func (p *Program) newLowerer() *lowerer {

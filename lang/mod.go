@@ -302,6 +302,7 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	saved := *l
 	defer func() {
 		l.b, l.scope, l.seqlenQ, l.seqlenK, l.kernelEnv, l.env = saved.b, saved.scope, saved.seqlenQ, saved.seqlenK, saved.kernelEnv, saved.env
+		l.fnStack, l.fnBody = saved.fnStack, saved.fnBody
 		l.modStack = l.modStack[:len(l.modStack)-1]
 		l.modDepth--
 		// The height of the call tree below this mod, for the caller's.
@@ -319,6 +320,9 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	l.push()
 	l.b = &tir.Builder{Block: f.Body}
 	l.kernelEnv = nil
+	// The mod's function is a body of its own: the functions expanded
+	// around the call do not surround it.
+	l.fnStack, l.fnBody = nil, nil
 	for i, cp := range md.CParams {
 		l.define(cp.Name, constVal(m.Args[i], cp.Pos), false, cp.Pos)
 	}
@@ -397,6 +401,9 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	l.b.Pos = irPos(ret.Pos)
 	if ret.Value == nil {
 		l.fail(ret.Pos, "%s %s must return a value", md.Kind, md.Name)
+	}
+	if len(ret.More) > 0 {
+		l.fail(ret.More[0].Pos, "%s %s must return one value, got %d", md.Kind, md.Name, 1+len(ret.More))
 	}
 	rv := l.expr(ret.Value)
 	var out *tir.Value

@@ -14,6 +14,7 @@ type Program struct {
 	srcs    map[string]string // filename → source, for error excerpts
 	consts  map[string]*ConstDecl
 	mods    map[string]*ModDecl
+	fns     map[string]*FnDecl
 	kernels map[string]*KernelDecl
 	where   map[string]lexer.Position
 
@@ -31,7 +32,7 @@ type Program struct {
 // NewProgram returns an empty program.
 func NewProgram() *Program {
 	return &Program{srcs: map[string]string{}, consts: map[string]*ConstDecl{}, mods: map[string]*ModDecl{},
-		kernels: map[string]*KernelDecl{}, where: map[string]lexer.Position{}}
+		fns: map[string]*FnDecl{}, kernels: map[string]*KernelDecl{}, where: map[string]lexer.Position{}}
 }
 
 // Add registers a parsed file's declarations.
@@ -46,6 +47,8 @@ func (p *Program) Add(filename, src string, f *File) error {
 			name, pos = d.Const.Name, d.Const.Pos
 		case d.Mod != nil:
 			name, pos = d.Mod.Name, d.Mod.Pos
+		case d.Fn != nil:
+			name, pos = d.Fn.Name, d.Fn.Pos
 		case d.Kernel != nil:
 			name, pos = d.Kernel.Name, d.Kernel.Pos
 		}
@@ -63,6 +66,8 @@ func (p *Program) Add(filename, src string, f *File) error {
 			p.consts[name] = d.Const
 		case d.Mod != nil:
 			p.mods[name] = d.Mod
+		case d.Fn != nil:
+			p.fns[name] = d.Fn
 		case d.Kernel != nil:
 			p.kernels[name] = d.Kernel
 		}
@@ -78,6 +83,19 @@ func (p *Program) Source(filename string) string { return p.srcs[filename] }
 
 // Mod returns the mod declaration named name.
 func (p *Program) Mod(name string) (*ModDecl, bool) { d, ok := p.mods[name]; return d, ok }
+
+// Fn returns the function declaration named name.
+func (p *Program) Fn(name string) (*FnDecl, bool) { d, ok := p.fns[name]; return d, ok }
+
+// Fns lists function names, sorted.
+func (p *Program) Fns() []string {
+	var out []string
+	for n := range p.fns {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Kernel returns the kernel declaration named name.
 func (p *Program) Kernel(name string) (*KernelDecl, bool) { d, ok := p.kernels[name]; return d, ok }

@@ -23,18 +23,25 @@ func (l *lowerer) stmt(s *Stmt, inKernel bool) {
 	l.b.Pos = irPos(s.Pos)
 	switch {
 	case s.Let != nil:
-		v := l.expr(s.Let.Value)
-		l.checkStorable(v, s.Let.Value.Pos)
-		l.define(s.Let.Name, v, false, s.Let.Pos)
-		l.letSeqlen(s.Let.Name, v)
-	case s.Var != nil:
-		v := l.expr(s.Var.Value)
-		l.checkStorable(v, s.Var.Value.Pos)
-		if v.c != nil && v.c.Kind != CType && v.c.Kind != CMod {
-			// A var changes at run time: give it a concrete type now.
-			v = val{v: l.materialize(v, defaultElem(*v.c)), pos: v.pos}
+		names := append([]string{s.Let.Name}, s.Let.More...)
+		vs := l.values(s.Let.Value, len(names))
+		for i, n := range names {
+			l.checkStorable(vs[i], s.Let.Value.Pos)
+			l.define(n, vs[i], false, s.Let.Pos)
+			l.letSeqlen(n, vs[i])
 		}
-		l.define(s.Var.Name, v, true, s.Var.Pos)
+	case s.Var != nil:
+		names := append([]string{s.Var.Name}, s.Var.More...)
+		vs := l.values(s.Var.Value, len(names))
+		for i, n := range names {
+			v := vs[i]
+			l.checkStorable(v, s.Var.Value.Pos)
+			if v.c != nil && v.c.Kind != CType && v.c.Kind != CMod {
+				// A var changes at run time: give it a concrete type now.
+				v = val{v: l.materialize(v, defaultElem(*v.c)), pos: v.pos}
+			}
+			l.define(n, v, true, s.Var.Pos)
+		}
 	case s.Assign != nil:
 		l.assign(s.Assign)
 	case s.For != nil:
@@ -42,6 +49,9 @@ func (l *lowerer) stmt(s *Stmt, inKernel bool) {
 	case s.If != nil:
 		l.ifStmt(s.If, inKernel)
 	case s.Return != nil:
+		if l.fnBody != nil {
+			l.fail(s.Pos, "return is only allowed as the last statement of a function")
+		}
 		l.fail(s.Pos, "return is only allowed as the last statement of a mod")
 	case s.Expr != nil:
 		v := l.expr(s.Expr)
@@ -52,6 +62,9 @@ func (l *lowerer) stmt(s *Stmt, inKernel bool) {
 }
 
 func (l *lowerer) checkStorable(v val, pos lexer.Position) {
+	if v.noValue != "" {
+		l.fail(pos, "%s returns no value", v.noValue)
+	}
 	if v.c == nil && v.v == nil && v.aux == nil {
 		l.fail(pos, "expression has no value")
 	}
@@ -68,27 +81,46 @@ func defaultElem(c Const) tir.Elem {
 }
 
 func (l *lowerer) assign(a *AssignStmt) {
-	b := l.lookup(a.Name)
-	if b == nil {
-		l.fail(a.Pos, "undefined: %s", a.Name)
+	names := append([]string{a.Name}, a.More...)
+	binds := make([]*binding, len(names))
+	for i, n := range names {
+		b := l.lookup(n)
+		if b == nil {
+			l.fail(a.Pos, "undefined: %s", n)
+		}
+		if !b.mutable {
+			l.fail(a.Pos, "cannot assign to %s: declared with let (use var)", n)
+		}
+		for _, prev := range names[:i] {
+			if prev == n {
+				l.fail(a.Pos, "%s is assigned twice in one statement", n)
+			}
+		}
+		binds[i] = b
 	}
-	if !b.mutable {
-		l.fail(a.Pos, "cannot assign to %s: declared with let (use var)", a.Name)
+	// Every value is computed before any var changes, as in Go.
+	vs := l.values(a.Value, len(names))
+	for i, n := range names {
+		l.assignOne(n, binds[i], vs[i], a.Value.Pos)
 	}
-	v := l.expr(a.Value)
+}
+
+// assignOne gives the var b (named name) the value v, computed by the
+// expression at.
+func (l *lowerer) assignOne(name string, b *binding, v val, at lexer.Position) {
 	old := b.v.v
 	if v.c != nil {
 		v = val{v: l.materialize(v, old.Type.Elem), pos: v.pos}
 	}
 	if v.v == nil {
-		l.fail(a.Value.Pos, "cannot assign %s to %s", v.describe(), a.Name)
+		l.fail(at, "cannot assign %s to %s", v.describe(), name)
 	}
 	if !v.v.Type.Equal(old.Type) {
 		// Allow growing a scalar or broadcastable value to the var's shape.
 		if v.v.Type.Elem == old.Type.Elem && !v.v.Type.Ptr && canBroadcastTo(v.v.Type.Shape, old.Type.Shape) {
 			v.v = l.broadcastTo(v.v, old.Type.Shape)
 		} else {
-			l.fail(a.Value.Pos, "cannot assign %s to %s of type %s", typeName(v.v.Type), a.Name, typeName(old.Type))
+			l.fail(at, "cannot assign %s to %s of type %s", typeName(v.v.Type), name, typeName(old.Type))
 		}
 	}
 	b.v = v
@@ -112,8 +144,10 @@ func (l *lowerer) assignedNames(stmts []*Stmt) []string {
 		for _, s := range ss {
 			switch {
 			case s.Assign != nil:
-				if b := l.lookup(s.Assign.Name); b != nil && b.mutable {
-					seen[s.Assign.Name] = true
+				for _, n := range append([]string{s.Assign.Name}, s.Assign.More...) {
+					if b := l.lookup(n); b != nil && b.mutable {
+						seen[n] = true
+					}
 				}
 			case s.For != nil:
 				walk(s.For.Body.Stmts)

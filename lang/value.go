@@ -372,6 +372,9 @@ type val struct {
 	v   *tir.Value // run-time value, or
 	aux *auxTensor // an aux tensor (only indexable)
 	pos lexer.Position
+	// noValue names the function whose call this is, when it returned
+	// nothing (for the error where a value is needed).
+	noValue string
 }
 
 type auxTensor struct {

@@ -87,73 +87,15 @@ type Contract struct {
 	// persistent kernel's launch deals its tiles to programs from them
 	// (Call.Persist). Nil, or a nil result: every tile alike.
 	TileCosts func(p Problem, bm BlockMask, tiles [3]int) []float64
-	// Tuned are compile-time arguments the kernel runs faster with, by
-	// TuneKey (code generation variant, DTYPE, HEAD_DIM: "wgmma/bf16/128"):
-	// sets in order of preference, of which the compiler applies the first
-	// that the request leaves whole (TunedFor) when the request names the
-	// arch. A set's entry for a mod parameter (Mods) is a condition, not an
-	// argument: the names of the stdlib mods it holds for, separated by |
-	// ("none|causal").
-	Tuned map[string][]map[string]string
+	// Tuned are measured sets of compile-time arguments the kernel runs
+	// faster with, in order of preference, each with the requests it is
+	// for (TunedSet.When: code generation variant, DTYPE, HEAD_DIM, mods);
+	// the compiler applies the first that the request leaves whole
+	// (TunedFor) when the request names the arch.
+	Tuned []TunedSet
 	// TunedAlone are the Tuned arguments a request may set to other values
 	// on its own (the pipeline's depth): the rest of the set still applies.
 	TunedAlone []string
-}
-
-// TuneKey is the key of Contract.Tuned: the codegen variant of the arch
-// ("wgmma" for sm_90a's wgmma path), the DTYPE and HEAD_DIM arguments.
-func TuneKey(variant, dtype, headDim string) string {
-	return variant + "/" + dtype + "/" + headDim
-}
-
-// TunedFor is the tuned set a request gets: the first set that the
-// request leaves whole, less the arguments it gives, for the first of keys
-// that Tuned has (the codegen variant's own key, then each shorter variant
-// it extends: staging choices share wgmma's sets unless tuned apart). A
-// request breaks a set by giving one of its arguments another value
-// (unless TunedAlone names it: a tile shape and its warp count go
-// together, the pipeline's depth does not) or by a mod the set's
-// condition does not name (given holds, for each mod parameter, the name
-// of the request's stdlib mod, or of the kernel's default; "" for a
-// user's own), and a kernel that does not declare one of its arguments
-// cannot take the set (declared; nil: all are). Nil when no set fits: the
-// kernel's defaults and the request's arguments.
-func (c *Contract) TunedFor(keys []string, given map[string]string, declared func(string) bool) map[string]string {
-	for _, key := range keys {
-		sets, ok := c.Tuned[key]
-		if !ok {
-			continue
-		}
-		for _, set := range sets {
-			if got, ok := c.fit(set, given, declared); ok {
-				return got
-			}
-		}
-		return nil
-	}
-	return nil
-}
-
-// fit is set less what given sets; false when given breaks it.
-func (c *Contract) fit(set, given map[string]string, declared func(string) bool) (map[string]string, bool) {
-	out := map[string]string{}
-	for k, v := range set {
-		if declared != nil && !declared(k) {
-			return nil, false
-		}
-		g, ok := given[k]
-		switch {
-		case slices.Contains(c.Mods, k):
-			if !slices.Contains(strings.Split(v, "|"), g) {
-				return nil, false
-			}
-		case !ok:
-			out[k] = v
-		case strings.TrimSpace(g) != v && !slices.Contains(c.TunedAlone, k):
-			return nil, false
-		}
-	}
-	return out, true
 }
 
 // Tensor is a pointer parameter with the shape it points to. Strides names

@@ -250,6 +250,10 @@ func checkExprSizes(src string, f *lang.File) error {
 			if err := blockSizes(src, d.Mod.Body); err != nil {
 				return err
 			}
+		case d.Fn != nil:
+			if err := blockSizes(src, d.Fn.Body); err != nil {
+				return err
+			}
 		case d.Kernel != nil:
 			if err := cparamSizes(src, d.Kernel.CParams); err != nil {
 				return err
@@ -288,6 +292,11 @@ func blockSizes(src string, b *lang.Block) error {
 			err = exprSize(src, s.Assign.Value)
 		case s.Return != nil:
 			err = exprSize(src, s.Return.Value)
+			for _, e := range s.Return.More {
+				if err == nil {
+					err = exprSize(src, e)
+				}
+			}
 		case s.Expr != nil:
 			err = exprSize(src, s.Expr)
 		case s.For != nil:

@@ -19,7 +19,8 @@ import (
 // Keywords are reserved: they lex as Keyword, never as Ident, so a missing
 // expression before one (`let x =` then `return ...`) is a syntax error at
 // the keyword instead of a confusing error later. mask and score are not
-// reserved: they also name a kernel's mod parameters. & | ~ ^ are no
+// reserved: they also name a kernel's mod parameters; nor is fn, which
+// starts a function declaration. & | ~ ^ are no
 // operators of the language; they lex so that screen can say what to write
 // instead. A Comment right after an operand is refused by screen too: there
 // `//` is Python's floor division.
@@ -200,7 +201,7 @@ func message(perr participle.Error, pos lexer.Position, src string, file bool) s
 		return msg
 	}
 	if file && braceDepth(src, pos.Offset) <= 0 {
-		return msg + " (expected a declaration: const, mask, score or kernel)"
+		return msg + " (expected a declaration: const, mask, score, fn or kernel)"
 	}
 	return msg
 }

@@ -63,7 +63,7 @@ var FlashBwd = &launch.Contract{
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
 	Check:      checkHeadDim,
-	Tuned:      only(bwdTiles),
+	Tuned:      bwdTiles,
 	TunedAlone: []string{"fold_scale"},
 }
 
@@ -80,14 +80,10 @@ var FlashBwd = &launch.Contract{
 // every score): S = 8192 none / causal / sliding window / document /
 // prefix-LM 400 / 381 / 285 / 253 / 368 TFLOPS without, 406 / 389 / 286 /
 // 258 / 372 with (H200).
-var bwdTiles = func() map[string]map[string]string {
-	m := map[string]map[string]string{}
-	for _, dt := range []string{"bf16", "f16"} {
-		m[launch.TuneKey("wgmma", dt, "128")] = map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "8", "fold_scale": "true"}
-		m[launch.TuneKey("wgmma", dt, "64")] = map[string]string{"BLOCK_M": "32", "BLOCK_N": "128", "num_warps": "4", "fold_scale": "true"}
-	}
-	return m
-}()
+var bwdTiles = []launch.TunedSet{
+	{When: for16(128, wgmma), Args: map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "8", "fold_scale": "true"}},
+	{When: for16(64, wgmma), Args: map[string]string{"BLOCK_M": "32", "BLOCK_N": "128", "num_warps": "4", "fold_scale": "true"}},
+}
 
 // tileGroup is flash_bwd's scalar tile_group: how many kv heads' tiles
 // its programs take at a time, first kv block first, in launch order

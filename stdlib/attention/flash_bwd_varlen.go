@@ -33,7 +33,7 @@ var FlashBwdVarlen = &launch.Contract{
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
 	Check:      checkHeadDim,
-	Tuned:      only(bwdTiles),
+	Tuned:      bwdTiles,
 	TunedAlone: []string{"fold_scale"},
 }
 

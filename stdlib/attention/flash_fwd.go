@@ -3,9 +3,9 @@ package attention
 import (
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/fac-compiler/fac/launch"
+	"github.com/fac-compiler/fac/tir"
 )
 
 // FlashFwd is flash_fwd.fa's launch contract: one program per (q tile,
@@ -40,20 +40,29 @@ var FlashFwd = &launch.Contract{
 	TunedAlone: []string{"num_stages", "lazy_rescale", "fold_scale", "prefetch_q", "full_first", "heads_group"},
 }
 
+// The code generation variants the tuned sets were measured on
+// (codegen.TargetConfig.Variant): sm_90a's wgmma path, and that path
+// staging through cp.async (tma=off) or with a CTA barrier per iteration
+// (release=barrier). A variant that extends one of them (wgmma-tmastore,
+// wgmma-cpasync-ctas2) takes its sets (TuneVariants).
+const (
+	wgmma           = "wgmma"
+	wgmmaCpAsync    = "wgmma-cpasync"
+	wgmmaTMABarrier = "wgmma-tmabarrier"
+)
+
+// for16 is the condition of a set for 16-bit DTYPEs at head dim d on
+// variants.
+func for16(d int, variants ...string) launch.TuneCond {
+	return launch.TuneCond{Variants: variants, DTypes: []tir.Elem{tir.BF16, tir.F16}, HeadDims: []int{d}}
+}
+
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups
 // (8 warps), with P·V overlapped with the next block's softmax
 // (overlap-softmax), for 16-bit D = 64 and 128: faster than 64×64 on one
 // warpgroup and than no overlap on the H200. Elsewhere the kernel's
 // defaults (64×64 on 4 warps, which mma.sync runs faster) stay.
-var wgmmaTiles = func() map[string]map[string]string {
-	m := map[string]map[string]string{}
-	for _, dt := range []string{"bf16", "f16"} {
-		for _, d := range []string{"64", "128"} {
-			m[launch.TuneKey("wgmma", dt, d)] = map[string]string{"BLOCK_M": "128", "BLOCK_N": "128", "num_warps": "8", "overlap": "true"}
-		}
-	}
-	return m
-}()
+var wgmmaTiles = map[string]string{"BLOCK_M": "128", "BLOCK_N": "128", "num_warps": "8", "overlap": "true"}
 
 // fwdTiles are wgmmaTiles with the softmax arguments (fwdSoftmaxArgs) and a
 // producer warpgroup (warp_specialize), and at D = 128 three K/V buffers, so
@@ -64,56 +73,56 @@ var wgmmaTiles = func() map[string]map[string]string {
 // (fwdGroupsHeadsMinor, then fwdGroupsSet); at D = 128, two CTAs a
 // multiprocessor for sliding window (fwdTwoCTAs), then heads-minor order for
 // document and sliding window (fwdHeadsMinor). The varlen forward takes the
-// plain set with packed_loads (varlenTiles). Without TMA (FAC_TMA=0 or
-// barrier) there is no producer for the groups: those variants keep the
-// plain sets. BENCHMARKS.md has the figures.
-var fwdTiles = func() map[string][]map[string]string {
-	m := map[string][]map[string]string{}
-	for k, set := range producerTiles(fwdSoftmaxArgs) {
-		for _, v := range []string{"wgmma-cpasync", "wgmma-tmabarrier"} {
-			m[v+strings.TrimPrefix(k, "wgmma")] = []map[string]string{set}
-		}
-		if strings.HasSuffix(k, "/64") {
-			m[k] = []map[string]string{fwdGroupsHeadsMinor, fwdGroupsSet, set}
-		} else {
-			m[k] = []map[string]string{fwdTwoCTAs, fwdHeadsMinor(set), set}
-		}
-	}
-	return m
-}()
+// plain set with packed_loads (varlenTiles). Without TMA (tma=off, or
+// release=barrier) there is no producer for the groups: those variants keep
+// the plain sets. BENCHMARKS.md has the figures.
+var fwdTiles = []launch.TunedSet{
+	{When: fwdGroupsHeadsMinorWhen, Args: fwdGroupsHeadsMinor},
+	{When: fwdGroupsWhen, Args: fwdGroupsSet},
+	{When: for16(64, wgmma, wgmmaCpAsync, wgmmaTMABarrier), Args: producerTiles(64, fwdSoftmaxArgs)},
+	{When: fwdTwoCTAsWhen, Args: fwdTwoCTAs},
+	{When: fwdHeadsMinorWhen, Args: fwdHeadsMinor(producerTiles(128, fwdSoftmaxArgs))},
+	{When: for16(128, wgmma, wgmmaCpAsync, wgmmaTMABarrier), Args: producerTiles(128, fwdSoftmaxArgs)},
+}
 
 // producerTiles are wgmmaTiles with args, a producer warpgroup and, at D =
-// 128, three K/V buffers: flash_fwd's plain set, and flash_fwd_varlen's
-// with packed_loads (varlenTiles).
-func producerTiles(args map[string]string) map[string]map[string]string {
-	m := withSoftmaxArgs(wgmmaTiles, args)
-	for k, set := range m {
-		set["warp_specialize"] = "true"
-		if strings.HasSuffix(k, "/128") {
-			set["num_stages"] = "3"
-		}
+// 128, three K/V buffers: flash_fwd's plain set at head dim d, and
+// flash_fwd_varlen's with packed_loads (varlenTiles).
+func producerTiles(d int, args map[string]string) map[string]string {
+	set := maps.Clone(wgmmaTiles)
+	maps.Copy(set, args)
+	set["warp_specialize"] = "true"
+	if d == 128 {
+		set["num_stages"] = "3"
 	}
-	return m
+	return set
 }
 
 // fwdGroupsSet is FlashAttention-3's D = 64 forward: 64-row tiles on three
 // consumer groups, one producer, four K/V buffers, O by TMA store, over mask
 // blocks of 192 rows (a program's rows); the third warpgroup is what makes
 // it faster than 128×128 (16% on none, 7% on causal). Only for the masks and
-// scores it runs faster without spilling: not sliding window (slower), nor
-// masks and scores that read tensors or divide (document, chunked, alibi
-// spill at the groups' 160 registers a thread), nor a user's own mods, whose
-// registers nobody measured. A request that gives other mask blocks (a
-// FlexAttention block mask's 128) or a schedule the groups do not take
-// (pingpong, persistent) gets the 128×128 set. Causal-shaped masks take
-// fwdGroupsHeadsMinor first.
+// scores it runs faster without spilling (fwdGroupsWhen): not sliding
+// window (slower), nor masks and scores that read tensors or divide
+// (document, chunked, alibi spill at the groups' 160 registers a thread),
+// nor a user's own mods, whose registers nobody measured. A request that
+// gives other mask blocks (a FlexAttention block mask's 128) or a schedule
+// the groups do not take (pingpong, persistent) gets the 128×128 set.
+// Causal-shaped masks take fwdGroupsHeadsMinor first.
 var fwdGroupsSet = func() map[string]string {
 	set := map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "4", "consumer_groups": "3",
 		"SPARSE_Q": "192", "SPARSE_K": "128", "num_stages": "4", "warp_specialize": "true", "overlap": "true",
-		"tma_store": "true", "pingpong": "false", "persistent": "false", "heads_minor": "false",
-		"mask": "none|causal|causal_bottom_right|prefix_lm", "score": "identity|softcap"}
+		"tma_store": "true", "pingpong": "false", "persistent": "false", "heads_minor": "false"}
 	maps.Copy(set, fwdSoftmaxArgs)
 	return set
+}()
+
+// fwdGroupsWhen: fwdGroupsSet's requests.
+var fwdGroupsWhen = func() launch.TuneCond {
+	w := for16(64, wgmma)
+	w.Mask = launch.ModIs{MaskNone, MaskCausal, MaskCausalBottomRight, MaskPrefixLM}
+	w.Score = launch.ModIs{ScoreIdentity, ScoreSoftcap}
+	return w
 }()
 
 // fwdGroupsHeadsMinor is fwdGroupsSet launched heads-minor in groups of
@@ -127,9 +136,15 @@ var fwdGroupsHeadsMinor = func() map[string]string {
 	set := maps.Clone(fwdGroupsSet)
 	set["heads_minor"] = "true"
 	set["heads_group"] = "16"
-	set["mask"] = "causal|causal_bottom_right|prefix_lm"
-	set["score"] = "identity"
 	return set
+}()
+
+// fwdGroupsHeadsMinorWhen: fwdGroupsHeadsMinor's requests.
+var fwdGroupsHeadsMinorWhen = func() launch.TuneCond {
+	w := for16(64, wgmma)
+	w.Mask = launch.ModIs{MaskCausal, MaskCausalBottomRight, MaskPrefixLM}
+	w.Score = launch.ModIs{ScoreIdentity}
+	return w
 }()
 
 // fwdTwoCTAs is sliding window's D = 128 set: two programs on each
@@ -140,32 +155,47 @@ var fwdGroupsHeadsMinor = func() map[string]string {
 // memory, 128 registers a thread with no spill (with overlap, ptxas spills
 // and serializes the wgmmas, C7512). Document gains too, but spills under
 // the register cap with every score, as alibi does with sliding window, and
-// softcap is not timed: the set names sliding window and the identity score
-// only. Launched heads-minor in groups of 16 heads, as fwdHeadsMinor.
+// softcap is not timed: the set is for sliding window and the identity
+// score only (fwdTwoCTAsWhen). Launched heads-minor in groups of 16 heads,
+// as fwdHeadsMinor.
 var fwdTwoCTAs = func() map[string]string {
 	set := map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "ctas_per_sm": "2",
 		"SPARSE_Q": "128", "SPARSE_K": "64", "num_stages": "2", "warp_specialize": "false", "overlap": "false",
-		"pingpong": "false", "persistent": "false", "consumer_groups": "1", "heads_minor": "true", "heads_group": "16",
-		"mask": "sliding_window", "score": "identity"}
+		"pingpong": "false", "persistent": "false", "consumer_groups": "1", "heads_minor": "true", "heads_group": "16"}
 	maps.Copy(set, fwdSoftmaxArgs)
 	return set
 }()
 
+// fwdTwoCTAsWhen: fwdTwoCTAs's requests.
+var fwdTwoCTAsWhen = func() launch.TuneCond {
+	w := for16(128, wgmma)
+	w.Mask = launch.ModIs{MaskSlidingWindow}
+	w.Score = launch.ModIs{ScoreIdentity}
+	return w
+}()
+
 // fwdHeadsMinor is set with heads_minor, for document (and its spans form,
-// which the runtime runs in its place) and sliding window, whose tiles are
-// short and alike: starting programs q tile by q tile across the heads
-// makes them faster, while the long rows of none and causal favour the
-// heads-major order's K/V reuse in L2. In groups of 16 heads (heads_group):
-// across all heads of a large batch the programs running at once share no K
-// and V and the order turns into a loss; groups of 16 keep L2's reuse and
-// measure as all heads do at small batches.
+// which the runtime runs in its place) and sliding window
+// (fwdHeadsMinorWhen), whose tiles are short and alike: starting programs
+// q tile by q tile across the heads makes them faster, while the long rows
+// of none and causal favour the heads-major order's K/V reuse in L2. In
+// groups of 16 heads (heads_group): across all heads of a large batch the
+// programs running at once share no K and V and the order turns into a
+// loss; groups of 16 keep L2's reuse and measure as all heads do at small
+// batches.
 func fwdHeadsMinor(set map[string]string) map[string]string {
 	s := maps.Clone(set)
 	s["heads_minor"] = "true"
 	s["heads_group"] = "16"
-	s["mask"] = "document|document_spans|sliding_window"
 	return s
 }
+
+// fwdHeadsMinorWhen: fwdHeadsMinor's requests.
+var fwdHeadsMinorWhen = func() launch.TuneCond {
+	w := for16(128, wgmma)
+	w.Mask = launch.ModIs{MaskDocument, MaskDocumentSpans, MaskSlidingWindow}
+	return w
+}()
 
 // fwdSoftmaxArgs take two FP32 instructions per element out of the
 // forwards' softmax on the wgmma path, which is bound by those
@@ -173,25 +203,6 @@ func fwdHeadsMinor(set map[string]string) map[string]string {
 // than 8 in log2 units, FlashAttention-4's conditional rescaling) and
 // fold_scale (the scale in exp2's factor, not in every score).
 var fwdSoftmaxArgs = map[string]string{"lazy_rescale": "true", "fold_scale": "true"}
-
-// withSoftmaxArgs is a copy of tiles with args added to every set.
-func withSoftmaxArgs(tiles map[string]map[string]string, args map[string]string) map[string]map[string]string {
-	m := map[string]map[string]string{}
-	for k, set := range tiles {
-		m[k] = maps.Clone(set)
-		maps.Copy(m[k], args)
-	}
-	return m
-}
-
-// only is tiles as launch.Contract.Tuned: one set a key.
-func only(tiles map[string]map[string]string) map[string][]map[string]string {
-	m := map[string][]map[string]string{}
-	for k, set := range tiles {
-		m[k] = []map[string]string{set}
-	}
-	return m
-}
 
 // attentionScalars are the scalars flash_fwd's family takes.
 var attentionScalars = []launch.Scalar{

@@ -76,10 +76,13 @@ func init() { register(FlashFwdVarlen) }
 // with two buffers, 404 without the producer, 252 with loads kept in the
 // sequence (cp.async), and 408 for the dense kernel's document(1000) row.
 // Each argument may be asked for alone (TunedAlone), keeping the rest.
-var varlenTiles = func() map[string][]map[string]string {
+var varlenTiles = func() []launch.TunedSet {
 	args := maps.Clone(fwdSoftmaxArgs)
 	args["packed_loads"] = "true"
-	return only(producerTiles(args))
+	return []launch.TunedSet{
+		{When: for16(64, wgmma), Args: producerTiles(64, args)},
+		{When: for16(128, wgmma), Args: producerTiles(128, args)},
+	}
 }()
 
 // varlenListTensors are the per-sequence block lists' tensors of a varlen
