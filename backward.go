@@ -47,6 +47,9 @@ type stage struct {
 // backwardDType is opts' element type for the backward kernels (f32 by
 // default), checked with the head dimension.
 func backwardDType(opts Options, dim int) (string, error) {
+	if err := opts.check(); err != nil {
+		return "", err
+	}
 	dt := opts.DType
 	if dt == "" {
 		dt = "f32"
@@ -57,7 +60,7 @@ func backwardDType(opts Options, dim int) (string, error) {
 	if dim <= 0 || dim > 256 {
 		return "", fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
 	}
-	return dt, nil
+	return dt, opts.checkDTypeDim(dt, dim)
 }
 
 // CompileBackward compiles the backward kernels for head dimension dim.

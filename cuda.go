@@ -289,7 +289,10 @@ func (f *Forward) blockMaskCUDA(d *CUDA, in Inputs, sh Shape) (*blockmask.BlockM
 	if !errors.Is(err, blockmask.ErrNotAnalyzable) {
 		return nil, err
 	}
-	return f.BuildBlockMaskCUDA(d, sh, in.Aux)
+	// The classifier takes the mask's run-time parameters from the same
+	// map as its aux tensors: a mask with one (offset) failed here with
+	// "missing run-time parameter" whenever the analyzer could not bound it.
+	return f.BuildBlockMaskCUDA(d, sh, in.modValues())
 }
 
 // hostAux copies the mask's aux tensors back from the device, for building

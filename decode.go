@@ -62,11 +62,16 @@ func ParsePackGQA(s string) (PackGQA, error) {
 	return 0, fmt.Errorf("pack-gqa %q: want auto, on or off", s)
 }
 
-// ParseNumSplits reads a split count: "auto" (0) or a positive integer
-// (1 = no split).
+// ParseNumSplits reads a split count as the command line spells it:
+// "auto" (Options.NumSplits 0) or 1 (no split) to MaxSplits. "0" is
+// refused (issue 46 item 15: the help said "auto, or 1 to 64" while 0
+// was taken as auto): there, auto is spelled auto.
 func ParseNumSplits(s string) (int, error) {
-	if strings.EqualFold(s, "auto") || s == "0" {
+	if strings.EqualFold(s, "auto") {
 		return 0, nil
+	}
+	if strings.TrimSpace(s) == "0" {
+		return 0, fmt.Errorf("num-splits 0: want auto or 1 (off) to %d (0 is Options.NumSplits' value for auto; on the command line, write auto)", MaxSplits)
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > MaxSplits {
@@ -128,6 +133,36 @@ func (p DecodePlan) String() string {
 	}
 	return fmt.Sprintf("flash_fwd_splitkv (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile) + flash_fwd_combine: %d splits, PackGQA %s, %d programs (%d SMs)",
 		p.BlockM, p.BlockN, p.QPerTile, p.NumSplits, pack, p.Programs, p.SMs)
+}
+
+// Reason says in plain words why a call of shape sh runs plan p (from
+// f.Plan), for reports: a split-KV plan of a full-length call reads as a
+// contradiction next to "kernel flash_fwd" unless it says that the q
+// tiles alone would leave most of the GPU idle (issue 46 item 17; the
+// rule is FlashAttention-2's, which splits any forward call whose tiles
+// fill less than 80% of a wave, docs/decisions.md#decoding).
+func (f *Forward) Reason(p DecodePlan, sh Shape) string {
+	if !p.SplitKV {
+		return "flash_fwd alone"
+	}
+	var why []string
+	switch {
+	case p.Pack > 1 && f.opts.PackGQA == PackGQAOn:
+		why = append(why, fmt.Sprintf("PackGQA on (asked for): the %d query heads of a kv head share a tile, which reads their K and V once", p.Pack))
+	case p.Pack > 1:
+		why = append(why, fmt.Sprintf("PackGQA: %d query heads share each kv head and Sq = %d ≤ %d, so they share a tile, which reads their K and V once", p.Pack, sh.SeqQ, MaxPackSeqQ))
+	case f.opts.PackGQA == PackGQAOn:
+		why = append(why, "PackGQA on (asked for), with one query head per kv head")
+	}
+	tiles := p.Programs / p.NumSplits
+	switch {
+	case p.NumSplits > 1 && f.opts.NumSplits > 1:
+		why = append(why, fmt.Sprintf("%d splits (asked for): each q tile's keys are split over %d programs and flash_fwd_combine merges their results", p.NumSplits, p.NumSplits))
+	case p.NumSplits > 1:
+		why = append(why, fmt.Sprintf("%d splits: the %d q tiles of %d positions would fill %d of the %d program slots of %d multiprocessors (two each), so each tile's %d keys are split over %d programs and flash_fwd_combine merges their results",
+			p.NumSplits, tiles, p.QPerTile, tiles, 2*p.SMs, p.SMs, sh.SeqK, p.NumSplits))
+	}
+	return strings.Join(why, "; ")
 }
 
 // splitKVCapable reports whether the kernel has a split-KV form: plain

@@ -10,6 +10,7 @@ import (
 	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/runtime/gpu"
 )
 
@@ -97,10 +98,16 @@ func readEnvironment(getenv func(string) string) (Environment, error) {
 
 	g := &e.GPU
 	g.Arch = getenv(EnvArch)
+	var errs []string
+	if g.Arch != "" {
+		if _, err := compiler.CheckArch(g.Arch); err != nil {
+			errs = append(errs, EnvArch+"="+g.Arch+": "+err.Error())
+			g.Arch = ""
+		}
+	}
 	g.CacheDir = getenv(cache.EnvDir)
 	g.LLC.Path = getenv(llc.EnvLLC)
 	g.BenchSync = getenv(EnvBenchSync) == "1"
-	var errs []string
 	if v := getenv(llc.EnvTimeout); strings.TrimSpace(v) != "" {
 		d, err := llc.ParseTimeout(v)
 		if err != nil {

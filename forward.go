@@ -106,6 +106,9 @@ func (f *Forward) Options() Options { return f.opts }
 
 // CompileForward compiles flash_fwd for head dimension dim.
 func CompileForward(opts Options, dim int) (*Forward, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	c := attention.FlashFwd
 	if opts.Sinks {
 		c = attention.FlashFwdSinks
@@ -123,6 +126,9 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 	}
 	if dim <= 0 || dim > 256 {
 		return nil, fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
+	}
+	if err := opts.checkDTypeDim(dt, dim); err != nil {
+		return nil, err
 	}
 	consts["DTYPE"] = dt
 	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),

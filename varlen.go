@@ -3,6 +3,7 @@ package fac
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/fac-compiler/fac/compiler"
@@ -46,6 +47,9 @@ type VarlenInputs struct {
 // opts.Sinks is not supported yet. SPARSE_Q and SPARSE_K (opts.Consts,
 // default 128) are the blocks of each sequence's block mask.
 func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	c := attention.FlashFwdVarlen
 	if opts.Sinks {
 		return nil, fmt.Errorf("%s: sinks are not supported yet", c.Kernel)
@@ -59,6 +63,9 @@ func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
 	}
 	if dim <= 0 || dim > 256 {
 		return nil, fmt.Errorf("unsupported head dim %d: want 1..256", dim)
+	}
+	if err := opts.checkDTypeDim(dt, dim); err != nil {
+		return nil, err
 	}
 	consts := map[string]string{"HEAD_DIM": strconv.Itoa(dim), "DTYPE": dt}
 	for k, v := range opts.Consts {
@@ -104,10 +111,25 @@ func (v *ForwardVarlen) RuntimeParams() []string { return v.f.RuntimeParams() }
 
 // VarlenShape checks cu_seqlens against the packed lengths and gives the
 // problem's shape: Batch sequences, SeqQ and SeqK the longest (at least 1,
-// which a shape needs), plus the token totals.
+// which a shape needs), plus the token totals. It allocates nothing, so
+// callers check a call with it before they allocate its tensors: heads,
+// kv heads and dim must be positive, and the packed tensors
+// ([total, heads, dim]) and the padded problem ([num_seqs, heads,
+// longest, dim]) addressable with 32-bit offsets.
 func VarlenShape(cuQ, cuK []int32, totalQ, totalK, heads, kvHeads, dim int) (Shape, error) {
 	if len(cuQ) < 2 || len(cuQ) != len(cuK) {
 		return Shape{}, fmt.Errorf("cu_seqlens_q and cu_seqlens_k must have the same length num_seqs + 1 ≥ 2, got %d and %d", len(cuQ), len(cuK))
+	}
+	if kvHeads == 0 {
+		kvHeads = heads
+	}
+	for _, d := range []struct {
+		name string
+		v    int
+	}{{"heads", heads}, {"kv heads", kvHeads}, {"head dim", dim}} {
+		if d.v <= 0 {
+			return Shape{}, fmt.Errorf("varlen: %s must be positive, got %d", d.name, d.v)
+		}
 	}
 	longest := func(name string, cu []int32, total int) (int, error) {
 		if cu[0] != 0 {
@@ -132,6 +154,14 @@ func VarlenShape(cuQ, cuK []int32, totalQ, totalK, heads, kvHeads, dim int) (Sha
 	sk, err := longest("cu_seqlens_k", cuK, totalK)
 	if err != nil {
 		return Shape{}, err
+	}
+	for _, t := range []struct {
+		name         string
+		total, heads int
+	}{{"q", totalQ, heads}, {"k", totalK, kvHeads}} {
+		if n, ok := launch.Product(t.total, t.heads, dim); !ok || n > math.MaxInt32 {
+			return Shape{}, fmt.Errorf("varlen: %s has %d×%d×%d elements (total tokens × heads × head dim), more than 32-bit offsets address", t.name, t.total, t.heads, dim)
+		}
 	}
 	sh := Shape{Batch: len(cuQ) - 1, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: sk, Dim: dim}
 	return sh, sh.Validate()

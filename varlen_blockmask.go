@@ -91,6 +91,12 @@ type seqBlocks struct {
 // and run-time parameters; Q, K, V are not read), for heads query heads.
 func (v *ForwardVarlen) BlockMask(in VarlenInputs, heads int) (*VarlenBlockMask, error) {
 	f := v.f
+	// Check the lengths before anything is allocated for them.
+	if len(in.CuSeqlensQ) > 0 && len(in.CuSeqlensK) > 0 {
+		if _, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, int(in.CuSeqlensQ[len(in.CuSeqlensQ)-1]), int(in.CuSeqlensK[len(in.CuSeqlensK)-1]), heads, heads, f.dim); err != nil {
+			return nil, err
+		}
+	}
 	a := f.res.Attrs()
 	return buildVarlenBlockMask(f.res.Program, f.res.Mask, in, heads, int(a["SPARSE_Q"]), int(a["SPARSE_K"]), f.maskParams(in.modValues()))
 }

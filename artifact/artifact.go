@@ -181,6 +181,13 @@ func (t *TMA) check(elem string, params map[string]Param) error {
 }
 
 // Artifact is a kernel compiled for a GPU target.
+//
+// Two checksums bind it when it is stored (Encode, bundles): SHA256, of
+// the PTX, and Digest, of everything else a launch uses and the identity
+// (see ComputeDigest). Decode and Verify refuse an artifact that lacks
+// either or whose fields no longer match them, so an edited identity,
+// entry, geometry, parameter list or attribute is refused as an edited PTX
+// is.
 type Artifact struct {
 	Ident       Ident            `json:"ident"`
 	Entry       string           `json:"entry"` // the PTX .entry name
@@ -190,43 +197,100 @@ type Artifact struct {
 	Params      []Param          `json:"params"`
 	Attrs       map[string]int64 `json:"attrs,omitempty"` // the kernel's integer attributes (BLOCK_M, ...)
 	SHA256      string           `json:"sha256"`          // of PTX, checked on decode
+	Digest      string           `json:"digest"`          // ComputeDigest: identity and launch metadata, checked on decode
 	LL          string           `json:"-"`               // LLVM IR, kept only in memory for -v/--emit
 }
 
 // Checksum is the hex SHA-256 of ptx, as stored in Artifact.SHA256.
 func Checksum(ptx string) string { return digest(ptx) }
 
-// Encode serializes the artifact, filling in its checksum.
-func (a *Artifact) Encode() ([]byte, error) {
+// digestDomain separates the artifact digest from every other SHA-256 fac
+// takes; bump it if the canonical form below changes meaning.
+const digestDomain = "fac-artifact-digest/1\n"
+
+// ComputeDigest is the hex SHA-256 of the artifact's canonical encoding:
+// every field but Digest and LL (identity, entry, threads, shared bytes,
+// parameters in order with their kinds, element types and tensor maps,
+// attributes), with the PTX bound by its own SHA-256. It is encoding/json's
+// text of the struct (fixed field order, sorted map keys), so a field added
+// to Artifact, Ident, Param or TMA is covered without changing this
+// function.
+func (a *Artifact) ComputeDigest() string {
+	c := *a
+	c.PTX, c.Digest, c.LL = "", "", ""
+	c.SHA256 = Checksum(a.PTX)
+	b, err := json.Marshal(&c)
+	if err != nil { // cannot happen for these types; never match
+		return "unencodable: " + err.Error()
+	}
+	return digest(digestDomain + string(b))
+}
+
+// Seal fills in SHA256 and Digest from the artifact's fields.
+func (a *Artifact) Seal() {
 	a.SHA256 = Checksum(a.PTX)
+	a.Digest = a.ComputeDigest()
+}
+
+// Verify checks that the artifact carries both checksums and that its
+// fields match them: what Decode and bundles require of a stored
+// artifact. An empty checksum is an error, not a skipped check.
+func (a *Artifact) Verify() error { return a.checkSums(true) }
+
+// checkSums compares the checksums with the fields; required says whether
+// an empty checksum is an error (Verify) or not yet filled in (Validate).
+func (a *Artifact) checkSums(required bool) error {
+	switch {
+	case a.SHA256 == "" && required:
+		return fmt.Errorf("artifact %s: no PTX checksum (sha256)", a.Entry)
+	case a.SHA256 != "" && a.SHA256 != Checksum(a.PTX):
+		return fmt.Errorf("artifact %s for %s: PTX checksum mismatch (damaged or edited)", a.Entry, a.Ident.Arch)
+	case a.Digest == "" && required:
+		return fmt.Errorf("artifact %s: no digest of its identity and launch metadata", a.Entry)
+	case a.Digest != "" && a.Digest != a.ComputeDigest():
+		return fmt.Errorf("artifact %s for %s: digest mismatch: its identity or launch metadata (entry, threads, shared_bytes, params, attrs) was damaged or edited", a.Entry, a.Ident.Arch)
+	}
+	return nil
+}
+
+// Encode serializes the artifact, filling in its checksums (Seal).
+func (a *Artifact) Encode() ([]byte, error) {
+	a.Seal()
 	return json.Marshal(a)
 }
 
-// Decode reads what Encode wrote and validates it.
+// Decode reads what Encode wrote, validates it and verifies both
+// checksums.
 func Decode(b []byte) (*Artifact, error) {
 	var a Artifact
 	if err := json.Unmarshal(b, &a); err != nil {
 		return nil, fmt.Errorf("artifact: %w", err)
 	}
-	return &a, a.Validate()
+	if err := a.Validate(); err != nil {
+		return &a, err
+	}
+	return &a, a.Verify()
 }
 
-// Validate rejects an artifact that cannot be launched: damaged PTX, no
-// entry, no threads, parameters of unknown kinds, malformed tensor maps.
+// Validate rejects an artifact that cannot be launched: no entry, no
+// threads, parameters of unknown kinds, malformed tensor maps, and a
+// checksum that is present but does not match (an in-memory artifact may
+// have none yet; Verify requires them).
 func (a *Artifact) Validate() error {
 	switch {
 	case a.Entry == "":
 		return errors.New("artifact: no entry name")
 	case a.PTX == "" || !strings.Contains(a.PTX, ".entry "+a.Entry):
 		return fmt.Errorf("artifact %s: PTX has no .entry %s", a.Entry, a.Entry)
-	case a.SHA256 != "" && a.SHA256 != Checksum(a.PTX):
-		return fmt.Errorf("artifact %s for %s: PTX checksum mismatch (damaged or edited)", a.Entry, a.Ident.Arch)
 	case a.Threads <= 0 || a.Threads > 1024:
 		return fmt.Errorf("artifact %s: %d threads per CTA", a.Entry, a.Threads)
 	case a.SharedBytes < 0:
 		return fmt.Errorf("artifact %s: negative shared memory", a.Entry)
 	case a.Ident.Kernel == "" || a.Ident.Arch == "":
 		return fmt.Errorf("artifact %s: identity lacks kernel or arch", a.Entry)
+	}
+	if err := a.checkSums(false); err != nil {
+		return err
 	}
 	byName := map[string]Param{}
 	for _, p := range a.Params {

@@ -10,7 +10,6 @@ import (
 	"slices"
 
 	"github.com/fac-compiler/fac/internal/npy"
-	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 // File names of a saved block mask: FlexAttention's BlockMask fields.
@@ -56,13 +55,16 @@ type meta struct {
 // files with FlexAttention's names and shapes ([B, H, NumQ], [B, H, NumQ,
 // KVWidth], ...: index rows as long as bm's) and block_mask.json with the sequence lengths and block sizes
 // and, when known, the mask and the batch and heads it was built for.
-// Existing files are written in place (see internal/outfile).
+//
+// The folder is written whole or not at all (see save.go): a new folder is
+// made beside dir and renamed into place; in an existing one each file is
+// staged beside the file it replaces (through symlinks, keeping the link
+// and the file's mode) and renamed over it, block_mask.json last, and an
+// error puts every old file back. A read-only or non-regular file in the
+// folder is refused before anything is written.
 func (bm *BlockMask) Save(dir string) error {
 	if err := bm.Validate(); err != nil {
 		return fmt.Errorf("blockmask: save %s: invalid block mask: %w", dir, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
 	}
 	b, h, nq, nk, wk, wq := bm.B, bm.H, bm.NumQ, bm.NumK, bm.KVWidth, bm.QWidth
 	files := []struct {
@@ -79,14 +81,13 @@ func (bm *BlockMask) Save(dir string) error {
 		{fileFullQNum, []int{b, h, nk}, bm.FullQNumBlocks},
 		{fileFullQIdx, []int{b, h, nk, wq}, bm.FullQIndices},
 	}
+	var out []saveFile
 	for _, f := range files {
 		data, err := npy.EncodeI32(f.shape, f.vals)
 		if err != nil {
 			return fmt.Errorf("blockmask: save %s: %w", f.name, err)
 		}
-		if err := outfile.WriteFile(filepath.Join(dir, f.name), data); err != nil {
-			return fmt.Errorf("blockmask: save: %w", err)
-		}
+		out = append(out, saveFile{f.name, data})
 	}
 	m := meta{Format: metaFormat, SeqLengths: [2]int{bm.SeqQ, bm.SeqK}, BlockSize: [2]int{bm.BlockQ, bm.BlockK}, Mask: bm.Mask, Params: bm.Params}
 	if bm.BuiltB > 0 && bm.BuiltH > 0 {
@@ -96,8 +97,9 @@ func (bm *BlockMask) Save(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := outfile.WriteFile(filepath.Join(dir, fileMeta), append(js, '\n')); err != nil {
-		return fmt.Errorf("blockmask: save: %w", err)
+	out = append(out, saveFile{fileMeta, append(js, '\n')}) // last: saveInto puts it in place last
+	if err := saveFiles(dir, out); err != nil {
+		return fmt.Errorf("blockmask: save %s: %w", dir, err)
 	}
 	return nil
 }

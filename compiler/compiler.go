@@ -142,6 +142,9 @@ func CompileTimed(req Request, t *Timings) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkArgs(res); err != nil {
+		return nil, err
+	}
 	start = t.add("lower", start)
 	if err := passes.Run(res.Module, req.Passes); err != nil {
 		return nil, err
@@ -213,6 +216,9 @@ func lower(prog *lang.Program, req Request) (*Result, error) {
 			return nil, err
 		}
 		res.Args[name] = c
+	}
+	if err := checkGiven(req.Kernel, res.Args); err != nil {
+		return nil, err
 	}
 	m, err := prog.Lower(lang.Instance{Kernel: req.Kernel, Args: res.Args})
 	if err != nil {

@@ -2,6 +2,7 @@ package passes
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/fac-compiler/fac/tir"
 )
@@ -36,9 +37,21 @@ import (
 // The per-row work is a few ops on [M, 1].
 //
 // Bounds are clamped to [0, N], which keeps the comparisons exact and
-// lets codegen subtract the thread's column base without overflow. The
-// rewrite assumes, as attention's index arithmetic does everywhere, that the
-// linear forms do not overflow i32.
+// lets codegen subtract the thread's column base without overflow.
+//
+// The rewrite never changes a result, i32 arithmetic wrapping included
+// (issue 46 item 4: `kv_idx <= q_idx + offset` with offset = 2^31 - 1
+// kept nothing). It takes, as attention's index arithmetic does
+// everywhere, that the kernel's own positions and offsets do not overflow
+// i32 (launch.Shape.Validate bounds them); a mod's values are arbitrary:
+// its run-time parameters and aux tensors (parameters named mod.NAME),
+// and constants beyond ±2^16 (sliding_window(0, 2147483647)). A
+// comparison whose side without the column index reads such values
+// computes its bound exactly: both sides are evaluated as the original
+// does (wrapping i32 sums agree in any order), and their difference is
+// saturated before the clamp (exactBound). A comparison whose column side
+// reads them, where the column value itself could wrap within the tile,
+// is left as it is.
 //
 // A range that no row value bounds (only the sequence end) is left as the
 // per-column compare it is.
@@ -119,7 +132,7 @@ func rangeCond(nb *tir.Builder, c *tir.Value, shape []int) (*tir.Value, bool) {
 	jt := nb.Reshape(nb.Arange(0, N), []int{1, N})
 	j := nb.Broadcast(jt, []int{M, N})
 	clamp := func(e *rexpr) *tir.Value {
-		v := e.build(nb, M)
+		v := e.build(nb, M, N)
 		v = nb.Binary(tir.OpMax, v, nb.Const(tir.Tensor(tir.I32, M, 1), int64(0)))
 		v = nb.Binary(tir.OpMin, v, nb.Const(tir.Tensor(tir.I32, M, 1), int64(N)))
 		return nb.Broadcast(v, []int{M, N})
@@ -250,12 +263,23 @@ func linOf(v *tir.Value, M, N int) (lin, bool) {
 
 // ---- bounds ----
 
-// rexpr is a row expression: a linear form without j, or the max or min
-// of two.
+// rexpr is a row expression: a linear form without j, an exact bound
+// (ex), or the max or min of two.
 type rexpr struct {
-	k    tir.Kind // 0 for a linear form, else OpMax or OpMin
+	k    tir.Kind // 0 for a leaf, else OpMax or OpMin
 	l    lin
+	ex   *exactBound // when set, the leaf is this instead of l
 	a, b *rexpr
+}
+
+// exactBound is the leaf clamp(p - q + add, 0, N), computed without
+// overflow: p and q are evaluated with i32's wrapping sums, as the
+// original evaluates the two sides of its comparison, and their
+// difference, which may not fit in i32, is saturated before it is
+// clamped (build).
+type exactBound struct {
+	p, q lin
+	add  int64 // 0 or 1
 }
 
 func maxR(a, b *rexpr) *rexpr { return combine(tir.OpMax, a, b) }
@@ -279,7 +303,14 @@ func (e *rexpr) byRow(M int) bool {
 	if e.k != 0 {
 		return e.a.byRow(M) || e.b.byRow(M)
 	}
-	for _, p := range e.l.parts {
+	if e.ex != nil {
+		return linByRow(e.ex.p, M) || linByRow(e.ex.q, M)
+	}
+	return linByRow(e.l, M)
+}
+
+func linByRow(l lin, M int) bool {
+	for _, p := range l.parts {
 		if !p.v.Type.IsScalar() && p.v.Type.Shape[0] == M && M > 1 {
 			return true
 		}
@@ -287,15 +318,48 @@ func (e *rexpr) byRow(M int) bool {
 	return false
 }
 
-// build emits e as a tensor<Mx1xi32>.
-func (e *rexpr) build(nb *tir.Builder, M int) *tir.Value {
+// build emits e as a tensor<Mx1xi32>; N is the tile's width.
+func (e *rexpr) build(nb *tir.Builder, M, N int) *tir.Value {
 	if e.k != 0 {
-		return nb.Binary(e.k, e.a.build(nb, M), e.b.build(nb, M))
+		return nb.Binary(e.k, e.a.build(nb, M, N), e.b.build(nb, M, N))
 	}
+	if e.ex != nil {
+		return e.ex.build(nb, M, N)
+	}
+	return buildLin(nb, e.l, M)
+}
+
+// build emits clamp(p - q + add, 0, N) exactly. d = p - q wraps when the
+// true difference leaves i32; it did iff p >= q disagrees with d >= 0,
+// and then the true difference is beyond either end of [0, N], on the
+// side p >= q says.
+func (x *exactBound) build(nb *tir.Builder, M, N int) *tir.Value {
+	t := tir.Tensor(tir.I32, M, 1)
+	c := func(v int64) *tir.Value { return nb.Const(t, v) }
+	p, q := buildLin(nb, x.p, M), buildLin(nb, x.q, M)
+	d := nb.Binary(tir.OpSub, p, q)
+	ge := nb.Cmp("ge", p, q)
+	neg := nb.Cmp("lt", d, c(0))
+	wrapped := nb.Unary(tir.OpNot, nb.Binary(tir.OpXor, ge, neg))
+	sat := nb.Select(wrapped, nb.Select(ge, c(int64(N)), c(-1)), d)
+	// clamp(sat + add, 0, N) = clamp(sat, -add, N - add) + add, which
+	// cannot overflow.
+	v := nb.Binary(tir.OpMax, nb.Binary(tir.OpMin, sat, c(int64(N)-x.add)), c(-x.add))
+	if x.add != 0 {
+		v = nb.Binary(tir.OpAdd, v, c(x.add))
+	}
+	return v
+}
+
+// buildLin emits the linear form l (no column term) as a
+// tensor<Mx1xi32>, with i32's wrapping sums: in any order they give the
+// original's value.
+func buildLin(nb *tir.Builder, l lin, M int) *tir.Value {
+	l.c = int64(int32(l.c)) // the sum of the constants, wrapped as i32 wraps it
 	col := []int{M, 1}
 	var acc *tir.Value
 	// Added terms first, so that the form reads a - b, not 0 - b + a.
-	parts := slices.Clone(e.l.parts)
+	parts := slices.Clone(l.parts)
 	slices.SortStableFunc(parts, func(x, y part) int {
 		switch {
 		case x.neg == y.neg:
@@ -308,7 +372,7 @@ func (e *rexpr) build(nb *tir.Builder, M int) *tir.Value {
 	// All terms subtracted: start from the constant (c - v, or 0 - v).
 	allNeg := len(parts) > 0 && parts[0].neg
 	if len(parts) == 0 || allNeg {
-		acc = nb.Const(tir.Tensor(tir.I32, col...), e.l.c)
+		acc = nb.Const(tir.Tensor(tir.I32, col...), l.c)
 	}
 	for _, p := range parts {
 		v := p.v
@@ -327,8 +391,8 @@ func (e *rexpr) build(nb *tir.Builder, M int) *tir.Value {
 			acc = nb.Binary(tir.OpAdd, acc, v)
 		}
 	}
-	if !allNeg && len(parts) > 0 && e.l.c != 0 {
-		acc = nb.Binary(tir.OpAdd, acc, nb.Const(tir.Tensor(tir.I32, col...), e.l.c))
+	if !allNeg && len(parts) > 0 && l.c != 0 {
+		acc = nb.Binary(tir.OpAdd, acc, nb.Const(tir.Tensor(tir.I32, col...), l.c))
 	}
 	return acc
 }
@@ -393,12 +457,36 @@ func cmpBound(d *tir.Op, neg bool, M, N int) (bnd, bool) {
 	default:
 		return bnd{}, false
 	}
+	// The column side X = A ± j and the other side B (one side holds j:
+	// both would give e.sigma 0 or ±2).
+	x, y := a, b
+	if x.sigma == 0 {
+		x, y = b, a
+	}
+	if modValued(x) {
+		// The original's X could wrap within the tile, where no interval
+		// describes it: leave the comparison as it is.
+		return bnd{}, false
+	}
 	// j + E p 0, that is j p F with F = -E.
-	f := e.neg()
-	f.sigma = 0
-	f1 := f
-	f1.c++
-	F, F1 := &rexpr{l: f}, &rexpr{l: f1}
+	var F, F1 *rexpr
+	if modValued(y) {
+		// F = B - A (X = A + j) or A - B (X = A - j), exactly.
+		x.sigma = 0
+		pq := exactBound{p: y, q: x}
+		if a.sigma+b.sigma < 0 {
+			pq = exactBound{p: x, q: y}
+		}
+		pq1 := pq
+		pq1.add = 1
+		F, F1 = &rexpr{ex: &pq}, &rexpr{ex: &pq1}
+	} else {
+		f := e.neg()
+		f.sigma = 0
+		f1 := f
+		f1.c++
+		F, F1 = &rexpr{l: f}, &rexpr{l: f1}
+	}
 	switch p {
 	case "lt":
 		return bnd{hi: F}, true
@@ -412,4 +500,52 @@ func cmpBound(d *tir.Op, neg bool, M, N int) (bnd, bool) {
 		return bnd{lo: F, hi: F1}, true
 	}
 	return bnd{}, false
+}
+
+// maxKernelConst bounds the constants taken for the kernel's own index
+// arithmetic (tile sizes, offsets of a few tiles); a larger one is a
+// mod's value, which may make a sum wrap.
+const maxKernelConst = 1 << 16
+
+// modValued reports whether l reads a value a mod chose: a parameter of a
+// mod (a run-time parameter, or an aux tensor's data or length, named
+// mod.NAME), or a constant beyond ±maxKernelConst (also in l's own sum).
+// Such values are arbitrary i32s, so sums of them can wrap; the kernel's
+// positions and offsets, by contrast, are bounded by the launch's shape
+// checks.
+func modValued(l lin) bool {
+	if l.c < -maxKernelConst || l.c > maxKernelConst {
+		return true
+	}
+	seen := map[*tir.Value]bool{}
+	for _, p := range l.parts {
+		if readsModValue(p.v, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+func readsModValue(v *tir.Value, seen map[*tir.Value]bool) bool {
+	if seen[v] {
+		return false
+	}
+	seen[v] = true
+	d := v.Def
+	if d == nil {
+		return strings.Contains(v.Name, ".") // mask.offset, mask.doc, score.slopes
+	}
+	if d.Kind == tir.OpConst {
+		c, ok := d.Attr("value").(int64)
+		return ok && (c < -maxKernelConst || c > maxKernelConst)
+	}
+	if len(d.Regions) > 0 {
+		return true // a loop's or a branch's result: not followed
+	}
+	for _, a := range d.Args {
+		if readsModValue(a, seen) {
+			return true
+		}
+	}
+	return false
 }

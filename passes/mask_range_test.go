@@ -2,6 +2,7 @@ package passes
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -141,6 +142,67 @@ func TestMaskRangeMatchesInterpreter(t *testing.T) {
 			}
 			if want, got := run(orig), run(m); !sameBuffers([][]float64{got}, [][]float64{want}) {
 				t.Fatalf("case %d, (start, q0, a, b, n) = %v: rewritten mask keeps\n%v\nwant\n%v\nsource:\n%s\nrewritten:\n%s", i, args, got, want, src, m)
+			}
+		}
+	}
+	t.Logf("%d of 1500 random conditions rewritten", rewrote)
+	if rewrote < 100 {
+		t.Errorf("only %d of 1500 random conditions were rewritten", rewrote)
+	}
+}
+
+// TestMaskRangeModValuesWrap is issue 46 item 4: with a mod's values
+// (parameters named mod.NAME) near the ends of i32, the rewrite computed
+// its bounds with sums that wrapped where the original's did not, and
+// kept nothing (`kv_idx <= q_idx + offset`, offset = 2^31 - 1). The random
+// conditions of TestMaskRangeMatchesInterpreter, with the scalars a and b
+// a mod's and drawn near the ends of i32, must keep what the original
+// keeps.
+func TestMaskRangeModValuesWrap(t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 4))
+	head := strings.NewReplacer("%a: i32, %b: i32", "%mask.a: i32, %mask.b: i32", "splat %a ", "splat %mask.a ", "splat %b ", "splat %mask.b ").Replace(maskGenHead)
+	if head == maskGenHead {
+		t.Fatal("the generator's head changed: rename a and b again")
+	}
+	extreme := func() int32 {
+		switch r.IntN(4) {
+		case 0:
+			return math.MaxInt32 - int32(r.IntN(40))
+		case 1:
+			return math.MinInt32 + int32(r.IntN(40))
+		}
+		return int32(r.IntN(41) - 20)
+	}
+	rewrote := 0
+	for i := range 1500 {
+		g := &maskGen{r: r}
+		keep := g.boolExpr(3)
+		src := head + strings.Join(g.lines, "\n") + "\n" + strings.ReplaceAll(maskGenTail, "%KEEP", keep)
+		orig, err := tir.Parse("gen.tir", src)
+		if err != nil {
+			t.Fatalf("case %d: %v\n%s", i, err, src)
+		}
+		m, _ := tir.Parse("gen.tir", src)
+		if err := maskRange(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tir.Verify(m); err != nil {
+			t.Fatalf("case %d: %v\n%s", i, err, m)
+		}
+		if m.String() != orig.String() {
+			rewrote++
+		}
+		for range 4 {
+			args := []any{int32(r.IntN(61) - 20), int32(r.IntN(51) - 10), extreme(), extreme(), int32(r.IntN(61) - 20)}
+			run := func(m *tir.Module) []float64 {
+				b := cpu.FromF32("p", make([]float32, 128))
+				if err := cpu.Launch(m, "k", [3]int{1, 1, 1}, append([]any{b}, args...)...); err != nil {
+					t.Fatalf("case %d: %v", i, err)
+				}
+				return b.Vals
+			}
+			if want, got := run(orig), run(m); !sameBuffers([][]float64{got}, [][]float64{want}) {
+				t.Fatalf("issue 46 item 4: case %d, (start, q0, a, b, n) = %v: rewritten mask keeps\n%v\nwant\n%v\nsource:\n%s\nrewritten:\n%s", i, args, got, want, src, m)
 			}
 		}
 	}

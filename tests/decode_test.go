@@ -353,7 +353,11 @@ func TestDecodePlan(t *testing.T) {
 	} {
 		f, err := fac.CompileForward(o.opts, 128)
 		if err != nil {
-			t.Fatal(err)
+			// Options out of range are refused up front (issue 46 item 11).
+			if !strings.Contains(err.Error(), o.want) {
+				t.Errorf("%+v: compile error %v, want one about %s", o.opts, err, o.want)
+			}
+			continue
 		}
 		if _, err := f.Plan(sh, 0); err == nil || !strings.Contains(err.Error(), o.want) {
 			t.Errorf("%+v: error %v, want one about %s", o.opts, err, o.want)
@@ -380,7 +384,8 @@ func TestDecodePlan(t *testing.T) {
 			t.Errorf("ParseNumSplits(%q) = %d, %v", s, n, err)
 		}
 	}
-	for _, s := range []string{"-1", "65", "x"} {
+	// "0" too (issue 46 item 15): the help says "auto, or 1 (off) to 64".
+	for _, s := range []string{"-1", "65", "x", "0"} {
 		if _, err := fac.ParseNumSplits(s); err == nil {
 			t.Errorf("ParseNumSplits(%q): no error", s)
 		}

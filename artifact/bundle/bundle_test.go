@@ -39,11 +39,12 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Format = Format
+	b.Digest = b.ComputeDigest()
 	if !reflect.DeepEqual(got, b) {
 		t.Errorf("round trip changed the bundle:\n got %+v\nwant %+v", got, b)
 	}
 	data, _ := os.ReadFile(path)
-	for _, want := range []string{`"format": "fac-bundle/2"`, `"shared_bytes": 196608`, `<x> &`} {
+	for _, want := range []string{`"format": "fac-bundle/3"`, `"shared_bytes": 196608`, `<x> &`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("file lacks %q", want)
 		}
@@ -89,11 +90,14 @@ func TestCorruptChecksum(t *testing.T) {
 
 func TestWrongFormat(t *testing.T) {
 	for name, tc := range map[string]struct{ data, want string }{
-		"other version": {`{"format":"fac-bundle/1","kernels":[]}`, `unsupported format "fac-bundle/1" (want "fac-bundle/2")`},
+		"other version": {`{"format":"fac-bundle/9","kernels":[]}`, `unsupported format "fac-bundle/9" (want "fac-bundle/3")`},
+		"version 1":     {`{"format":"fac-bundle/1","kernels":[]}`, `format "fac-bundle/1" is from an older fac`},
+		"version 2":     {`{"format":"fac-bundle/2","kernels":[]}`, "rebuild it with this fac's `fac build`"},
 		"no format":     {`{"kernels":[]}`, `no "format" field`},
 		"not json":      {"\x7fELF", "not a fac bundle"},
-		"bad field":     {`{"format":"fac-bundle/2","kernels":[{"threads":"x"}]}`, "bundle: json"},
-		"empty kernel":  {`{"format":"fac-bundle/2","kernels":[{"entry":"k","sha256":"x"}]}`, "no .entry k"},
+		"bad field":     {`{"format":"fac-bundle/3","kernels":[{"threads":"x"}]}`, "bundle: json"},
+		"empty kernel":  {`{"format":"fac-bundle/3","kernels":[{"entry":"k","sha256":"x"}]}`, "no .entry k"},
+		"no digest":     {`{"format":"fac-bundle/3","kernels":[]}`, "no digest"},
 	} {
 		_, err := Parse([]byte(tc.data))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

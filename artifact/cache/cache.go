@@ -11,6 +11,20 @@
 // validate function) is deleted and reported as Corrupt, which callers treat
 // as a miss. Entries of an older format are misses.
 //
+// GetOrBuild builds a key at most once at a time: within a process by
+// sharing the build, across processes by a lock file per key
+// (.facc-lock-<key>, created with O_EXCL, its time refreshed while the
+// build runs). A process that finds the lock waits for the entry; a lock
+// left by a process that died (not refreshed for staleLock) is broken, and
+// a wait longer than maxLockWait builds anyway, so the lock only saves
+// work and never blocks a compile for good. A folder where no lock can be
+// made (read-only) builds without one.
+//
+// fac's own files in the folder are recognised by name and content: entries
+// (<64 hex digits>.facc), temporary files (.facc-tmp-<12 hex digits>-<digits>,
+// empty or starting with the entry magic) and locks (.facc-lock-<key>,
+// starting with lockMagic). Clear removes only those.
+//
 // Memo is the in-memory layer on top, e.g. for modules already loaded into
 // the driver.
 package cache
@@ -43,9 +57,10 @@ const EnvDir = "FAC_CACHE_DIR"
 // that key; the checksum covers it so a damaged key reads as corrupt.
 const (
 	magicPfx = "FACC"
-	magic    = magicPfx + "2" // bumped whenever the layout changes
+	magic    = magicPfx + "3" // bumped whenever the layout, or the meaning of a payload, changes (3: artifacts carry a digest of their metadata)
 	ext      = ".facc"
-	tmpPfx   = ".tmp-"
+	tmpPfx   = ".facc-tmp-"
+	lockPfx  = ".facc-lock-"
 	keyOff   = len(magic) + sha256.Size
 	hdrSize  = keyOff + sha256.Size + 8 + 2
 	maxMeta  = 1<<16 - 1
@@ -183,6 +198,19 @@ func Open(dir string) (*Cache, error) {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
+	}
+	return &Cache{dir: dir, flying: map[Key]*flight{}}, nil
+}
+
+// Locate returns the cache in dir (empty: DefaultDir()) without creating
+// anything, for looking at it: while the folder does not exist, Get
+// misses, List finds no entries and Clear has nothing to remove.
+func Locate(dir string) (*Cache, error) {
+	if dir == "" {
+		var err error
+		if dir, err = DefaultDir(); err != nil {
+			return nil, err
+		}
 	}
 	return &Cache{dir: dir, flying: map[Key]*flight{}}, nil
 }
@@ -359,7 +387,7 @@ func (c *Cache) Put(key Key, meta string, payload []byte) error {
 	if hdrSize+len(meta)+len(payload) > maxEntry {
 		return fmt.Errorf("cache: entry is %d bytes, max %d", hdrSize+len(meta)+len(payload), maxEntry)
 	}
-	f, err := os.CreateTemp(c.dir, tmpPfx+key.Short()+"-*")
+	f, err := os.CreateTemp(c.dir, tmpPfx+key.Short()+"-*") // see isTemp
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
@@ -433,6 +461,23 @@ func (c *Cache) getOrBuild(key Key, meta string, build func() ([]byte, error), v
 	if getErr == nil && st == Hit {
 		return data, Hit, nil
 	}
+	if getErr == nil {
+		// Another process may be building this key: wait for its entry,
+		// or take the lock and build.
+		hit := func() bool {
+			d, s, err := c.get(key, validate)
+			if err == nil && s == Hit {
+				data = d
+				return true
+			}
+			return false
+		}
+		unlock, found := c.lock(key, hit)
+		if found {
+			return data, Hit, nil
+		}
+		defer unlock()
+	}
 	data, err := build()
 	if err != nil {
 		return nil, st, err
@@ -460,10 +505,14 @@ type Entry struct {
 	Meta    string // "<corrupt>" if the header cannot be read or names another key, "<old format>" if stale
 }
 
-// List returns the entries in the cache directory, oldest first. It reads
-// only headers; checksums are verified by Get.
+// List returns the entries in the cache directory, oldest first; none when
+// the folder does not exist. It reads only headers; checksums are verified
+// by Get.
 func (c *Cache) List() ([]Entry, error) {
 	des, err := os.ReadDir(c.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
@@ -508,21 +557,39 @@ func readMeta(key Key, path string) string {
 	return h.meta
 }
 
-// Clear removes every entry and leftover temporary file. Other files in
-// the directory are left alone, in case it is shared.
+// Clear removes every entry, leftover temporary file and stale lock (see
+// the package comment for how fac's files are recognised). Other files in
+// the directory, a user's ".tmp-notes" included, are left alone, in case
+// it is shared; so is the lock of a build still running. A folder that
+// does not exist is already clear.
 func (c *Cache) Clear() error {
 	des, err := os.ReadDir(c.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
 	var errs []error
 	for _, de := range des {
 		name := de.Name()
-		ours := strings.HasPrefix(name, tmpPfx) || strings.HasSuffix(name, ext) && Key(strings.TrimSuffix(name, ext)).Valid()
-		if !ours || de.IsDir() {
+		if !de.Type().IsRegular() {
 			continue
 		}
-		if err := os.Remove(filepath.Join(c.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		p := filepath.Join(c.dir, name)
+		ours := false
+		switch {
+		case strings.HasSuffix(name, ext):
+			ours = Key(strings.TrimSuffix(name, ext)).Valid()
+		case strings.HasPrefix(name, tmpPfx) || strings.HasPrefix(name, oldTmpPfx):
+			ours = isTemp(p, name)
+		case strings.HasPrefix(name, lockPfx):
+			ours = isStaleLock(p, name)
+		}
+		if !ours {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -530,4 +597,51 @@ func (c *Cache) Clear() error {
 		return fmt.Errorf("cache: %w", err)
 	}
 	return nil
+}
+
+// oldTmpPfx is the temporary-file prefix of FACC2 and earlier caches.
+const oldTmpPfx = ".tmp-"
+
+// isTemp reports whether the file p named name is one of Put's temporary
+// files: its name is a temporary prefix, the key's 12 hex digits, a dash and
+// os.CreateTemp's digits, and it is empty (created, not yet written) or
+// starts with an entry's magic.
+func isTemp(p, name string) bool {
+	rest, ok := strings.CutPrefix(name, tmpPfx)
+	if !ok {
+		rest, ok = strings.CutPrefix(name, oldTmpPfx)
+	}
+	short, digits, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 || len(short) != 12 || !isDigits(digits) || strings.Trim(short, "0123456789abcdef") != "" {
+		return false
+	}
+	b, err := readPrefix(p, len(magicPfx))
+	return err == nil && (len(b) == 0 || string(b) == magicPfx)
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// readPrefix reads at most n bytes from the start of the regular file p.
+func readPrefix(p string, n int) ([]byte, error) {
+	f, err := os.Open(p) // callers pass regular files only: no FIFO blocks here
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, err := io.ReadFull(f, b)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil
+	}
+	return b[:k], err
 }

@@ -186,9 +186,9 @@ func TestClear(t *testing.T) {
 	for i := range 5 {
 		c.Put(NewKey(fmt.Sprint(i)), "", []byte("x"))
 	}
-	stale := filepath.Join(c.Dir(), tmpPfx+"abc-123")
+	stale := filepath.Join(c.Dir(), tmpPfx+"0123456789ab-123")
 	other := filepath.Join(c.Dir(), "keep.txt")
-	os.WriteFile(stale, []byte("partial"), 0o644)
+	os.WriteFile(stale, []byte(magic+"partial"), 0o644)
 	os.WriteFile(other, []byte("x"), 0o644)
 	if err := c.Clear(); err != nil {
 		t.Fatal(err)

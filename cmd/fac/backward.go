@@ -56,13 +56,7 @@ func (b *backwardFlags) check(outF, lseF string) error {
 	if outF != "" || lseF != "" {
 		return fmt.Errorf("--out and --lse-out write the forward's O and LSE, which --backward does not check; write the gradients with --dq-out, --dk-out, --dv-out")
 	}
-	return oneStdout(map[string]string{"--dq-out": b.dqOut, "--dk-out": b.dkOut, "--dv-out": b.dvOut, "--dsinks-out": b.dsinksOut})
-}
-
-// toStdout reports whether a gradient goes to stdout (the report then goes
-// to stderr).
-func (b *backwardFlags) toStdout() bool {
-	return b.dqOut == "-" || b.dkOut == "-" || b.dvOut == "-" || b.dsinksOut == "-"
+	return nil // the outputs are checked with the forward's (checkOutputs)
 }
 
 // noteTensors reads --do, whose shape is q's, and notes its sizes.
@@ -195,7 +189,7 @@ func (b *backwardFlags) run(r backwardRun) error {
 		}
 		reps := compareGrads(g, ref)
 		for _, rep := range reps {
-			fmt.Fprintf(w, "%-8s max |err| = %.3g, relative to max |ref| %.3g = %.3g; NaN: %d (reference: %d)\n",
+			fmt.Fprintf(w, "%-8s max |err| = %.3g, max |ref| = %.3g, relative error %.3g; NaN: %d (reference: %d)\n",
 				rep.name, rep.maxAbs, rep.maxRef, rep.rel, rep.nans, rep.refNaNs)
 		}
 		if err := gradVerdict(reps, r.tol, r.dtype); err != nil {

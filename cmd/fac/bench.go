@@ -100,11 +100,20 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 			if err := checkDevice(device, "cuda"); err != nil {
 				return fmt.Errorf("%w (fac bench times GPU kernels)", err)
 			}
+			if err := checkOutputs(jsonOut != "-", map[string]string{"--json": jsonOut}); err != nil {
+				return err
+			}
 			srcs, err := readSources(append(args, files...))
 			if err != nil {
 				return err
 			}
-			consts, err := (&compileFlags{consts: constFlags}).constMap()
+			cf := &compileFlags{consts: constFlags}
+			dtypes, dims := []string{dtype}, []int{dim}
+			if err := listConstsAsFlags(cmd, cf, &dtypes, &dims); err != nil {
+				return err
+			}
+			dtype, dim = dtypes[0], dims[0]
+			consts, err := cf.constMap()
 			if err != nil {
 				return err
 			}
@@ -166,6 +175,9 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 				return err
 			}
 			fmt.Fprintf(w, "device: %s (%s)\n", gpu.Name, gpu.Arch)
+			if fb := fac.ArchFallback(gpu.Arch); fb != "" {
+				fmt.Fprintf(w, "note: %s\n", fb)
+			}
 			fwdOpts.Target.Arch = gpu.Arch // tile arguments tuned for this GPU unless --const sets them
 			if backward {
 				fmt.Fprintln(w, "backward pass: flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess timed as one; TFLOPS = 10 * pairs * D / t")

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -127,10 +126,7 @@ func blockmaskCmd() *cobra.Command {
 				bm.KVWidth, bm.NumK, bm.QWidth, bm.NumQ, byteSize(4*(len(bm.KVIndices)+len(bm.FullKVIndices)+len(bm.QIndices)+len(bm.FullQIndices)+
 					len(bm.KVNumBlocks)+len(bm.FullKVNumBlocks)+len(bm.QNumBlocks)+len(bm.FullQNumBlocks))))
 			if outDir != "" {
-				if err := os.MkdirAll(outDir, 0o755); err != nil {
-					return err
-				}
-				if err := bm.Save(outDir); err != nil {
+				if err := bm.Save(outDir); err != nil { // makes the folder, whole or not at all
 					return err
 				}
 				fmt.Fprintf(w, "wrote %s\n", outDir)

@@ -65,3 +65,41 @@ func TestBlockmaskRoundTrip(t *testing.T) {
 	}
 	wantFail(t, run(), "kv_indices", "shape")
 }
+
+// TestBlockmaskResaveReadOnlyMeta is issue 46 item 6 from the command
+// line: a re-save with another mask into a folder whose block_mask.json is
+// read-only fails and leaves every file as it was, so fac run
+// --blockmask still gets the causal lists it records (before, the .npy
+// files were rewritten with none's lists under a json claiming causal).
+func TestBlockmaskResaveReadOnlyMeta(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "bm")
+	save := func(mask string) cliResult {
+		return runFac(t, dir, "blockmask", "--mask", mask, "--seqlen-q", "256", "--seqlen-k", "256", "--block", "64", "--out", out)
+	}
+	if r := save("causal"); r.code != 0 {
+		t.Fatalf("fac blockmask: %d %s", r.code, r.stderr)
+	}
+	before := map[string]string{}
+	ents, _ := os.ReadDir(out)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(out, e.Name()))
+		before[e.Name()] = string(b)
+	}
+	if err := os.Chmod(filepath.Join(out, blockmask.MetaFile), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	wantFail(t, save("none"), "read-only", blockmask.MetaFile)
+	ents, _ = os.ReadDir(out)
+	if len(ents) != len(before) {
+		t.Errorf("folder now holds %d files, had %d", len(ents), len(before))
+	}
+	for name, text := range before {
+		if b, _ := os.ReadFile(filepath.Join(out, name)); string(b) != text {
+			t.Errorf("%s changed by the failed save", name)
+		}
+	}
+	if r := runFac(t, dir, "run", "--blockmask", out, "--dim", "16", "--batch", "1", "--heads", "1"); r.code != 0 || !strings.Contains(r.stdout+r.stderr, "causal") {
+		t.Errorf("fac run --blockmask after the failed save: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -40,11 +40,22 @@ are then those of that variant, which a device finds with the same switches.`,
 			if out == "" {
 				return fmt.Errorf("-o FILE is required (- = stdout)")
 			}
+			if err := checkOutputs(out != "-", map[string]string{"--out": out}); err != nil {
+				return err
+			}
 			srcs, err := readSources(append(args, files...))
 			if err != nil {
 				return err
 			}
+			for _, a := range archs {
+				if err := checkArch(cmd.ErrOrStderr(), "--arch", a); err != nil {
+					return err
+				}
+			}
 			cf := compileFlags{consts: consts}
+			if err := listConstsAsFlags(cmd, &cf, &dtypes, &dims); err != nil {
+				return err
+			}
 			cm, err := cf.constMap()
 			if err != nil {
 				return err

@@ -248,7 +248,7 @@ func TestRunWritesNpy(t *testing.T) {
 // checkAccuracy reads fac run's report: O close to the reference and no NaN.
 func checkAccuracy(t *testing.T, stdout string) {
 	t.Helper()
-	m := regexp.MustCompile(`relative to max \|ref\| = (\S+); max \|LSE - ref\| = (\S+); NaN: (\d+)`).FindStringSubmatch(stdout)
+	m := regexp.MustCompile(`relative error (\S+); LSE: max \|LSE - ref\| = (\S+); NaN: (\d+)`).FindStringSubmatch(stdout)
 	if m == nil {
 		t.Fatalf("no accuracy report in:\n%s", stdout)
 	}

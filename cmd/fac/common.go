@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/artifact/bundle"
@@ -67,6 +69,39 @@ func (c *compileFlags) constMap() (map[string]string, error) {
 		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return out, nil
+}
+
+// takeConst removes --const NAME=VALUE from the flags and returns VALUE
+// (the last one given), for arguments a flag of its own also sets.
+func (c *compileFlags) takeConst(name string) (string, bool) {
+	var keep []string
+	v, found := "", false
+	for _, kv := range c.consts {
+		k, val, ok := strings.Cut(kv, "=")
+		if ok && strings.TrimSpace(k) == name {
+			v, found = strings.TrimSpace(val), true
+			continue
+		}
+		keep = append(keep, kv)
+	}
+	c.consts = keep
+	return v, found
+}
+
+// constAsFlag makes --const NAME=VALUE another spelling of --FLAG VALUE
+// (DTYPE: --dtype, HEAD_DIM: --dim), so that the subcommands share one
+// vocabulary (issue 46 items 12 and 16: run's --const DTYPE=i32 was
+// overridden by --dtype without a word): given both ways, the two must
+// agree; given as a const only, it sets the flag's value through set.
+// current is the flag's value as text.
+func constAsFlag(fs *pflag.FlagSet, name, v, flag, current string, set func(string) error) error {
+	if fs.Changed(flag) && v != current {
+		return fmt.Errorf("--const %s=%s contradicts --%s %s: they are one setting, give it once", name, v, flag, current)
+	}
+	if err := set(v); err != nil {
+		return fmt.Errorf("--const %s=%s: %w", name, v, err)
+	}
+	return nil
 }
 
 // passOptions splits --print-ir-after and --disable-pass between the tile
@@ -176,4 +211,38 @@ func openGPU(bundles []string) (*fac.CUDA, error) {
 		gpu.AddBundle(b)
 	}
 	return gpu, nil
+}
+
+// dtypeDimArgs sets the request's DTYPE and HEAD_DIM from --dtype and
+// --dim, for the commands that build a compiler.Request themselves
+// (compile, ir), so that they take the flags run, build and bench take:
+// --const DTYPE/HEAD_DIM are the same settings (given both ways they must
+// agree). With withDefaults the flags' defaults are given to a kernel that
+// declares the parameter (compile: what it compiles is then what build
+// builds, tuned sets included, since they are keyed by the request's DTYPE
+// and HEAD_DIM); else only flags the user set are.
+func dtypeDimArgs(cmd *cobra.Command, req *compiler.Request, dtype string, dim int, withDefaults bool) error {
+	fs := cmd.Flags()
+	declared := map[string]bool{}
+	if prog, err := compiler.Load(req.Sources); err == nil {
+		cps, _ := prog.KernelParams(req.Kernel)
+		for _, cp := range cps {
+			declared[cp.Name] = true
+		}
+	}
+	for _, a := range []struct{ name, flag, v string }{{"DTYPE", "dtype", dtype}, {"HEAD_DIM", "dim", strconv.Itoa(dim)}} {
+		if v, ok := req.Consts[a.name]; ok {
+			if fs.Changed(a.flag) && v != a.v {
+				return fmt.Errorf("--const %s=%s contradicts --%s %s: they are one setting, give it once", a.name, v, a.flag, a.v)
+			}
+			continue
+		}
+		switch {
+		case declared[a.name] && (withDefaults || fs.Changed(a.flag)):
+			req.Consts[a.name] = a.v
+		case !declared[a.name] && fs.Changed(a.flag):
+			return fmt.Errorf("--%s %s: kernel %s has no compile-time parameter %s", a.flag, a.v, req.Kernel, a.name)
+		}
+	}
+	return nil
 }

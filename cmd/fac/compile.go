@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -15,23 +16,38 @@ import (
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/internal/outfile"
+	"github.com/fac-compiler/fac/tir"
 )
 
 func compileCmd() *cobra.Command {
 	var cf compileFlags
 	var tf targetFlags
-	var arch, emit, out, cacheDir string
+	var arch, emit, out, cacheDir, dtype string
+	var dim int
 	var verbose, noCache bool
 	cmd := &cobra.Command{
 		Use:   "compile [FILE...]",
 		Short: "compile a kernel to tile IR, LLVM IR or PTX",
-		Long:  "Compiles a kernel for --arch to tile IR (after the tile passes), LLVM IR or PTX (through llc and the kernel cache).\n\n" + targetHelp(),
-		Example: `  fac compile --mask causal --const DTYPE=bf16 --arch sm_90a --emit ptx -o fwd.ptx -v
+		Long: "Compiles a kernel for --arch to tile IR (after the tile passes), LLVM IR or PTX (through llc and the kernel cache).\n" +
+			"--dtype and --dim set the kernel's DTYPE and HEAD_DIM (--const DTYPE=, HEAD_DIM= are the same settings), bf16 and 128 unless\n" +
+			"given, as fac build: what it compiles is what a bundle holds, with the arch's tuned arguments (-v prints them). A GPU\n" +
+			"compile whose code has no tensor-core instruction (f32) warns; an arch that runs another's code path (sm_89, sm_100a)\n" +
+			"warns, and one fac has no target for is an error.\n\n" + targetHelp(),
+		Example: `  fac compile --mask causal --dtype bf16 --dim 64 --arch sm_90a --emit ptx -o fwd.ptx -v   # -v: stage times, tuned arguments
   fac compile mymask.fa --mask my_mask --emit llvm
   fac compile --mask causal --const DTYPE=bf16 --target-opt tma=off -v   # cp.async staging instead of TMA`,
 		RunE: func(cmd *cobra.Command, files []string) error {
+			if err := checkOutputs(false, map[string]string{"--out": out}); err != nil {
+				return err
+			}
+			if err := checkArch(cmd.ErrOrStderr(), "--arch", arch); err != nil {
+				return err
+			}
 			req, err := cf.request(files, gpuArch(emit, arch))
 			if err != nil {
+				return err
+			}
+			if err := dtypeDimArgs(cmd, &req, dtype, dim, true); err != nil {
 				return err
 			}
 			// Tile IR runs no GPU phase, but shows the kernel the same flags
@@ -62,6 +78,7 @@ func compileCmd() *cobra.Command {
 					return err
 				}
 				text = cg.LL
+				warnNoTensorCores(cmd.ErrOrStderr(), res, arch, text)
 			case "ptx":
 				lc, err := llcConfig()
 				if err != nil {
@@ -88,6 +105,7 @@ func compileCmd() *cobra.Command {
 					return err
 				}
 				text = a.PTX
+				warnNoTensorCores(cmd.ErrOrStderr(), res, arch, text)
 				if t.Cache == cache.Corrupt {
 					fmt.Fprintln(os.Stderr, "fac: cache entry was damaged or for another kernel; rebuilt it")
 				}
@@ -120,7 +138,9 @@ func compileCmd() *cobra.Command {
 	}
 	cf.add(cmd, true)
 	fs := cmd.Flags()
-	fs.StringVar(&arch, "arch", "sm_90a", "GPU target: sm_80, sm_90, sm_90a")
+	fs.StringVar(&arch, "arch", "sm_90a", "GPU target: sm_80, sm_90a (their own code paths), sm_86 to sm_89, sm_90, sm_100 and later (each on a fallback path, with a warning)")
+	fs.StringVar(&dtype, "dtype", "bf16", "element type of q, k, v, o (the kernel's DTYPE): bf16, f16 or f32 (f32 has no tensor-core path)")
+	fs.IntVar(&dim, "dim", 128, "head dimension (the kernel's HEAD_DIM)")
 	tf.add(fs)
 	fs.StringVar(&emit, "emit", "ptx", "output: tir, llvm or ptx")
 	fs.StringVarP(&out, "out", "o", "", "output file (default or - = stdout)")
@@ -128,57 +148,6 @@ func compileCmd() *cobra.Command {
 	fs.StringVar(&cacheDir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir; - for none, as --no-cache)")
 	fs.BoolVar(&noCache, "no-cache", false, "compile without the kernel cache")
 	aliases(cmd, map[string]string{"output": "out"})
-	return cmd
-}
-
-func cacheCmd() *cobra.Command {
-	var dir string
-	cmd := &cobra.Command{Use: "cache", Short: "list or clear the kernel cache",
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			if dir == "-" {
-				return fmt.Errorf("--cache-dir -: that is no cache (compile and build take it to mean none); name a folder")
-			}
-			return nil
-		}}
-	cmd.PersistentFlags().StringVar(&dir, "cache-dir", "", "kernel cache folder (default $FAC_CACHE_DIR or the user cache dir)")
-	ls := &cobra.Command{
-		Use:   "ls",
-		Short: "list cached kernels",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cache.Open(cacheDir(dir))
-			if err != nil {
-				return err
-			}
-			entries, err := c.List()
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s: %d entries\n", c.Dir(), len(entries))
-			for _, e := range entries {
-				fmt.Fprintf(w, "%s  %8d B  %s  %s\n", e.Key.Short(), e.Size, e.ModTime.Format(time.DateTime), e.Meta)
-			}
-			return nil
-		},
-	}
-	clear := &cobra.Command{
-		Use:   "clear",
-		Short: "remove every cached kernel",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cache.Open(cacheDir(dir))
-			if err != nil {
-				return err
-			}
-			if err := c.Clear(); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cleared %s\n", c.Dir())
-			return nil
-		},
-	}
-	cmd.AddCommand(ls, clear)
 	return cmd
 }
 
@@ -203,4 +172,24 @@ func printTuned(res *compiler.Result) {
 		kv = append(kv, k+"="+res.Tuned[k])
 	}
 	fmt.Fprintf(os.Stderr, "compile: tuned arguments: %s\n", strings.Join(kv, " "))
+}
+
+// warnNoTensorCores warns when a GPU compile of a kernel with matrix
+// products (dot) gives code with no tensor-core instruction (mma.sync or
+// wgmma): f32 dots run on the FMA pipes at a fraction of the GPU's speed,
+// and nothing else would say so (issue 46 item 16). code is the LLVM IR or
+// PTX.
+func warnNoTensorCores(w io.Writer, res *compiler.Result, arch, code string) {
+	f := res.Func()
+	if f == nil || strings.Contains(code, "mma") {
+		return
+	}
+	if !f.Body.Any(func(op *tir.Op) bool { return op.Kind == tir.OpDot }) {
+		return
+	}
+	why := "its dots are not on 16-bit operands"
+	if dt, ok := res.Args["DTYPE"]; !ok || dt.T == tir.F32 {
+		why = "DTYPE is f32, which has no tensor-core path"
+	}
+	fmt.Fprintf(w, "fac: warning: kernel %s for %s uses no tensor cores (no mma or wgmma in its code): %s; --dtype bf16 or f16 runs its dots on them\n", res.Kernel, arch, why)
 }

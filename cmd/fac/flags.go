@@ -15,6 +15,8 @@ import (
 	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/internal/outfile"
 )
 
 // Flags shared by run, blockmask, bench and build (and compile and ir where
@@ -185,6 +187,91 @@ func oneStdout(flags map[string]string) error {
 	}
 	if len(dash) > 1 {
 		return fmt.Errorf("%s both name standard output (-); only one output can go there", strings.Join(dash, " and "))
+	}
+	return nil
+}
+
+// checkOutputs checks a command's data outputs (flag → value; "" is none)
+// before it computes them, so that a bad one does not lose a long run at
+// the end (issue 46 item 14): one at most on stdout, each a file of its
+// own (issue 46 item 7: the same name twice, or two names for one file
+// through a link), none the stdout the human report goes to
+// (reportToStdout; -o /dev/stdout would mix the two), and each writable
+// (no directory, an existing folder, not read-only).
+func checkOutputs(reportToStdout bool, outputs map[string]string) error {
+	if err := oneStdout(outputs); err != nil {
+		return err
+	}
+	if err := outfile.Distinct(outputs); err != nil {
+		return err
+	}
+	for _, flag := range slices.Sorted(maps.Keys(outputs)) {
+		v := outputs[flag]
+		if v == "" {
+			continue
+		}
+		if reportToStdout && v != "-" && outfile.IsStdout(v) {
+			return fmt.Errorf("%s %s is standard output, where the report goes, and the two would mix; write %s - (the report then goes to stderr)", flag, v, flag)
+		}
+		if err := outfile.Check(v); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+	}
+	return nil
+}
+
+// anyStdout reports whether an output goes to stdout ("-").
+func anyStdout(outputs map[string]string) bool {
+	for _, v := range outputs {
+		if v == "-" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkArch refuses a GPU arch fac has no target for (compiler.CheckArch:
+// --arch sm_1000 aborted llc with a stack dump) and warns on w when a
+// known one runs another arch's code path (issue 46 item 11; issue 44
+// item 5: sm_89, sm_100a and sm_120 run sm_80's).
+func checkArch(w io.Writer, flag, arch string) error {
+	fb, err := compiler.CheckArch(arch)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	if fb != "" {
+		fmt.Fprintf(w, "fac: warning: %s\n", fb)
+	}
+	return nil
+}
+
+// listConstsAsFlags takes --const DTYPE and HEAD_DIM as build's --dtype
+// and --dim lists (constAsFlag): as a const, one value.
+func listConstsAsFlags(cmd *cobra.Command, cf *compileFlags, dtypes *[]string, dims *[]int) error {
+	fs := cmd.Flags()
+	if v, ok := cf.takeConst("DTYPE"); ok {
+		if err := constAsFlag(fs, "DTYPE", v, "dtype", strings.Join(*dtypes, ","), func(s string) error {
+			*dtypes = []string{s}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if v, ok := cf.takeConst("HEAD_DIM"); ok {
+		var cur []string
+		for _, d := range *dims {
+			cur = append(cur, strconv.Itoa(d))
+		}
+		if err := constAsFlag(fs, "HEAD_DIM", v, "dim", strings.Join(cur, ","), func(s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return fmt.Errorf("want a positive head dim")
+			}
+			*dims = []int{n}
+			return nil
+		}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

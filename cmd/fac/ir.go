@@ -12,7 +12,8 @@ import (
 
 func irCmd() *cobra.Command {
 	var cf compileFlags
-	var out string
+	var out, dtype string
+	var dim int
 	cmd := &cobra.Command{
 		Use:   "ir [FILE...]",
 		Short: "print a kernel's tile IR after the pass pipeline",
@@ -20,8 +21,14 @@ func irCmd() *cobra.Command {
   fac ir mymask.fa --mask my_mask --print-ir-after all
   fac ir --mask "sliding_window(128, 0)" --const BLOCK_M=32 --disable-pass cse`,
 		RunE: func(cmd *cobra.Command, files []string) error {
+			if err := checkOutputs(false, map[string]string{"--out": out}); err != nil {
+				return err
+			}
 			req, err := cf.request(files, "")
 			if err != nil {
+				return err
+			}
+			if err := dtypeDimArgs(cmd, &req, dtype, dim, false); err != nil {
 				return err
 			}
 			res, err := compiler.Compile(req)
@@ -38,6 +45,8 @@ func irCmd() *cobra.Command {
 	}
 	cf.add(cmd, true)
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write the IR to this file instead of stdout (- = stdout)")
+	cmd.Flags().StringVar(&dtype, "dtype", "f32", "element type of q, k, v, o (the kernel's DTYPE): f32, bf16, f16 (unset: the kernel's default)")
+	cmd.Flags().IntVar(&dim, "dim", 64, "head dimension (the kernel's HEAD_DIM; unset: the kernel's default)")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
 }

@@ -18,6 +18,9 @@ func passesCmd() *cobra.Command {
 		Short: "list the tile pass table and the GPU phases of a target, in order (names are the handles for --print-ir-after and --disable-pass), and the pipelines",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkArch(cmd.ErrOrStderr(), "--arch", arch); err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "tile passes:\n")
 			for _, p := range passes.Table {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,6 +83,17 @@ lists the switches).`,
 			if err := checkDevice(device, "cpu", "cuda"); err != nil {
 				return err
 			}
+			// Flags that would do nothing are refused (issue 46 item 13:
+			// --bundle with --device cpu was silently ignored).
+			if device != "cuda" && len(bundles) > 0 {
+				return fmt.Errorf("--bundle %s: bundles hold GPU kernels, which --device %s does not run (the CPU interpreter compiles its own); drop --bundle or run --device cuda", bundles[0], device)
+			}
+			if bmMask != "" && bmDir == "" {
+				return fmt.Errorf("--blockmask-mask %s says which mask a --blockmask folder was made for; give --blockmask DIR too", bmMask)
+			}
+			if err := dtypeDimConsts(cmd, &cf, &dtype, &shp); err != nil {
+				return err
+			}
 			t, ok := tolerances[dtype]
 			if !ok {
 				return fmt.Errorf("--dtype %q: want f32, bf16 or f16", dtype)
@@ -91,17 +103,18 @@ lists the switches).`,
 			} else if tol > 0 {
 				t = tolerance{o: tol, lse: tol}
 			}
-			if err := oneStdout(map[string]string{"--out": outF, "--lse-out": lseF}); err != nil {
+			if err := bwf.check(outF, lseF); err != nil {
 				return err
 			}
-			if err := bwf.check(outF, lseF); err != nil {
+			outputs := map[string]string{"--out": outF, "--lse-out": lseF, "--dq-out": bwf.dqOut, "--dk-out": bwf.dkOut, "--dv-out": bwf.dvOut, "--dsinks-out": bwf.dsinksOut}
+			if err := checkOutputs(!anyStdout(outputs), outputs); err != nil {
 				return err
 			}
 			target, err := tf.config("")
 			if err != nil {
 				return err
 			}
-			w := reportTo(cmd, outF == "-" || lseF == "-" || bwf.toStdout())
+			w := reportTo(cmd, anyStdout(outputs))
 			if vlf.on() && df.changed() {
 				return fmt.Errorf("--num-splits, --pack-gqa, --sms and --decode-const are for flash_fwd; varlen has no split-KV yet")
 			}
@@ -156,9 +169,15 @@ lists the switches).`,
 				}
 				bq, bk, blockSet = bm.BlockQ, bm.BlockK, true
 				blockFrom = fmt.Sprintf("--blockmask %s (blocks of %d×%d)", bmDir, bq, bk)
-				// With no --mask, the mask the block mask was built for.
-				if !cmd.Flags().Changed("mask") && bm.Mask != "" {
-					cf.mask = bm.Mask
+				// With no --mask, the mask the block mask was built for:
+				// the one it records, or the one --blockmask-mask vouches
+				// for (issue 46 item 13).
+				if !cmd.Flags().Changed("mask") {
+					if bm.Mask != "" {
+						cf.mask = bm.Mask
+					} else if bmMask != "" {
+						cf.mask = bmMask
+					}
 				}
 			}
 			req, err := cf.request(files, "")
@@ -235,6 +254,9 @@ lists the switches).`,
 					return err
 				}
 				sms = gpu.SMs()
+				if fb := fac.ArchFallback(gpu.Arch); fb != "" {
+					fmt.Fprintf(w, "note: %s\n", fb)
+				}
 			}
 			plan, err := fwd.Plan(sh, sms)
 			if err != nil {
@@ -242,6 +264,11 @@ lists the switches).`,
 			}
 			if plan.SplitKV {
 				fmt.Fprintf(w, "decoding: %s\n", plan)
+				alone := "--num-splits 1"
+				if plan.Pack > 1 || fwd.Options().PackGQA == fac.PackGQAOn {
+					alone += " --pack-gqa off"
+				}
+				fmt.Fprintf(w, "  instead of flash_fwd alone, because of %s (%s runs flash_fwd alone)\n", fwd.Reason(plan, sh), alone)
 			}
 			if device == "cuda" {
 				if o, lse, err = fwd.RunCUDA(gpu, in, sh); err != nil {
@@ -266,8 +293,7 @@ lists the switches).`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "max |O - ref| = %.3g, relative to max |ref| = %.3g; max |LSE - ref| = %.3g; NaN: %d (reference: %d)\n",
-					rep.maxAbs, rep.rel, rep.lseErr, rep.nans, rep.refNaNs)
+				fmt.Fprintln(w, rep.line())
 				if err := rep.verdict(t, dtype); err != nil {
 					return err // and write no output: a result that fails its check is no result
 				}
@@ -403,4 +429,34 @@ func writeNpy(path string, shape []int, vals []float32) error {
 		return err
 	}
 	return outfile.Write(path, b)
+}
+
+// dtypeDimConsts takes --const DTYPE and --const HEAD_DIM as run's --dtype
+// and --dim (constAsFlag); HEAD_DIM is a size like the others, which the
+// tensor files must agree with.
+func dtypeDimConsts(cmd *cobra.Command, cf *compileFlags, dtype *string, shp *shapeFlags) error {
+	fs := cmd.Flags()
+	if v, ok := cf.takeConst("DTYPE"); ok {
+		if err := constAsFlag(fs, "DTYPE", v, "dtype", *dtype, func(s string) error {
+			if _, ok := tolerances[s]; !ok {
+				return fmt.Errorf("want f32, bf16 or f16")
+			}
+			*dtype = s
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if v, ok := cf.takeConst("HEAD_DIM"); ok {
+		if err := constAsFlag(fs, "HEAD_DIM", v, "dim", strconv.Itoa(shp.dim), func(s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return fmt.Errorf("want a positive head dim")
+			}
+			return shp.note("dim", n, "--const HEAD_DIM="+s)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -121,7 +121,7 @@ func TestRunCheck(t *testing.T) {
 	wantFail(t, r, "--blockmask bm does not record the mask it was made for", "--blockmask-mask")
 	r = runFac(t, dir, append([]string{"run", "--mask", "causal", "--blockmask", "bm", "--blockmask-mask", "causal", "-o", "o.npy"}, small...)...)
 	wantFail(t, r, "check FAILED", "O's relative error")
-	if !strings.Contains(r.stdout, "relative to max |ref|") {
+	if !strings.Contains(r.stdout, "max |ref| = ") || !strings.Contains(r.stdout, "relative error") {
 		t.Errorf("no figures printed:\n%s", r.stdout)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "o.npy")); err == nil {

@@ -80,6 +80,11 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 	}
 	heads, kvHeads, dim := a.shp.heads, a.shp.kvHeads, a.shp.dim
 	totalQ, totalK := int(cuQ[len(cuQ)-1]), int(cuK[len(cuK)-1])
+	// The lengths first (from 0, non-decreasing), so that no size below
+	// comes from a bad one.
+	if _, err := fac.VarlenShape(cuQ, cuK, totalQ, totalK, 1, 1, 1); err != nil {
+		return fmt.Errorf("--cu-seqlens-q %s, --cu-seqlens-k %s: %w", v.cuQ, v.cuK, err)
+	}
 	// Tensor files give the sizes; a flag the user set must agree.
 	tensors := map[string]*npy.Array{}
 	from := map[string]string{} // size flag → the file that gave it
@@ -116,6 +121,12 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 	}
 	if kvHeads == 0 {
 		kvHeads = heads
+	}
+	// The whole shape is checked before anything is allocated for it
+	// (issue 46 item 2: --heads -1 panicked in makeslice, and
+	// cu_seqlens [0, 2147483647] ran out of memory).
+	if _, err := fac.VarlenShape(cuQ, cuK, totalQ, totalK, heads, kvHeads, dim); err != nil {
+		return err
 	}
 	req, err := a.cf.request(a.files, "")
 	if err != nil {
@@ -164,8 +175,7 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 			return err
 		}
 		rep := compare(o, lse, ro, rlse)
-		fmt.Fprintf(w, "max |O - ref| = %.3g, relative to max |ref| = %.3g; max |LSE - ref| = %.3g; NaN: %d (reference: %d)\n",
-			rep.maxAbs, rep.rel, rep.lseErr, rep.nans, rep.refNaNs)
+		fmt.Fprintln(w, rep.line())
 		if err := rep.verdict(a.tol, a.dtype); err != nil {
 			return err
 		}

@@ -32,9 +32,9 @@ var tolerances = map[string]tolerance{
 }
 
 type report struct {
-	maxAbs, rel, lseErr float64
-	nans                int // NaN in the kernel's O or LSE
-	refNaNs             int // NaN in the reference's
+	maxAbs, maxRef, rel, lseErr float64
+	nans                        int // NaN in the kernel's O or LSE
+	refNaNs                     int // NaN in the reference's
 }
 
 // compare measures O and LSE against the reference; -inf LSE must match
@@ -54,6 +54,7 @@ func compare(o, lse []float32, ro, rlse []float64) report {
 		r.maxAbs = math.Max(r.maxAbs, math.Abs(x-ro[i]))
 		maxRef = math.Max(maxRef, math.Abs(ro[i]))
 	}
+	r.maxRef = maxRef
 	if maxRef > 0 {
 		r.rel = r.maxAbs / maxRef
 	} else {
@@ -229,4 +230,14 @@ func checkForward(w, stderr io.Writer, term bool, fwd *fac.Forward, in fac.Input
 		slse[n] = lse[at]
 	}
 	return compare(so, slse, ro, rlse), nil
+}
+
+// line is the check's figures for the report, each one named (issue 46
+// item 20: "relative to max |ref| = 2.6e-07" read as if 2.6e-07 were max
+// |ref|): O's largest error, the reference's largest |O|, their ratio
+// (the relative error the tolerance bounds), then LSE's largest error and
+// the NaN counts.
+func (r report) line() string {
+	return fmt.Sprintf("O: max |O - ref| = %.3g, max |ref| = %.3g, relative error %.3g; LSE: max |LSE - ref| = %.3g; NaN: %d (reference: %d)",
+		r.maxAbs, r.maxRef, r.rel, r.lseErr, r.nans, r.refNaNs)
 }

@@ -8,6 +8,15 @@
 // The bundle was made with:
 //
 //	fac build --mask "sliding_window(255, 0)" --dtype bf16 --dim 64 --arch sm_90a -o examples/forward/attn.bundle
+//
+// A mask of your own is compiled from its source text, given by name in
+// Options.Sources (examples/usermask runs one):
+//
+//	src, _ := os.ReadFile("mymask.fa")
+//	fwd, err := fac.CompileForward(fac.Options{Sources: map[string]string{"mymask.fa": string(src)}, Mask: "my_mask", DType: "bf16"}, 64)
+//
+// A bundle then needs the kernel built from the same source: fac build
+// mymask.fa --mask my_mask ...
 package main
 
 import (

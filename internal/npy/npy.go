@@ -1,6 +1,8 @@
 // Package npy reads and writes NumPy .npy files (format 1.0–3.0), enough for
 // tensors exchanged with PyTorch and NumPy: little-endian f4, f8, f2, i8,
-// i4, i2, i1, u4, u2, u1 and bool, C order, any rank.
+// i4, i2, i1, u4, u2, u1 and bool, C order, any rank. Headers are read as
+// NumPy reads them (see parseHeader), and a read takes no more data than
+// its header declares (at most MaxBytes).
 //
 // fac keeps its own small reader/writer because the maintained Go library
 // (sbinet/npyio) writes flat slices only as 1-D arrays and pulls in gonum;
@@ -14,7 +16,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -106,85 +107,136 @@ func (a *Array) I32() ([]int32, error) {
 	return out, nil
 }
 
-var (
-	descrRe = regexp.MustCompile(`'descr'\s*:\s*'([^']*)'`)
-	fortRe  = regexp.MustCompile(`'fortran_order'\s*:\s*(True|False)`)
-	shapeRe = regexp.MustCompile(`'shape'\s*:\s*\(([^)]*)\)`)
+// MaxBytes bounds the data of one array (16 GiB: a [1, 32, 2^20, 128]
+// float32 tensor, the longest context fac runs): a header declaring more
+// is refused before anything is allocated. maxHeader bounds the header
+// text (NumPy's own reader stops at 10000 bytes).
+const (
+	MaxBytes  = 1 << 34
+	maxHeader = 1 << 16
 )
 
-// ReadFile reads a .npy file; errors name the file.
+// ReadFile reads a .npy file; errors name the file. It reads the header
+// first and then exactly the data the header declares: a regular file
+// whose size disagrees is refused before its data is read, and a stream
+// (a FIFO, /dev/zero) is read no further than the declared size, plus one
+// byte to see that nothing follows.
 func ReadFile(path string) (*Array, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	a, err := Decode(b)
+	defer f.Close()
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	a, err := read(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return a, nil
 }
 
+// Read reads one .npy array from r, as ReadFile does: the header first,
+// then the data it declares and no more; r must end there.
+func Read(r io.Reader) (*Array, error) { return read(r, -1) }
+
 // Decode parses .npy bytes.
-func Decode(b []byte) (*Array, error) {
-	if len(b) < 10 || !bytes.Equal(b[:6], magic) {
+func Decode(b []byte) (*Array, error) { return read(bytes.NewReader(b), int64(len(b))) }
+
+// read reads an array from r, whose total size is size when known (else
+// -1).
+func read(r io.Reader, size int64) (*Array, error) {
+	var pre [12]byte
+	if n, _ := io.ReadFull(r, pre[:10]); n < 10 || !bytes.Equal(pre[:6], magic) {
 		return nil, fmt.Errorf("not a .npy file (bad magic)")
 	}
-	major := b[6]
+	major := pre[6]
 	var hlen, off int
 	switch major {
 	case 1:
-		hlen, off = int(binary.LittleEndian.Uint16(b[8:10])), 10
+		hlen, off = int(binary.LittleEndian.Uint16(pre[8:10])), 10
 	case 2, 3:
-		if len(b) < 12 {
+		if _, err := io.ReadFull(r, pre[10:12]); err != nil {
 			return nil, fmt.Errorf("truncated header")
 		}
-		hlen, off = int(binary.LittleEndian.Uint32(b[8:12])), 12
+		hlen, off = int(binary.LittleEndian.Uint32(pre[8:12])), 12
 	default:
 		return nil, fmt.Errorf("unsupported .npy version %d", major)
 	}
-	if off+hlen > len(b) {
+	if size >= 0 && int64(off)+int64(hlen) > size {
 		return nil, fmt.Errorf("truncated header")
 	}
-	hdr := string(b[off : off+hlen])
-	data := b[off+hlen:]
-	m := descrRe.FindStringSubmatch(hdr)
-	if m == nil {
-		return nil, fmt.Errorf("header has no descr: %q", hdr)
+	if hlen > maxHeader {
+		return nil, fmt.Errorf("header is %d bytes, more than %d", hlen, maxHeader)
 	}
-	a := &Array{Dtype: m[1]}
-	if f := fortRe.FindStringSubmatch(hdr); f != nil && f[1] == "True" {
+	hb := make([]byte, hlen)
+	if _, err := io.ReadFull(r, hb); err != nil {
+		return nil, fmt.Errorf("truncated header")
+	}
+	h, err := parseHeader(string(hb))
+	if err != nil {
+		return nil, err
+	}
+	if h.fortran {
 		return nil, fmt.Errorf("fortran-order arrays are not supported; save with np.ascontiguousarray")
 	}
-	s := shapeRe.FindStringSubmatch(hdr)
-	if s == nil {
-		return nil, fmt.Errorf("header has no shape: %q", hdr)
-	}
-	for _, p := range strings.Split(s[1], ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || n > MaxElems {
-			return nil, fmt.Errorf("bad shape (%s): dim %q is not a count from 0 to %d", s[1], p, MaxElems)
-		}
-		a.Shape = append(a.Shape, n)
-	}
+	a := &Array{Dtype: h.descr, Shape: h.shape}
 	n, err := elems(a.Shape)
 	if err != nil {
 		return nil, err
 	}
-	size := map[string]int{"<f4": 4, "<f8": 8, "<f2": 2, "<i4": 4, "<i8": 8, "|b1": 1, "|u1": 1, "|i1": 1, "<i2": 2, "<u2": 2, "<u4": 4}[a.Dtype]
-	if size == 0 {
+	esize := map[string]int{"<f4": 4, "<f8": 8, "<f2": 2, "<i4": 4, "<i8": 8, "|b1": 1, "|u1": 1, "|i1": 1, "<i2": 2, "<u2": 2, "<u4": 4}[a.Dtype]
+	if esize == 0 {
 		return nil, fmt.Errorf("unsupported dtype %s (want <f4, <f8, <f2, <i8, <i4, <i2, |i1, <u4, <u2, |u1 or |b1)", a.Dtype)
 	}
-	if len(data) != n*size {
-		return nil, fmt.Errorf("data has %d bytes, shape %v of %s needs %d", len(data), a.Shape, a.Dtype, n*size)
+	need := int64(n) * int64(esize) // n ≤ MaxElems: no overflow
+	if need > MaxBytes {
+		return nil, fmt.Errorf("shape %v of %s declares %d bytes of data, more than the %d (16 GiB) fac reads", a.Shape, a.Dtype, need, int64(MaxBytes))
+	}
+	if size >= 0 {
+		if have := size - int64(off+hlen); have != need {
+			return nil, fmt.Errorf("data has %d bytes, shape %v of %s needs %d", have, a.Shape, a.Dtype, need)
+		}
+	}
+	data, err := readData(r, need, size >= 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w, shape %v of %s needs %d", err, a.Shape, a.Dtype, need)
 	}
 	a.Vals = make([]float64, n)
 	a.data = decodeTyped(a.Dtype, data, n, a.Vals)
 	return a, nil
+}
+
+// readData reads exactly need bytes from r and checks that r ends there.
+// Unless the caller has checked r's size (sized), memory grows with what
+// arrives, not with need, so that a short stream cannot make it allocate
+// what its header declares.
+func readData(r io.Reader, need int64, sized bool) ([]byte, error) {
+	var data []byte
+	if sized {
+		data = make([]byte, need)
+		if got, err := io.ReadFull(r, data); err != nil {
+			return nil, fmt.Errorf("data has %d bytes", got)
+		}
+	} else {
+		var buf bytes.Buffer
+		buf.Grow(int(min(need, 1<<26)))
+		got, err := io.Copy(&buf, io.LimitReader(r, need))
+		if err != nil {
+			return nil, fmt.Errorf("reading data after %d bytes: %w", got, err)
+		}
+		if got != need {
+			return nil, fmt.Errorf("data has %d bytes", got)
+		}
+		data = buf.Bytes()
+	}
+	var one [1]byte
+	if k, _ := io.ReadFull(r, one[:]); k > 0 {
+		return nil, fmt.Errorf("data has more than %d bytes", need)
+	}
+	return data, nil
 }
 
 // decodeTyped decodes n elements of dtype from data into their Go type

@@ -29,6 +29,20 @@ func TestOpenMissingLibrary(t *testing.T) {
 	}
 }
 
+// TestOpenMissingLibraryNamedOnce is issue 46 item 20: the error said
+// "libcuda.so.1: libcuda.so.1: cannot open shared object file", the
+// library's name from fac and again from dlerror.
+func TestOpenMissingLibraryNamedOnce(t *testing.T) {
+	const lib = "libcuda-fac-test-missing.so.1"
+	_, err := open(lib)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if n := strings.Count(err.Error(), lib); n != 1 {
+		t.Errorf("issue 46 item 20: the error names %s %d times: %v", lib, n, err)
+	}
+}
+
 func TestErrorString(t *testing.T) {
 	e := &Error{Func: "cuModuleLoadDataEx", Code: ErrorInvalidPTX, Name: "CUDA_ERROR_INVALID_PTX", Desc: "a PTX JIT compilation failed"}
 	want := "cuda: cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)"

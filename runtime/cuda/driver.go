@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -168,7 +169,13 @@ var (
 func open(lib string) (*driver, error) {
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNoDriver, lib, err)
+		// dlerror names the library itself ("libcuda.so.1: cannot open
+		// shared object file: ..."): name it once.
+		msg := err.Error()
+		if !strings.HasPrefix(msg, lib+":") {
+			msg = lib + ": " + msg
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNoDriver, msg)
 	}
 	d := &driver{}
 	var missing []string

@@ -186,6 +186,9 @@ func TestForwardHeadsGroupRefused(t *testing.T) {
 	for _, c := range []map[string]string{{"heads_minor": "true", "heads_group": "-1"}, {"heads_group": "8"}} {
 		maps.Copy(c, map[string]string{"BLOCK_M": "128", "BLOCK_N": "64"})
 		res, err := compiler.Compile(compiler.Request{Kernel: "flash_fwd", Mask: "causal", Consts: c})
+		if err != nil && c["heads_group"] == "-1" && strings.Contains(err.Error(), "heads_group = -1") {
+			continue // refused when compiled, before any call (issue 46 item 12)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
