@@ -458,10 +458,13 @@ func simCases() []simCase {
 		// A producer warpgroup (warp-specialize) across the GQA loop's runs.
 		bwdCase("frontend_bwd_64x128_ws", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		bwdCase("frontend_bwd_32x128_w4_ws", 128, 4, 64, 2, 2, 1, 150, 200, true),
-		// dQ transposed and masked: on sm_90a added by TMA tensor
-		// reductions from a double-buffered staging tile (tma-reduce).
+		// dQ transposed and masked: by masked red.v2 (the default), and
+		// with dq=tma on sm_90a by TMA tensor reductions from a
+		// double-buffered staging tile (tma-reduce).
 		bwdCaseTMA("frontend_bwd_64x128_tma", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		bwdCaseTMA("frontend_bwd_32x128_w4_tma", 128, 4, 64, 2, 2, 1, 150, 200, false),
+		withTarget(bwdCaseTMA("frontend_bwd_64x128_tma", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=tma"),
+		withTarget(bwdCaseTMA("frontend_bwd_32x128_w4_tma", 128, 4, 64, 2, 2, 1, 150, 200, false), "dq=tma"),
 		// dQ added through shared memory by deferred cp.reduce.async.bulk.
 		withTarget(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=bulk"),
 		withTarget(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), "dq=bulk"),

@@ -14,14 +14,14 @@ type TargetConfig = core.TargetConfig
 // ReleaseMode is TargetConfig.Release (release=counters|barrier).
 type ReleaseMode = core.ReleaseMode
 
-// DQPath is TargetConfig.DQ (dq=auto|red|bulk).
+// DQPath is TargetConfig.DQ (dq=red|tma|bulk).
 type DQPath = core.DQPath
 
 const (
 	ReleaseCounters = core.ReleaseCounters // buffers handed back by release counters (the default)
 	ReleaseBarrier  = core.ReleaseBarrier  // a CTA barrier per iteration
-	DQAuto          = core.DQAuto          // dQ added by TMA reductions where they apply, else red (the default)
-	DQRed           = core.DQRed           // dQ added by red per element
+	DQRed           = core.DQRed           // dQ added by red per element (the default)
+	DQTMA           = core.DQTMA           // dQ added by TMA tensor reductions where they apply
 	DQBulk          = core.DQBulk          // dQ added from shared memory by cp.reduce.async.bulk per row
 )
 

@@ -64,13 +64,13 @@ const (
 type DQPath uint8
 
 const (
-	// DQAuto, the default: by TMA tensor reductions from a staging tile in
+	// DQRed, the default, adds each element with a red (vectorized where
+	// a thread's registers are adjacent).
+	DQRed DQPath = iota
+	// DQTMA adds the tile by TMA tensor reductions from a staging tile in
 	// shared memory where the tile and its pointers allow it (sm90's
-	// tma-reduce), else a red per element.
-	DQAuto DQPath = iota
-	// DQRed adds each element with a red (vectorized where it can be;
-	// dq=red).
-	DQRed
+	// tma-reduce), else by reds (dq=tma).
+	DQTMA
 	// DQBulk stages the tile in shared memory and adds its rows with
 	// cp.reduce.async.bulk (dq=bulk; core.atomicAddBulk).
 	DQBulk
@@ -142,8 +142,8 @@ func (c TargetConfig) variantWords() []string {
 		w = append(w, "tmabarrier")
 	}
 	switch e.DQ {
-	case DQRed:
-		w = append(w, "dqred")
+	case DQTMA:
+		w = append(w, "dqtma")
 	case DQBulk:
 		w = append(w, "dqbulk")
 	}
@@ -167,7 +167,7 @@ func (c TargetConfig) Or(d TargetConfig) TargetConfig {
 	if c.Release == ReleaseCounters {
 		c.Release = d.Release
 	}
-	if c.DQ == DQAuto {
+	if c.DQ == DQRed {
 		c.DQ = d.DQ
 	}
 	c.TMAStore = c.TMAStore || d.TMAStore
@@ -236,26 +236,26 @@ var targetOptions = []targetOption{
 			}
 			return nil
 		}},
-	{"dq", "auto|red|bulk", "f32 atomic_add tiles in loops (the backward's dQ) added by TMA tensor reductions from shared memory where they can be (auto), by a red per element (red), or by a cp.reduce.async.bulk per row",
+	{"dq", "red|tma|bulk", "f32 atomic_add tiles in loops (the backward's dQ) added by a red per element (red), by TMA tensor reductions from shared memory where they can be (tma), or by a cp.reduce.async.bulk per row",
 		func(c *TargetConfig) string {
 			switch c.DQ {
-			case DQRed:
-				return "red"
+			case DQTMA:
+				return "tma"
 			case DQBulk:
 				return "bulk"
 			}
-			return "auto"
+			return "red"
 		},
 		func(c *TargetConfig, v string) error {
 			switch v {
-			case "auto":
-				c.DQ = DQAuto
 			case "red":
 				c.DQ = DQRed
+			case "tma":
+				c.DQ = DQTMA
 			case "bulk":
 				c.DQ = DQBulk
 			default:
-				return fmt.Errorf("want auto, red or bulk")
+				return fmt.Errorf("want red, tma or bulk")
 			}
 			return nil
 		}},

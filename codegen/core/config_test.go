@@ -26,7 +26,7 @@ func TestTargetConfigDefaults(t *testing.T) {
 		}
 	}
 	// Options set to their defaults give the zero value back.
-	c, err := ParseTargetConfig("sm_90a", "wgmma=on", "tma=on", "release=counters", "dq=auto", "tma-store=off", "ctas-per-sm=0")
+	c, err := ParseTargetConfig("sm_90a", "wgmma=on", "tma=on", "release=counters", "dq=red", "tma-store=off", "ctas-per-sm=0")
 	if err != nil || c != (TargetConfig{Arch: "sm_90a"}) {
 		t.Errorf("defaults spelled out: %+v, %v", c, err)
 	}
@@ -47,8 +47,8 @@ func TestTargetConfigVariant(t *testing.T) {
 		{"sm_90a", []string{"tma=off"}, "wgmma-cpasync", []string{"wgmma-cpasync", "wgmma"}},
 		{"sm_90a", []string{"release=barrier"}, "wgmma-tmabarrier", []string{"wgmma-tmabarrier", "wgmma"}},
 		{"sm_90a", []string{"dq=bulk"}, "wgmma-dqbulk", []string{"wgmma-dqbulk", "wgmma"}},
-		{"sm_90a", []string{"dq=red"}, "wgmma-dqred", []string{"wgmma-dqred", "wgmma"}},
-		{"sm_90a", []string{"dq=red", "tma=off"}, "wgmma-cpasync", []string{"wgmma-cpasync", "wgmma"}},
+		{"sm_90a", []string{"dq=tma"}, "wgmma-dqtma", []string{"wgmma-dqtma", "wgmma"}},
+		{"sm_90a", []string{"dq=tma", "tma=off"}, "wgmma-cpasync", []string{"wgmma-cpasync", "wgmma"}},
 		{"sm_90a", []string{"tma-store=on"}, "wgmma-tmastore", []string{"wgmma-tmastore", "wgmma"}},
 		{"sm_90a", []string{"ctas-per-sm=2"}, "wgmma-ctas2", []string{"wgmma-ctas2", "wgmma"}},
 		{"sm_90a", []string{"tma=off", "ctas-per-sm=2"}, "wgmma-cpasync-ctas2", []string{"wgmma-cpasync-ctas2", "wgmma-cpasync", "wgmma"}},
@@ -102,7 +102,7 @@ func TestTargetConfigParse(t *testing.T) {
 		"wgmma=maybe":    `target option wgmma=maybe: want on or off`,
 		"tma=2":          `target option tma=2: want on or off`,
 		"release=fence":  `target option release=fence: want counters or barrier`,
-		"dq=atomic":      `target option dq=atomic: want auto, red or bulk`,
+		"dq=atomic":      `target option dq=atomic: want red, tma or bulk`,
 		"tma-store=yes":  `target option tma-store=yes: want on or off`,
 		"ctas-per-sm=1":  `target option ctas-per-sm=1: want 2 to 32 CTAs a multiprocessor (0: each kernel's own ctas_per_sm)`,
 		"ctas-per-sm=33": `target option ctas-per-sm=33: want 2 to 32`,

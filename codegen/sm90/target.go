@@ -51,7 +51,7 @@ type Target struct {
 	// dq=bulk).
 	DQBulk bool
 	// DQTMA adds f32 atomic_add tiles in loops that tma-reduce planned by
-	// TMA tensor reductions (tmareduce.go; the config's dq=auto with TMA).
+	// TMA tensor reductions (tmareduce.go; the config's dq=tma with TMA).
 	DQTMA bool
 	// TMAStore writes eligible stored tiles by TMA in every kernel
 	// (tmastore.go; with TMA and tma-store=on); a kernel's own tma_store
@@ -91,7 +91,7 @@ var _ core.Target = (*Target)(nil)
 func New(cfg core.TargetConfig) *Target {
 	e := cfg.Effective()
 	return &Target{Arch: cfg.Arch, WGMMA: e.WGMMA(), TMA: e.TMA(), Release: e.TMA() && e.Release == core.ReleaseCounters,
-		DQBulk: e.DQ == core.DQBulk, DQTMA: e.TMA() && e.DQ == core.DQAuto, TMAStore: e.TMAStore, CTAs: e.CTAsPerSM}
+		DQBulk: e.DQ == core.DQBulk, DQTMA: e.TMA() && e.DQ == core.DQTMA, TMAStore: e.TMAStore, CTAs: e.CTAsPerSM}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand

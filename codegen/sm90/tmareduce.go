@@ -13,7 +13,7 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
-// TMA reductions (the config's dq=auto, sm_90a with TMA), FlashAttention-3's
+// TMA reductions (the config's dq=tma, sm_90a with TMA), FlashAttention-3's
 // way for the backward's dQ: an f32 atomic_add tile directly in a loop
 // body, whose pointers are an affine tile of a kernel tensor (rows times a
 // stride parameter, columns contiguous from any start, scalar offsets times
@@ -47,7 +47,7 @@ type tmaReduce struct {
 // TMAReduces is the phase that picks the atomic_add tiles TMA adds.
 var TMAReduces = core.Phase{
 	Name: "tma-reduce",
-	Doc:  "add f32 atomic_add tiles in loop bodies that are affine tiles of a kernel tensor, columns masked by cols < a parameter, by TMA tensor reductions from a swizzled staging tile (dq=auto with TMA)",
+	Doc:  "add f32 atomic_add tiles in loop bodies that are affine tiles of a kernel tensor, columns masked by cols < a parameter, by TMA tensor reductions from a swizzled staging tile (dq=tma)",
 	Run: func(l *core.Lowerer) error {
 		t, ok := l.Target().(*Target)
 		if !ok || !t.DQTMA {
