@@ -1,637 +1,96 @@
-// Package fac compiles FlashAttention kernels whose masks are user code and
-// runs them. It is a thin API over the compiler (compiler/), the launch
-// contracts (launch/, stdlib/attention/) and the devices (runtime/cpu, the
-// reference device; runtime/gpu, CUDA): Forward is the stdlib's flash_fwd
-// with the chosen mask_mod and score_mod inlined.
 package fac
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-
-	"github.com/fac-compiler/fac/blockmask"
-	"github.com/fac-compiler/fac/codegen"
-	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/lang"
-	"github.com/fac-compiler/fac/launch"
-	"github.com/fac-compiler/fac/parser"
-	"github.com/fac-compiler/fac/passes"
-	"github.com/fac-compiler/fac/runtime/cpu"
-	"github.com/fac-compiler/fac/stdlib/attention"
-	"github.com/fac-compiler/fac/tir"
-)
+import "github.com/fac-compiler/fac/flash"
 
 // Shape is an attention problem: Q and O are [Batch, Heads, SeqQ, Dim], K and
-// V are [Batch, KVHeads, SeqK, Dim] (KVHeads = Heads unless grouped-query).
-type Shape = launch.Shape
+// V are [Batch, KVHeads, SeqK, Dim] (KVHeads = Heads unless grouped-query;
+// 0 means Heads).
+type Shape = flash.Shape
 
-// Options choose the kernel instance.
-type Options struct {
-	Mask    string            // mask mod, e.g. "causal", "sliding_window(256, 0)"; "" = no mask
-	Score   string            // score mod, e.g. "softcap(30.0)"; "" = identity
-	Sources map[string]string // user source files (name → text) defining mods
-	Consts  map[string]string // other compile-time arguments, e.g. BLOCK_M: "32"
-	DType   string            // element type of Q, K, V, O: f32 (default), bf16, f16
-	Passes  passes.Options
-	// Target is the GPU target the kernels are built for. Its Arch, when
-	// set (e.g. "sm_90a"), is the GPU: compile-time arguments not set in
-	// Consts then take the values the kernel's contract tunes for it (on
-	// sm_90a's wgmma path: the forward's 128×128 tiles on 8 warps, the
-	// backward's 64×128 on 8 or 32×128 on 4). "" keeps the kernel's
-	// defaults; RunCUDA, LaunchCUDA and the other GPU entry points
-	// (forward, backward, varlen) then use the device's arch. Its switches
-	// (codegen.TargetConfig: wgmma, tma, ...; zero: the default code)
-	// shape every GPU build; those left at their defaults take the
-	// environment's (Env: FAC_WGMMA=0, FAC_TMA=0, ...).
-	Target codegen.TargetConfig
-	// Sinks compiles flash_fwd_sinks: learnable per-head sink logits
-	// (gpt-oss) join the softmax denominator; calls then need Inputs.Sinks.
-	Sinks bool
-	// MaskForms declare forms of the caller's own masks (in Sources), by
-	// name, which the runtime may rely on: with MaskForm{EqualIDs: "seg"},
-	// a mask keeping exactly the pairs where seg[q_idx] == seg[kv_idx]
-	// runs as spans where the ids are runs, as the stdlib's document does
-	// (docs/runtime.md, Declared mask forms).
-	MaskForms map[string]MaskForm
+// Options choose the kernel instance:
+//   - Mask and Score are the mods, e.g. "causal", "sliding_window(256, 0)",
+//     "softcap(30.0)" ("": no mask, identity score); Sources holds the
+//     caller's own source files (name → text) defining mods; MaskForms
+//     declares forms of the caller's masks that the runtime may rely on
+//     (MaskForm).
+//   - Consts are other compile-time arguments (BLOCK_M: "32"); DType is the
+//     element type of Q, K, V and O: f32 (default), bf16 or f16; Passes
+//     steers the tile pass pipeline.
+//   - Target is the GPU target: its Arch (e.g. "sm_90a") picks the tile
+//     arguments tuned for that GPU ("": the kernel's defaults, and the
+//     device's arch at run time), its switches (wgmma, tma, ...) the code;
+//     switches left at their defaults take the environment's (Env).
+//   - Sinks compiles flash_fwd_sinks: per-head sink logits join the softmax
+//     denominator; calls then need Inputs.Sinks.
+//   - NumSplits, PackGQA, SMs and DecodeConsts steer decoding, split-KV
+//     (docs/decoding.md): 0 splits means auto, 1 off.
+//
+// Every field is documented at flash.Options.
+type Options = flash.Options
 
-	// Decoding (docs/decoding.md). NumSplits splits each q tile's kv
-	// blocks over that many programs (flash_fwd_splitkv, then
-	// flash_fwd_combine merges them): 0 = auto (from the shape and the
-	// multiprocessor count), 1 = off, at most MaxSplits. PackGQA packs
-	// the query heads of a kv head into one tile (auto: for SeqQ ≤ 64 with
-	// more than one query head per kv head). SMs is the multiprocessor
-	// count for the auto choice (0: the GPU's, DefaultSMs on the CPU).
-	// DecodeConsts are compile-time arguments of flash_fwd_splitkv
-	// (BLOCK_N, num_warps; BLOCK_M fixes the tile rows, else 16 or 64 by
-	// the call); its HEAD_DIM, DTYPE, SPARSE_Q, SPARSE_K and mods are the
-	// forward's. Plan says what a call runs. Sinks kernels have no
-	// split-KV form.
-	NumSplits    int
-	PackGQA      PackGQA
-	SMs          int
-	DecodeConsts map[string]string
-}
+// Forward is a compiled forward kernel for one head dimension. Its methods:
+//   - RunCPU, RunCPUContext: run on the CPU reference device, returning O
+//     ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log);
+//   - RunCUDA, RunCUDAContext, BenchCUDA: run (or time) on a GPU with host
+//     tensors; LaunchCUDA: launch on device buffers (DeviceTensors) on a
+//     stream, with NewWorkspace for split-KV's partial outputs;
+//   - BuildBlockMask, BuildBlockMaskCUDA: the mask's block mask for a shape;
+//     CountPairs: the pairs the mask keeps;
+//   - Plan, Reason, DecodeKernels: how a call runs (split-KV or not), and why;
+//   - Reference, ReferenceRows: float64 attention with the same mods;
+//   - AuxTensors, RuntimeParams: the names Inputs.Aux and Inputs.Scalars
+//     must hold; Options, HasSinks, Mask, Score, Module, Result: what was
+//     compiled; FullVariant: the mask-free variant; BundleKernels: the
+//     kernels an AOT bundle needs.
+//
+// Each method is documented at flash.Forward.
+type Forward = flash.Forward
 
-// Forward is a compiled forward kernel for one head dimension.
-type Forward struct {
-	opts     Options
-	res      *compiler.Result
-	contract *launch.Contract
-	dim      int
-	dtype    tir.Elem
-
-	clsOnce sync.Once // the block-classification kernel, made on first use
-	cls     *compiler.Result
-	clsErr  error
-
-	amu       sync.Mutex
-	analyzers map[string]*blockmask.Analyzer // by B, H, SeqQ, SeqK and the mask's run-time parameters
-
-	tunedFor perArch[*Forward]     // f compiled with the tile arguments tuned for a GPU arch (tuned)
-	spans    spanVariant[*Forward] // f with document as spans (withSpans)
-
-	dmu        sync.Mutex               // the split-KV kernels, made on first use
-	splitRes   map[int]*compiler.Result // flash_fwd_splitkv by BLOCK_M
-	combineRes map[int]*compiler.Result // flash_fwd_combine by MAX_SPLITS
-}
-
-// Options are the options f was compiled with.
-func (f *Forward) Options() Options { return f.opts }
-
-// CompileForward compiles flash_fwd for head dimension dim.
+// CompileForward compiles flash_fwd (flash_fwd_sinks with Options.Sinks)
+// for head dimension dim (1 to 256; the GPU back end needs a power of two)
+// with the mods and compile-time arguments of opts. Options no kernel can
+// be built or run with (an unknown Target.Arch, SMs, NumSplits or PackGQA
+// out of range, a DType other than f32, bf16 and f16, Consts that
+// contradict DType or dim) are refused before anything is compiled.
 func CompileForward(opts Options, dim int) (*Forward, error) {
-	if err := opts.check(); err != nil {
-		return nil, err
-	}
-	c := attention.FlashFwd
-	if opts.Sinks {
-		c = attention.FlashFwdSinks
-	}
-	consts := map[string]string{"HEAD_DIM": strconv.Itoa(dim)}
-	for k, v := range opts.Consts {
-		consts[k] = v
-	}
-	dt := opts.DType
-	if dt == "" {
-		dt = "f32"
-	}
-	if dt != "f32" && dt != "bf16" && dt != "f16" {
-		return nil, fmt.Errorf("unsupported dtype %q: %s takes f32, bf16 or f16", dt, c.Kernel)
-	}
-	if dim <= 0 || dim > 256 {
-		return nil, fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
-	}
-	if err := opts.checkDTypeDim(dt, dim); err != nil {
-		return nil, err
-	}
-	consts["DTYPE"] = dt
-	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),
-		Score: opts.Score, Consts: consts, Passes: opts.Passes})
-	if err != nil {
-		return nil, err
-	}
-	if err := checkMaskForms(opts.MaskForms, res.Program, res.Mask); err != nil {
-		return nil, err
-	}
-	f := &Forward{opts: opts, res: res, contract: c, dim: dim}
-	k := res.Func()
-	if k == nil {
-		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
-	}
-	if err := c.CheckParams(res.Params()); err != nil {
-		return nil, fmt.Errorf("internal compiler error: %w", err)
-	}
-	if err := c.Check(f.problem(Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim}, 0)); err != nil {
-		return nil, err
-	}
-	f.dtype = k.Params[0].Type.Elem
-	return f, nil
+	return flash.CompileForward(opts, dim)
 }
 
-// Module is the compiled tile IR.
-func (f *Forward) Module() *tir.Module { return f.res.Module }
-
-// Result is the compiled kernel instance (tile IR, identity, mods).
-func (f *Forward) Result() *compiler.Result { return f.res }
-
-// Mask and Score are the bound mods.
-func (f *Forward) Mask() *lang.ModInst  { return f.res.Mask }
-func (f *Forward) Score() *lang.ModInst { return f.res.Score }
-
-// AuxTensors are the names of the aux tensors the kernel's mods read
-// ("doc", "slopes"): Inputs.Aux must hold exactly these.
-func (f *Forward) AuxTensors() []string { return f.contract.AuxTensors(f.res.Params()) }
-
-// Inputs are the tensors of one call, contiguous row-major. Aux holds the
-// mods' aux tensors by name (e.g. "doc" → []int32, "slopes" → []float32);
-// "mask.doc" also works. Scalars holds the mods' run-time parameters by
-// name (e.g. "offset" → 5; "mask.offset" also works): int, int32, int64,
-// float32, float64 or bool. Scale 0 means 1/sqrt(Dim).
-//
-// An aux tensor is a flat row-major slice of its declared shape for this
-// call (a tensor declared tensor[T] without a shape is 1-D of any length),
-// or an Array, whose shape is checked dimension by dimension. Its element
-// type is the declared one; data of another type converts when every
-// value keeps: []bool; []int8, []uint8, []int16, []int32, []int64, []int;
-// []float32, []float64; []uint16 as the bits of f16 or bf16 (for tensors of
-// those types only). See launch.HostData.
-//
-// BlockMask, when set, is the block mask to use (e.g. loaded from
-// FlexAttention's tensors); else one is built from the mask for each call.
-//
-// Sinks are the per-head sink logits [Heads] (natural log, not scaled by
-// Scale) of a kernel compiled with Options.Sinks, and must be nil otherwise.
-type Inputs struct {
-	Q, K, V   []float32
-	Aux       map[string]any
-	Scalars   map[string]any
-	Scale     float32
-	BlockMask *blockmask.BlockMask
-	Sinks     []float32
-}
-
-// HasSinks reports whether the kernel was compiled with Options.Sinks.
-func (f *Forward) HasSinks() bool { return f.opts.Sinks }
+// Inputs are the tensors of one forward call, contiguous row-major: Q, K, V
+// as Shape says. Aux holds the mods' aux tensors by name ("doc" → []int32,
+// "slopes" → []float32; "mask.doc" also works), as flat slices or Arrays;
+// Scalars the mods' run-time parameters by name ("offset" → 5). Scale 0
+// means 1/sqrt(Dim). BlockMask, when set, is the block mask to use; else
+// one is built for each call. Sinks are the per-head sink logits [Heads] of
+// a kernel compiled with Options.Sinks, nil otherwise. The accepted element
+// types are listed at flash.Inputs.
+type Inputs = flash.Inputs
 
 // Array is an N-D host array for Inputs.Aux: a flat row-major slice and its
 // shape, e.g. Array{Shape: []int{2, 1024}, Data: docIDs} for an aux tensor
 // declared tensor[i32][batch, seqlen_q].
-type Array = launch.Array
+type Array = flash.Array
 
-// RuntimeParams are the names of the run-time parameters the kernel's mods
-// read ("offset"): Inputs.Scalars must hold exactly these.
-func (f *Forward) RuntimeParams() []string { return f.contract.RuntimeParams(f.res.Params()) }
+// RefRow names one query row of a problem (batch B, head H, position I),
+// for Forward.ReferenceRows.
+type RefRow = flash.RefRow
 
-// modValues are a call's inputs for building a block mask: the mask's aux
-// tensors and run-time parameters, in one map by name.
-func (in Inputs) modValues() map[string]any {
-	if len(in.Scalars) == 0 {
-		return in.Aux
-	}
-	out := make(map[string]any, len(in.Aux)+len(in.Scalars))
-	for k, v := range in.Aux {
-		out[k] = v
-	}
-	for k, v := range in.Scalars {
-		out[k] = v
-	}
-	return out
-}
+// MaskForm is a form a mask declares (Options.MaskForms), which the runtime
+// may rely on to run it otherwise with the same result: a mask with
+// EqualIDs (ids[q_idx] == ids[kv_idx]) runs as spans where its ids are
+// runs, as the stdlib's document does (docs/runtime.md, Declared mask
+// forms).
+type MaskForm = flash.MaskForm
 
-func (f *Forward) problem(sh Shape, scale float32) launch.Problem {
-	return launch.Problem{Shape: sh, Attrs: f.res.Attrs(), Scale: scale}
-}
+// DocumentSpans gives each position i of document ids doc the run of equal
+// ids holding it, [start[i], end[i]): the aux tensors doc_start and doc_end
+// of the stdlib's document_spans and document_spans_kv. ok is false when
+// some id has positions in two runs (then doc[q] == doc[kv] is no span
+// test).
+func DocumentSpans(doc []int32) (start, end []int32, ok bool) { return flash.DocumentSpans(doc) }
 
-// sparse are the mask block sizes (SPARSE_Q × SPARSE_K).
-func (f *Forward) sparse() (q, k int) {
-	a := f.res.Attrs()
-	return int(a[f.contract.BlockMask.BlockQAttr]), int(a[f.contract.BlockMask.BlockKAttr])
-}
-
-// bind checks a call's inputs and binds them to the kernel under its
-// contract.
-func (f *Forward) bind(in Inputs, sh Shape, bm *blockmask.BlockMask, strides map[string][]int) (*launch.Call, error) {
-	aux, err := auxLens(in.Aux)
-	if err != nil {
-		return nil, err
-	}
-	return f.contract.Bind(f.res.Params(), launch.Request{Problem: f.problem(sh, in.Scale), Strides: strides, BlockMask: bm, Aux: aux, Scalars: in.Scalars})
-}
-
-// checkAux checks the host aux tensors the mods read against their
-// declared types and shapes for sh (a missing one is left to the binder,
-// which names it).
-func (f *Forward) checkAux(aux map[string]any, sh Shape) error {
-	for _, m := range []*lang.ModInst{f.res.Mask, f.res.Score} {
-		if m == nil {
-			continue
-		}
-		for _, p := range m.AuxParams() {
-			v, ok := aux[m.Kind()+"."+p.Name]
-			if !ok {
-				v, ok = aux[p.Name]
-			}
-			if !ok {
-				continue
-			}
-			if err := checkAuxValue(m, p, v, sh); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// checkAuxLens checks the lengths of device aux tensors against the mods'
-// declared shapes for sh.
-func (f *Forward) checkAuxLens(lens map[string]int, sh Shape) error {
-	sz := lang.Sizes{Batch: sh.Batch, Heads: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK}
-	for _, m := range []*lang.ModInst{f.res.Mask, f.res.Score} {
-		if m == nil {
-			continue
-		}
-		for _, p := range m.AuxParams() {
-			n, ok := lens[m.Kind()+"."+p.Name]
-			if !ok {
-				n, ok = lens[p.Name]
-			}
-			if !ok {
-				continue
-			}
-			if err := p.CheckShape(nil, n, sz); err != nil {
-				return fmt.Errorf("%s %s: %w", m.Kind(), m, err)
-			}
-		}
-	}
-	return nil
-}
-
-// checkAuxValue checks one host aux tensor of mod m: its data converts to
-// the declared element type, and its shape (or length) is the declared one.
-func checkAuxValue(m *lang.ModInst, p lang.AuxParam, v any, sh Shape) error {
-	data, shape, err := launch.HostData(elemName(p.Elem), v)
-	if err != nil {
-		return fmt.Errorf("%s %s: aux tensor %s (%s): %w", m.Kind(), m, p.Name, p.Type(), err)
-	}
-	n, _ := launch.HostLen(data)
-	if err := p.CheckShape(shape, n, lang.Sizes{Batch: sh.Batch, Heads: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK}); err != nil {
-		return fmt.Errorf("%s %s: %w", m.Kind(), m, err)
-	}
-	return nil
-}
-
-// elemName is an element type as launch and the devices name it.
-func elemName(e tir.Elem) string { return e.String() }
-
-// hostData are a call's host tensors by kernel parameter name.
-func (f *Forward) hostData(in Inputs, bm *blockmask.BlockMask, call *launch.Call) map[string]any {
-	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V}
-	if f.opts.Sinks {
-		host["sinks"] = in.Sinks
-	}
-	for name, xs := range f.contract.BlockMask.Tensors(bm) {
-		host[name] = xs
-	}
-	for _, b := range call.Buffers {
-		if b.Role == launch.Aux {
-			host[b.Name] = in.Aux[b.Key]
-		}
-	}
-	return host
-}
-
-// checkScalars checks a call's run-time parameters against the mods': each
-// one given, of a type it takes, and no other.
-func (f *Forward) checkScalars(vals map[string]any) error {
-	used := map[string]bool{}
-	var names []string
-	for _, m := range []*lang.ModInst{f.res.Mask, f.res.Score} {
-		if m == nil {
-			continue
-		}
-		for _, p := range m.ScalarParams() {
-			names = append(names, p.Name)
-			key := m.Kind() + "." + p.Name
-			v, ok := vals[key]
-			if !ok {
-				key = p.Name
-				v, ok = vals[key]
-			}
-			if !ok {
-				return fmt.Errorf("missing run-time parameter %q (parameter %s.%s)", p.Name, m.Kind(), p.Name)
-			}
-			used[key] = true
-			if _, err := p.Convert(v); err != nil {
-				return fmt.Errorf("%s %s: %w", m.Kind(), m, err)
-			}
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(vals)) {
-		if !used[k] {
-			read := "none"
-			if len(names) > 0 {
-				read = strings.Join(names, ", ")
-			}
-			return fmt.Errorf("run-time parameter %q is not read by the mods (they read: %s)", k, read)
-		}
-	}
-	return nil
-}
-
-// checkInputs checks the host tensors' sizes against the shape, and the
-// mods' aux tensors and run-time parameters against their declarations.
-func (f *Forward) checkInputs(in Inputs, sh Shape) error {
-	if err := f.checkAux(in.Aux, sh); err != nil {
-		return err
-	}
-	if err := f.checkScalars(in.Scalars); err != nil {
-		return err
-	}
-	switch {
-	case f.opts.Sinks && len(in.Sinks) != sh.Heads:
-		return fmt.Errorf("sinks has %d values, want one per head (%d)", len(in.Sinks), sh.Heads)
-	case !f.opts.Sinks && in.Sinks != nil:
-		return fmt.Errorf("inputs have sinks, but the kernel was compiled without them (Options.Sinks)")
-	}
-	p := f.problem(sh, in.Scale)
-	for _, t := range []struct {
-		name string
-		xs   []float32
-	}{{"q", in.Q}, {"k", in.K}, {"v", in.V}} {
-		n, err := f.contract.Extent(t.name, p, nil)
-		if err != nil {
-			return err
-		}
-		if len(t.xs) != n {
-			return fmt.Errorf("tensor %s has %d elements, shape %+v needs %d", t.name, len(t.xs), sh, n)
-		}
-	}
-	return nil
-}
-
-// RunCPU runs the kernel on the CPU reference device and returns O
-// ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log).
-func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
-	return f.RunCPUContext(context.Background(), in, sh)
-}
-
-// RunCPUContext is RunCPU that gives up, returning ctx's error, once ctx is
-// done (the interpreter takes minutes on large problems).
-func (f *Forward) RunCPUContext(ctx context.Context, in Inputs, sh Shape) (o, lse []float32, err error) {
-	if err := sh.Validate(); err != nil {
-		return nil, nil, err
-	}
-	if err := f.checkInputs(in, sh); err != nil {
-		return nil, nil, err
-	}
-	plan, err := f.Plan(sh, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	bm, err := f.blockMask(in, sh)
-	if err != nil {
-		return nil, nil, err
-	}
-	if plan.SplitKV {
-		return f.runDecodeCPU(ctx, plan, in, sh, bm)
-	}
-	f, in = f.withSpans(in, sh) // the same pairs: bm serves it
-	call, err := f.bind(in, sh, bm, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := cpu.Run(ctx, f.res.Module, call, f.hostData(in, bm, call))
-	if err != nil {
-		return nil, nil, err
-	}
-	return out["o"].F32(), out["lse"].F32(), nil
-}
-
-// BuildBlockMask classifies the mask's blocks for a shape on the host:
-// analytically where the mask can be bounded (causal, windows, prefix,
-// chunks: microseconds), else by evaluating it on the CPU device.
-//
-// The analyzer compiled for a shape is kept, so later calls with that
-// shape only classify the blocks and make the lists (microseconds).
-//
-// The block mask records the mask and the batch and heads it was built for
-// (BlockMask.Mask, BuiltB, BuiltH), so a run with another mask refuses it.
-func (f *Forward) BuildBlockMask(sh Shape, aux map[string]any) (*blockmask.BlockMask, blockmask.Method, error) {
-	method := blockmask.MethodAnalytic
-	bm, err := f.analyticWith(sh, aux)
-	if errors.Is(err, blockmask.ErrNotAnalyzable) {
-		sq, sk := f.sparse()
-		method = blockmask.MethodEvaluatedCPU
-		bm, err = blockmask.EvaluateCPU(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK},
-			blockmask.Options{BlockQ: sq, BlockK: sk}, aux)
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	bm.Mask, bm.BuiltB, bm.BuiltH, bm.Params = "none", sh.Batch, sh.Heads, f.maskParams(aux)
-	if f.res.Mask != nil {
-		bm.Mask = f.res.Mask.String()
-	}
-	return bm, method, nil
-}
-
-// maskParams are the values of the mask's run-time parameters in vals (by
-// short or full name), as a block mask records them; nil when it has none.
-func (f *Forward) maskParams(vals map[string]any) map[string]string {
-	if f.res.Mask == nil || len(f.res.Mask.ScalarParams()) == 0 {
-		return nil
-	}
-	out := map[string]string{}
-	for _, p := range f.res.Mask.ScalarParams() {
-		v, ok := vals["mask."+p.Name]
-		if !ok {
-			v, ok = vals[p.Name]
-		}
-		if ok {
-			out[p.Name] = fmt.Sprint(v)
-		}
-	}
-	return out
-}
-
-// analytic builds the block mask with the shape's cached analyzer; the
-// error wraps blockmask.ErrNotAnalyzable when the mask cannot be bounded,
-// or reads run-time parameters (analyticWith takes their values).
-func (f *Forward) analytic(sh Shape) (*blockmask.BlockMask, error) { return f.analyticWith(sh, nil) }
-
-// analyticWith is analytic with the values of the mask's run-time
-// parameters, by name, in vals (other entries are ignored).
-func (f *Forward) analyticWith(sh Shape, vals map[string]any) (*blockmask.BlockMask, error) {
-	f.amu.Lock()
-	defer f.amu.Unlock() // an Analyzer is not safe for concurrent use
-	key := fmt.Sprint(sh.Batch, sh.Heads, sh.SeqQ, sh.SeqK)
-	if f.res.Mask != nil {
-		for _, p := range f.res.Mask.ScalarParams() {
-			v, ok := vals["mask."+p.Name]
-			if !ok {
-				v = vals[p.Name]
-			}
-			key += fmt.Sprintf(" %s=%v", p.Name, v)
-		}
-	}
-	a, ok := f.analyzers[key]
-	if !ok {
-		var err error
-		a, err = blockmask.NewAnalyzerWith(f.res.Program, f.res.Mask, blockmask.Shape{B: sh.Batch, H: sh.Heads, SeqQ: sh.SeqQ, SeqK: sh.SeqK}, vals)
-		if err != nil {
-			return nil, err
-		}
-		if f.analyzers == nil {
-			f.analyzers = map[string]*blockmask.Analyzer{}
-		}
-		f.analyzers[key] = a
-	}
-	sq, sk := f.sparse()
-	return a.BlockMask(blockmask.Options{BlockQ: sq, BlockK: sk})
-}
-
-// blockMask is the call's block mask: the given one, checked against the
-// shape and the kernel's block sizes, or one built for it.
-func (f *Forward) blockMask(in Inputs, sh Shape) (*blockmask.BlockMask, error) {
-	bm := in.BlockMask
-	if bm == nil {
-		var err error
-		if bm, _, err = f.BuildBlockMask(sh, in.modValues()); err != nil {
-			return nil, err
-		}
-		return bm, nil
-	}
-	if err := f.checkBlockMask(bm, sh); err != nil {
-		return nil, err
-	}
-	return bm, f.checkBlockMaskParams(bm, in.modValues())
-}
-
-// checkBlockMaskParams refuses a block mask built with other values of the
-// mask's run-time parameters than the call's (a decode offset moves the
-// blocks). A block mask that records no values (made by hand) is trusted.
-func (f *Forward) checkBlockMaskParams(bm *blockmask.BlockMask, vals map[string]any) error {
-	if bm.Params == nil || strings.HasSuffix(f.res.Kernel, ".full") {
-		return nil
-	}
-	for name, want := range f.maskParams(vals) {
-		if got, ok := bm.Params[name]; ok && got != want {
-			return fmt.Errorf("block mask was built with %s=%s, the call has %s=%s", name, got, name, want)
-		}
-	}
-	return nil
-}
-
-// checkBlockMask checks a caller's block mask against the call: the mask it
-// was built from (when recorded), the sequence lengths, the kernel's block
-// sizes, and B and H. A kernel trusts the block mask's full and empty
-// blocks, so one made for another mask gives wrong attention, silently.
-func (f *Forward) checkBlockMask(bm *blockmask.BlockMask, sh Shape) error {
-	want := "none"
-	if f.res.Mask != nil {
-		want = f.res.Mask.String()
-	}
-	// The mask-free variant (FullVariant) never evaluates the mask: it
-	// computes the blocks it is given, whichever mask listed them.
-	if got := bm.Mask; got != "" && got != want && !strings.HasSuffix(f.res.Kernel, ".full") {
-		// A provenance written by hand may spell the mask differently
-		// ("sliding_window(1023,0)", named arguments): compare canonically.
-		if e, err := parser.ParseExpr("<block mask>", got); err == nil {
-			if m, err := f.res.Program.ResolveMod(e, "mask"); err == nil {
-				got = m.String()
-			}
-		}
-		if got != want {
-			return fmt.Errorf("block mask was built for mask %s, but the kernel's mask is %s", bm.Mask, want)
-		}
-	}
-	sq, sk := f.sparse()
-	switch {
-	case bm.SeqQ != sh.SeqQ || bm.SeqK != sh.SeqK:
-		return fmt.Errorf("block mask is for seqlens %d×%d, the call has %d×%d", bm.SeqQ, bm.SeqK, sh.SeqQ, sh.SeqK)
-	case bm.BlockQ != sq || bm.BlockK != sk:
-		return fmt.Errorf("block mask has %d×%d blocks, the kernel was compiled for %d×%d (compile with Consts SPARSE_Q=%d, SPARSE_K=%d, or build the mask with Forward.BuildBlockMask)", bm.BlockQ, bm.BlockK, sq, sk, bm.BlockQ, bm.BlockK)
-	case bm.B != 1 && bm.B != sh.Batch, bm.H != 1 && bm.H != sh.Heads:
-		return fmt.Errorf("block mask has batch %d and heads %d; the call has %d and %d (a mask shared over b or h has 1)", bm.B, bm.H, sh.Batch, sh.Heads)
-	}
-	if err := bm.Validate(); err != nil {
-		return err
-	}
-	// B (H) of 1 is a mask shared over b (h), unless it was built for a
-	// batch of 1 (one head): then it is shared only if the mask ignores b
-	// (h). Unknown provenance (0) keeps FlexAttention's broadcast.
-	if (bm.B == 1 && bm.BuiltB == 1 && sh.Batch > 1) || (bm.H == 1 && bm.BuiltH == 1 && sh.Heads > 1) {
-		usesB, usesH, err := blockmask.UsesBH(f.res.Program, f.res.Mask, sh.SeqQ, sh.SeqK)
-		if err != nil {
-			return err
-		}
-		if usesB && bm.B == 1 && sh.Batch > 1 {
-			return fmt.Errorf("block mask was built for batch 1, but mask %s reads b and the call has batch %d", want, sh.Batch)
-		}
-		if usesH && bm.H == 1 && sh.Heads > 1 {
-			return fmt.Errorf("block mask was built for 1 head, but mask %s reads h and the call has %d heads", want, sh.Heads)
-		}
-	}
-	return nil
-}
-
-// auxLens are the lengths (in elements) of host aux tensors, by the
-// caller's names.
-func auxLens(aux map[string]any) (map[string]int, error) {
-	out := map[string]int{}
-	for k, t := range aux {
-		if b, ok := t.(*cpu.Buffer); ok {
-			out[k] = len(b.Vals)
-			continue
-		}
-		n, err := launch.HostLen(t)
-		if err != nil {
-			return nil, fmt.Errorf("aux tensor %q: %w", k, err)
-		}
-		out[k] = n
-	}
-	return out, nil
-}
-
-// FullVariant returns the forward kernel's mask-free variant made by the
-// specialize-mask pass (flash_fwd.full), which runs on blocks the mask keeps
-// entirely. It fails when that pass was disabled or the kernel has no mask.
-func (f *Forward) FullVariant() (*Forward, error) {
-	name := f.res.Kernel + ".full"
-	if f.res.Module.Func(name) == nil {
-		return nil, fmt.Errorf("kernel %s has no %s variant (no mask, or specialize-mask disabled)", f.res.Kernel, name)
-	}
-	res := *f.res
-	res.Kernel = name
-	c := *f.contract
-	c.Kernel = name
-	opts := f.opts
-	opts.NumSplits, opts.PackGQA = 1, PackGQAOff // the variant has no split-KV form
-	return &Forward{opts: opts, res: &res, contract: &c, dim: f.dim, dtype: f.dtype}, nil
-}
+// ArchFallback says, for a GPU arch fac knows, when it runs another arch's
+// code path rather than its own (sm_89 and the archs past Hopper run
+// sm_80's mma.sync path; sm_90 runs without wgmma): "" when the arch runs
+// its own, or is unknown.
+func ArchFallback(arch string) string { return flash.ArchFallback(arch) }

@@ -1,300 +1,78 @@
 package fac
 
-import (
-	"context"
-	"fmt"
-	"math"
-	"strconv"
+import "github.com/fac-compiler/fac/flash"
 
-	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/lang"
-	"github.com/fac-compiler/fac/launch"
-	"github.com/fac-compiler/fac/reference"
-	"github.com/fac-compiler/fac/runtime/cpu"
-	"github.com/fac-compiler/fac/stdlib/attention"
-)
+// Packed sequences of different lengths, FlashAttention's varlen API
+// (docs/varlen.md): Q is [total_q, Heads, Dim], K and V [total_k, KVHeads,
+// Dim], and cu_seqlens say where each sequence starts.
 
 // ForwardVarlen is a compiled flash_fwd_varlen: attention over packed
-// sequences of different lengths (FlashAttention's varlen API). Mods see
-// positions within their sequence, b = the sequence index, and that
-// sequence's seqlen_q and seqlen_k. It is block-sparse per sequence: each
-// sequence has its own block mask (VarlenBlockMask), so empty blocks are
-// skipped and the mask is evaluated on partial blocks only.
-type ForwardVarlen struct {
-	f        *Forward                // the kernel, with the varlen contract
-	tunedFor perArch[*ForwardVarlen] // compiled with the tiles tuned for a GPU arch (tuned)
+// sequences of different lengths. Mods see positions within their
+// sequence, b = the sequence index, and that sequence's seqlen_q and
+// seqlen_k. It is block-sparse per sequence: each sequence has its own
+// block mask (VarlenBlockMask), so empty blocks are skipped and the mask is
+// evaluated on partial blocks only. Its methods: RunCPU, RunCPUContext (O
+// [total_q, Heads, Dim] and LSE [Heads, total_q]), RunCUDA, RunCUDAContext,
+// BenchCUDA, BlockMask, Reference, AuxTensors, RuntimeParams, Result and
+// BundleKernels, documented at flash.ForwardVarlen.
+type ForwardVarlen = flash.ForwardVarlen
+
+// CompileForwardVarlen compiles flash_fwd_varlen for head dimension dim.
+// opts.Sinks is not supported yet, nor are aux tensors shaped by the
+// sequence lengths. SPARSE_Q and SPARSE_K (opts.Consts, default 128) are
+// the blocks of each sequence's block mask.
+func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
+	return flash.CompileForwardVarlen(opts, dim)
+}
+
+// BackwardVarlen is the backward pass of ForwardVarlen: flash_bwd_preprocess
+// and flash_bwd_postprocess on the packed tensors seen as one batch of
+// total_q positions, and between them flash_bwd_varlen, flash_bwd's
+// block-sparse walk over each sequence's transposed block mask (the same
+// VarlenBlockMask as the forward's). dQ goes through f32 atomics; there is
+// no DETERMINISTIC mode yet. Its methods: RunCPU, RunCPUContext,
+// RunCUDAGrads, BlockMask, Reference, AuxTensors, AuxGrads, Kernels and
+// BundleKernels, documented at flash.BackwardVarlen.
+type BackwardVarlen = flash.BackwardVarlen
+
+// CompileBackwardVarlen compiles the varlen backward kernels for head
+// dimension dim, with the forward's opts (Mask, Score, Sources, DType,
+// Passes; Consts to the kernels that declare them). SPARSE_Q × SPARSE_K
+// must be the forward's for one VarlenBlockMask to serve both.
+func CompileBackwardVarlen(opts Options, dim int) (*BackwardVarlen, error) {
+	return flash.CompileBackwardVarlen(opts, dim)
 }
 
 // VarlenInputs are a varlen call's tensors, contiguous row-major: Q is
 // [total_q, Heads, Dim], K and V [total_k, KVHeads, Dim]; sequence b is
 // rows CuSeqlensQ[b] .. CuSeqlensQ[b+1] of Q (CuSeqlensK for K and V),
 // both [num_seqs + 1], from 0, non-decreasing. Aux, Scalars and Scale are
-// Inputs'; mods index aux tensors with positions within the sequence (aux
-// tensors declared with seqlen_q or seqlen_k dimensions are refused at
-// compile time). BlockMask, when set, is the call's block mask
-// (ForwardVarlen.BlockMask for the same cu_seqlens, heads, mask and
-// run-time parameters, reused across calls); nil builds one per call.
-type VarlenInputs struct {
-	Q, K, V                []float32
-	CuSeqlensQ, CuSeqlensK []int32
-	Aux                    map[string]any
-	Scalars                map[string]any
-	Scale                  float32
-	BlockMask              *VarlenBlockMask
-}
+// Inputs'; mods index aux tensors with positions within the sequence.
+// BlockMask, when set, is the call's block mask (ForwardVarlen.BlockMask
+// for the same cu_seqlens, heads, mask and run-time parameters, reused
+// across calls); nil builds one per call.
+type VarlenInputs = flash.VarlenInputs
 
-// CompileForwardVarlen compiles flash_fwd_varlen for head dimension dim.
-// opts.Sinks is not supported yet. SPARSE_Q and SPARSE_K (opts.Consts,
-// default 128) are the blocks of each sequence's block mask.
-func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
-	if err := opts.check(); err != nil {
-		return nil, err
-	}
-	c := attention.FlashFwdVarlen
-	if opts.Sinks {
-		return nil, fmt.Errorf("%s: sinks are not supported yet", c.Kernel)
-	}
-	dt := opts.DType
-	if dt == "" {
-		dt = "f32"
-	}
-	if dt != "f32" && dt != "bf16" && dt != "f16" {
-		return nil, fmt.Errorf("unsupported dtype %q: %s takes f32, bf16 or f16", dt, c.Kernel)
-	}
-	if dim <= 0 || dim > 256 {
-		return nil, fmt.Errorf("unsupported head dim %d: want 1..256", dim)
-	}
-	if err := opts.checkDTypeDim(dt, dim); err != nil {
-		return nil, err
-	}
-	consts := map[string]string{"HEAD_DIM": strconv.Itoa(dim), "DTYPE": dt}
-	for k, v := range opts.Consts {
-		consts[k] = v
-	}
-	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),
-		Score: opts.Score, Consts: consts, Passes: opts.Passes})
-	if err != nil {
-		return nil, err
-	}
-	k := res.Func()
-	if k == nil {
-		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
-	}
-	if err := c.CheckParams(res.Params()); err != nil {
-		return nil, fmt.Errorf("internal compiler error: %w", err)
-	}
-	// An aux tensor shaped by seqlen_q or seqlen_k would be indexed with
-	// each sequence's lengths but sized by the host for one: refuse it.
-	for _, m := range []*lang.ModInst{res.Mask, res.Score} {
-		if m == nil {
-			continue
-		}
-		for _, p := range m.AuxParams() {
-			for _, d := range p.Dims {
-				if d.SeqQ != 0 || d.SeqK != 0 {
-					return nil, fmt.Errorf("%s %s: aux tensor %s %s is shaped by the sequence lengths, which %s does not support yet (they differ per sequence)",
-						m.Kind(), m, p.Name, p.Type(), c.Kernel)
-				}
-			}
-		}
-	}
-	f := &Forward{opts: opts, res: res, contract: c, dim: dim, dtype: k.Params[0].Type.Elem}
-	return &ForwardVarlen{f: f}, nil
-}
+// VarlenBackwardInputs are a varlen backward call's tensors: the forward's
+// inputs (VarlenInputs), O ([total_q, H, D]) and LSE ([H, total_q]) as the
+// forward returned them, and DO = dL/dO, shaped like O.
+type VarlenBackwardInputs = flash.VarlenBackwardInputs
 
-// Result is the compiled kernel instance.
-func (v *ForwardVarlen) Result() *compiler.Result { return v.f.res }
+// VarlenBlockMask is the block mask of a varlen call: every sequence's own,
+// built for its lengths and concatenated, in both directions (for the
+// forward and the backward), in O(blocks) host work. It records what it
+// was built for (cu_seqlens, heads, mask, block sizes, the mask's run-time
+// parameters), and a call with anything else refuses it. Counts, Blocks
+// and EvaluatedSequences describe it; see flash.VarlenBlockMask.
+type VarlenBlockMask = flash.VarlenBlockMask
 
-// AuxTensors and RuntimeParams are Forward's.
-func (v *ForwardVarlen) AuxTensors() []string    { return v.f.AuxTensors() }
-func (v *ForwardVarlen) RuntimeParams() []string { return v.f.RuntimeParams() }
-
-// VarlenShape checks cu_seqlens against the packed lengths and gives the
-// problem's shape: Batch sequences, SeqQ and SeqK the longest (at least 1,
-// which a shape needs), plus the token totals. It allocates nothing, so
+// VarlenShape checks cu_seqlens against the packed lengths (totalQ and
+// totalK tokens) and gives the problem's shape: Batch sequences, SeqQ and
+// SeqK the longest (at least 1, which a shape needs). It allocates nothing, so
 // callers check a call with it before they allocate its tensors: heads,
 // kv heads and dim must be positive, and the packed tensors
 // ([total, heads, dim]) and the padded problem ([num_seqs, heads,
 // longest, dim]) addressable with 32-bit offsets.
 func VarlenShape(cuQ, cuK []int32, totalQ, totalK, heads, kvHeads, dim int) (Shape, error) {
-	if len(cuQ) < 2 || len(cuQ) != len(cuK) {
-		return Shape{}, fmt.Errorf("cu_seqlens_q and cu_seqlens_k must have the same length num_seqs + 1 ≥ 2, got %d and %d", len(cuQ), len(cuK))
-	}
-	if kvHeads == 0 {
-		kvHeads = heads
-	}
-	for _, d := range []struct {
-		name string
-		v    int
-	}{{"heads", heads}, {"kv heads", kvHeads}, {"head dim", dim}} {
-		if d.v <= 0 {
-			return Shape{}, fmt.Errorf("varlen: %s must be positive, got %d", d.name, d.v)
-		}
-	}
-	longest := func(name string, cu []int32, total int) (int, error) {
-		if cu[0] != 0 {
-			return 0, fmt.Errorf("%s[0] = %d, want 0", name, cu[0])
-		}
-		m := 1
-		for i := 1; i < len(cu); i++ {
-			if cu[i] < cu[i-1] {
-				return 0, fmt.Errorf("%s decreases at %d (%d after %d)", name, i, cu[i], cu[i-1])
-			}
-			m = max(m, int(cu[i]-cu[i-1]))
-		}
-		if last := int(cu[len(cu)-1]); last != total {
-			return 0, fmt.Errorf("%s ends at %d, but there are %d tokens", name, last, total)
-		}
-		return m, nil
-	}
-	sq, err := longest("cu_seqlens_q", cuQ, totalQ)
-	if err != nil {
-		return Shape{}, err
-	}
-	sk, err := longest("cu_seqlens_k", cuK, totalK)
-	if err != nil {
-		return Shape{}, err
-	}
-	for _, t := range []struct {
-		name         string
-		total, heads int
-	}{{"q", totalQ, heads}, {"k", totalK, kvHeads}} {
-		if n, ok := launch.Product(t.total, t.heads, dim); !ok || n > math.MaxInt32 {
-			return Shape{}, fmt.Errorf("varlen: %s has %d×%d×%d elements (total tokens × heads × head dim), more than 32-bit offsets address", t.name, t.total, t.heads, dim)
-		}
-	}
-	sh := Shape{Batch: len(cuQ) - 1, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: sk, Dim: dim}
-	return sh, sh.Validate()
-}
-
-// RunCPU runs the kernel on the CPU reference device and returns O
-// ([total_q, Heads, Dim]) and LSE ([Heads, total_q], natural log). A row
-// that keeps no key (an empty k sequence, or the mask) gets O = 0 and
-// LSE = -inf.
-func (v *ForwardVarlen) RunCPU(in VarlenInputs, heads, kvHeads int) (o, lse []float32, err error) {
-	return v.RunCPUContext(context.Background(), in, heads, kvHeads)
-}
-
-// RunCPUContext is RunCPU that gives up once ctx is done.
-func (v *ForwardVarlen) RunCPUContext(ctx context.Context, in VarlenInputs, heads, kvHeads int) (o, lse []float32, err error) {
-	call, host, err := v.bind(in, heads, kvHeads)
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := cpu.Run(ctx, v.f.res.Module, call, host)
-	if err != nil {
-		return nil, nil, err
-	}
-	return out["o"].F32(), out["lse"].F32(), nil
-}
-
-// bind checks a call's inputs, gets its block mask (given or built) and
-// binds the kernel; host are its input tensors by parameter name.
-func (v *ForwardVarlen) bind(in VarlenInputs, heads, kvHeads int) (*launch.Call, map[string]any, error) {
-	f := v.f
-	if kvHeads == 0 {
-		kvHeads = heads
-	}
-	if heads <= 0 || kvHeads <= 0 {
-		return nil, nil, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
-	}
-	if len(in.Q)%(heads*f.dim) != 0 || len(in.K)%(kvHeads*f.dim) != 0 || len(in.V) != len(in.K) {
-		return nil, nil, fmt.Errorf("q has %d elements, k %d, v %d: want [total_q, %d, %d] and twice [total_k, %d, %d]",
-			len(in.Q), len(in.K), len(in.V), heads, f.dim, kvHeads, f.dim)
-	}
-	totalQ, totalK := len(in.Q)/(heads*f.dim), len(in.K)/(kvHeads*f.dim)
-	sh, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, f.dim)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := f.checkAux(in.Aux, sh); err != nil {
-		return nil, nil, err
-	}
-	if err := f.checkScalars(in.Scalars); err != nil {
-		return nil, nil, err
-	}
-	aux, err := auxLens(in.Aux)
-	if err != nil {
-		return nil, nil, err
-	}
-	bm, err := v.varlenBlockMask(in, heads)
-	if err != nil {
-		return nil, nil, err
-	}
-	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V, "cu_seqlens_q": in.CuSeqlensQ, "cu_seqlens_k": in.CuSeqlensK}
-	lens := map[string]int{}
-	bm.kv.hostData(attention.VarlenKVLists, host, lens)
-	p := launch.Problem{Shape: sh, Attrs: f.res.Attrs(), Scale: in.Scale, TotalQ: totalQ, TotalK: totalK, Lens: lens}
-	call, err := f.contract.Bind(f.res.Params(), launch.Request{Problem: p, Aux: aux, Scalars: in.Scalars})
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, b := range call.Buffers {
-		if b.Role == launch.Aux {
-			host[b.Name] = in.Aux[b.Key]
-		}
-	}
-	return call, host, nil
-}
-
-// Reference computes naive float64 attention sequence by sequence with the
-// same mods (evaluated on the CPU device with each sequence's lengths and
-// b = its index), in RunCPU's layouts, for checking any device's output.
-func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse []float64, err error) {
-	f := v.f
-	if kvHeads == 0 {
-		kvHeads = heads
-	}
-	if heads <= 0 || kvHeads <= 0 || len(in.Q)%(heads*f.dim) != 0 || len(in.K)%(kvHeads*f.dim) != 0 || len(in.V) != len(in.K) {
-		return nil, nil, fmt.Errorf("q has %d elements, k %d, v %d: want [total_q, %d, %d] and twice [total_k, %d, %d]",
-			len(in.Q), len(in.K), len(in.V), heads, f.dim, kvHeads, f.dim)
-	}
-	d, totalQ, totalK := f.dim, len(in.Q)/(heads*f.dim), len(in.K)/(kvHeads*f.dim)
-	sh, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d)
-	if err != nil {
-		return nil, nil, err
-	}
-	vals := Inputs{Aux: in.Aux, Scalars: in.Scalars}.modValues()
-	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
-	// The reference sees the inputs at the kernel's storage precision.
-	q, k, vv := roundTo(in.Q, f.dtype), roundTo(in.K, f.dtype), roundTo(in.V, f.dtype)
-	gather := func(xs []float64, start, n, hs int) []float64 {
-		out := make([]float64, hs*n*d)
-		for t := 0; t < n; t++ {
-			for h := 0; h < hs; h++ {
-				copy(out[(h*n+t)*d:][:d], xs[((start+t)*hs+h)*d:][:d])
-			}
-		}
-		return out
-	}
-	o, lse = make([]float64, len(in.Q)), make([]float64, heads*totalQ)
-	var evalErr firstError
-	for b := 0; b < sh.Batch; b++ {
-		qs, ks := int(in.CuSeqlensQ[b]), int(in.CuSeqlensK[b])
-		sq, sk := int(in.CuSeqlensQ[b+1])-qs, int(in.CuSeqlensK[b+1])-ks
-		if sq == 0 {
-			continue
-		}
-		// The mods see this sequence's lengths; they are compiled for
-		// positive ones, and with no keys no mod is called.
-		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: max(sk, 1), Dim: d}
-		maskFn, err := modFunc(f.res.Program, f.res.Mask, seq, vals)
-		if err != nil {
-			return nil, nil, err
-		}
-		scoreFn, err := modFunc(f.res.Program, f.res.Score, seq, vals)
-		if err != nil {
-			return nil, nil, err
-		}
-		mask, score := refMods(maskFn, scoreFn, b, &evalErr)
-		so, slse := reference.Attention(gather(q, qs, sq, heads), gather(k, ks, sk, kvHeads), gather(vv, ks, sk, kvHeads),
-			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d}, scale, mask, score)
-		for h := 0; h < heads; h++ {
-			for t := 0; t < sq; t++ {
-				lse[h*totalQ+qs+t] = slse[h*sq+t]
-				copy(o[((qs+t)*heads+h)*d:][:d], so[(h*sq+t)*d:][:d])
-			}
-		}
-	}
-	return o, lse, evalErr.get()
+	return flash.VarlenShape(cuQ, cuK, totalQ, totalK, heads, kvHeads, dim)
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/fac-compiler/fac/codegen/simt"
+	"github.com/fac-compiler/fac/runtime/cpu"
 )
 
 // simKernel describes lowered kernel res to the simulator.
@@ -55,5 +56,13 @@ func simulateSeed(ll string, res *Result, grid [3]int, args []any, misalign bool
 	if err != nil {
 		return err
 	}
-	return p.Run(grid, args, simt.Options{Misalign: misalign, Seed: seed})
+	// The simulator writes its results into the CPU buffers' slices.
+	sargs := make([]any, len(args))
+	for i, a := range args {
+		sargs[i] = a
+		if b, ok := a.(*cpu.Buffer); ok {
+			sargs[i] = &simt.Buffer{Elem: b.Elem, Vals: b.Vals}
+		}
+	}
+	return p.Run(grid, sargs, simt.Options{Misalign: misalign, Seed: seed})
 }

@@ -54,7 +54,8 @@ func TestAgainstCPUDevice(t *testing.T) {
 				k.Params = append(k.Params, simt.Param{Name: p.Name, Kind: simt.Ptr, Elem: p.Type.Elem})
 			}
 			got := cpu.NewBuffer("c", tir.F32, 64*64)
-			if err := simt.Run(res.LL, k, [3]int{1, 1, 1}, []any{a, b, got}, simt.Options{}); err != nil {
+			sb := func(b *cpu.Buffer) *simt.Buffer { return &simt.Buffer{Elem: b.Elem, Vals: b.Vals} }
+			if err := simt.Run(res.LL, k, [3]int{1, 1, 1}, []any{sb(a), sb(b), sb(got)}, simt.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			c := want[2].(*cpu.Buffer)

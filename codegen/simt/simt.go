@@ -49,7 +49,6 @@ import (
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/internal/half"
-	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
 )
 
@@ -57,7 +56,7 @@ import (
 type ParamKind int
 
 const (
-	Ptr       ParamKind = iota // a device pointer: the argument is a *cpu.Buffer of Elem
+	Ptr       ParamKind = iota // a device pointer: the argument is a *Buffer of Elem
 	I32                        // int, int32 or bool
 	I64                        // int64
 	F32                        // float32 or float64
@@ -70,6 +69,14 @@ type Param struct {
 	Kind ParamKind
 	Elem tir.Elem      // Ptr: the element type
 	TMA  *artifact.TMA // TensorMap: what it maps (TMA.Tensor names a Ptr parameter)
+}
+
+// Buffer is a pointer argument: global memory holding Vals as Elem, read
+// before the launch and written back after it. Vals may be the slice of a
+// CPU-device buffer, which then receives the results.
+type Buffer struct {
+	Elem tir.Elem
+	Vals []float64
 }
 
 // Kernel is what a launch needs to know of a kernel besides its code.
@@ -97,7 +104,7 @@ type Options struct {
 }
 
 // Run compiles ll and runs kernel k on grid. args follow k.Params but
-// for tensor maps (built from the others): *cpu.Buffer for pointers (read
+// for tensor maps (built from the others): *Buffer for pointers (read
 // before the launch, written back after it), int, int32 or bool for i32,
 // int64 for i64, float32 or float64 for f32.
 func Run(ll string, k *Kernel, grid [3]int, args []any, opt Options) error {
@@ -225,7 +232,7 @@ func (p *Program) Run(grid [3]int, args []any, opt Options) (err error) {
 }
 
 type outBuf struct {
-	b    *cpu.Buffer
+	b    *Buffer
 	addr uint64
 }
 
@@ -250,9 +257,9 @@ func (p *Program) bind(m *machine, args []any, misalign bool) ([]uint64, []outBu
 		named[par.Name] = a
 		switch par.Kind {
 		case Ptr:
-			b, ok := a.(*cpu.Buffer)
+			b, ok := a.(*Buffer)
 			if !ok {
-				return nil, nil, fmt.Errorf("parameter %s: want a *cpu.Buffer, got %T", par.Name, a)
+				return nil, nil, fmt.Errorf("parameter %s: want a *simt.Buffer, got %T", par.Name, a)
 			}
 			sz := b.Elem.Bytes()
 			var addr uint64

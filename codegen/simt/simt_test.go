@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac/internal/half"
-	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
 )
 
@@ -34,7 +33,7 @@ declare void @llvm.nvvm.cp.async.wait.group(i32)
 `
 }
 
-func i32Out(n int) *cpu.Buffer { return cpu.NewBuffer("out", tir.I32, n) }
+func i32Out(n int) *Buffer { return &Buffer{Elem: tir.I32, Vals: make([]float64, n)} }
 
 func outKernel(threads int) *Kernel {
 	return &Kernel{Name: "k", Threads: threads, SharedBytes: 1024, Params: []Param{{Name: "out", Kind: Ptr, Elem: tir.I32}}}
@@ -249,9 +248,9 @@ func TestMMALayout(t *testing.T) {
 	for i := range Bt {
 		Bt[i] = float64(half.BF16ToF32(half.F32ToBF16(float32(rng.NormFloat64()))))
 	}
-	d := cpu.NewBuffer("d", tir.F32, 16*8)
+	d := &Buffer{Elem: tir.F32, Vals: make([]float64, 16*8)}
 	k := &Kernel{Name: "k", Threads: 32, Params: []Param{{Name: "a", Kind: Ptr, Elem: tir.BF16}, {Name: "bt", Kind: Ptr, Elem: tir.BF16}, {Name: "d", Kind: Ptr, Elem: tir.F32}}}
-	if err := Run(ll, k, [3]int{1, 1, 1}, []any{cpu.FromFloats("a", tir.BF16, A), cpu.FromFloats("bt", tir.BF16, Bt), d}, Options{}); err != nil {
+	if err := Run(ll, k, [3]int{1, 1, 1}, []any{&Buffer{Elem: tir.BF16, Vals: A}, &Buffer{Elem: tir.BF16, Vals: Bt}, d}, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for r := 0; r < 16; r++ {
@@ -339,7 +338,7 @@ done:
 		}
 		out := i32Out(16)
 		k := &Kernel{Name: "k", Threads: 32, SharedBytes: 64, Params: []Param{{Name: "src", Kind: Ptr, Elem: tir.I32}, {Name: "out", Kind: Ptr, Elem: tir.I32}}}
-		if err := Run(ll, k, [3]int{1, 1, 1}, []any{cpu.FromFloats("src", tir.I32, src), out}, Options{}); err != nil {
+		if err := Run(ll, k, [3]int{1, 1, 1}, []any{&Buffer{Elem: tir.I32, Vals: src}, out}, Options{}); err != nil {
 			t.Fatal(err)
 		}
 		missing := 0

@@ -12,7 +12,6 @@ import (
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/internal/half"
-	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
 )
 
@@ -137,8 +136,8 @@ func tmaTestArgs(row0 int) []any {
 		src[i] = float64(half.BF16ToF32(uint16(0x3f80 + i)))
 	}
 	return []any{
-		&cpu.Buffer{Name: "src", Elem: tir.BF16, Vals: src},
-		&cpu.Buffer{Name: "out", Elem: tir.BF16, Vals: make([]float64, 512)},
+		&Buffer{Elem: tir.BF16, Vals: src},
+		&Buffer{Elem: tir.BF16, Vals: make([]float64, 512)},
 		tmaTestRows, tmaTestStride, row0,
 	}
 }
@@ -169,7 +168,7 @@ func TestSimTMA(t *testing.T) {
 			if err := runWithin(t, time.Minute, tmaTestKernel(true, true, true), tmaTestKernelDesc(), args, false); err != nil {
 				t.Fatal(err)
 			}
-			src, out := args[0].(*cpu.Buffer).Vals, args[1].(*cpu.Buffer).Vals
+			src, out := args[0].(*Buffer).Vals, args[1].(*Buffer).Vals
 			zeros := 0
 			for k, got := range out {
 				// out holds shared bytes 2k, 2k+1: the element whose
@@ -376,8 +375,8 @@ func tmaStoreTestArgs(row0 int) []any {
 		dst[i] = 0.5
 	}
 	return []any{
-		&cpu.Buffer{Name: "src", Elem: tir.BF16, Vals: src},
-		&cpu.Buffer{Name: "dst", Elem: tir.BF16, Vals: dst},
+		&Buffer{Elem: tir.BF16, Vals: src},
+		&Buffer{Elem: tir.BF16, Vals: dst},
 		tmaTestRows, tmaTestStride, row0,
 	}
 }
@@ -393,7 +392,7 @@ func TestSimTMAStoreBox(t *testing.T) {
 			if err := runWithin(t, time.Minute, tmaStoreTestKernel(true, false, true), tmaStoreTestKernelDesc(), args, false); err != nil {
 				t.Fatal(err)
 			}
-			src, dst := args[0].(*cpu.Buffer).Vals, args[1].(*cpu.Buffer).Vals
+			src, dst := args[0].(*Buffer).Vals, args[1].(*Buffer).Vals
 			written := 0
 			for y := 0; y < tmaTestRows; y++ {
 				for c := 0; c < tmaTestStride; c++ {
@@ -489,8 +488,8 @@ func TestSimTMAReduceBox(t *testing.T) {
 		for i := range dst {
 			dst[i] = 0.5
 		}
-		out := &cpu.Buffer{Name: "dst", Elem: tir.F32, Vals: append([]float64(nil), dst...)}
-		args := []any{&cpu.Buffer{Name: "src", Elem: tir.F32, Vals: src}, out, rows, stride, row0, cols, col0}
+		out := &Buffer{Elem: tir.F32, Vals: append([]float64(nil), dst...)}
+		args := []any{&Buffer{Elem: tir.F32, Vals: src}, out, rows, stride, row0, cols, col0}
 		if err := Run(ll, k, [3]int{1, 1, 1}, args, Options{}); err != nil {
 			t.Fatal(err)
 		}

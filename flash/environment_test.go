@@ -1,4 +1,4 @@
-package fac
+package flash
 
 import (
 	"strings"

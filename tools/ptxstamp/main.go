@@ -6,9 +6,9 @@
 // --lse-out` writes with such a bundle. A measuring tool for the GPU
 // machine, not part of fac: the patched kernels' LSE is garbage.
 //
-//	go run ./internal/tools/ptxstamp patch in.bundle out.bundle
+//	go run ./tools/ptxstamp patch in.bundle out.bundle
 //	fac run --device cuda --bundle out.bundle --no-check --lse-out lse.npy ...   (on the GPU)
-//	go run ./internal/tools/ptxstamp report lse.npy ...
+//	go run ./tools/ptxstamp report lse.npy ...
 //
 // (carry the patched bundle in the folder scripts/gpu prepare makes, and
 // run the middle step in a device call.)

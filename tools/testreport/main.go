@@ -4,7 +4,7 @@
 // It exits 1 when a test or a package failed, or when the input has no
 // test events at all.
 //
-//	go test -json ./... | go run ./internal/tools/testreport
+//	go test -json ./... | go run ./tools/testreport
 package main
 
 import (
