@@ -208,6 +208,10 @@ type Expr struct {
 	Pos   lexer.Position
 	Left  *AndExpr   `parser:"@@"`
 	Right []*AndExpr `parser:"(\"||\" @@)*"`
+	// Source is the whole text of an expression parsed alone
+	// (parser.ParseExpr: a --mask value), so that errors positioned in it
+	// show its line and a caret; "" in a file, whose text the Program has.
+	Source string
 }
 
 // AndExpr is a logical-and chain.

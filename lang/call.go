@@ -220,7 +220,7 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 		if e <= s {
 			l.fail(pos, "arange needs end > start, got arange(%d, %d)", s, e)
 		}
-		l.checkTile([]int{e - s}, pos, "arange")
+		l.checkTile([]int{int(l.intOp("-", int64(e), int64(s), pos))}, pos, "arange")
 		return val{v: l.b.Arange(s, e), pos: pos}
 	case "cdiv":
 		a := l.bindArgs(name, ca, []string{"a", "b"}, 2)
@@ -228,7 +228,15 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 		if y <= 0 {
 			l.fail(pos, "cdiv needs a positive divisor")
 		}
-		return constVal(IntConst(int64((x+y-1)/y)), pos)
+		// (x + y - 1) / y, exactly: x + y - 1 may not fit in 64 bits when
+		// the result does, and for x >= 0 it is x / y rounded up.
+		q := int64(x / y)
+		if x >= 0 && x%y != 0 {
+			q++
+		} else if x < 0 {
+			q = int64((x + y - 1) / y)
+		}
+		return constVal(IntConst(q), pos)
 	case "zeros", "full":
 		shape := l.shapeArg(ca, name)
 		l.checkTile(shape, pos, name)
@@ -401,7 +409,7 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 	if x.c != nil && (x.c.Kind == CInt || x.c.Kind == CFloat) {
 		if name == "abs" && x.c.Kind == CInt {
 			if x.c.I < 0 {
-				return constVal(IntConst(-x.c.I), pos)
+				return constVal(IntConst(l.intNeg(x.c.I, pos)), pos)
 			}
 			return *&x
 		}
@@ -453,7 +461,7 @@ func (l *lowerer) convert(x val, e tir.Elem, pos lexer.Position) val {
 		case e.IsInt() && c.Kind == CInt:
 			return constVal(c, pos)
 		case e.IsInt() && c.Kind == CFloat:
-			return constVal(IntConst(int64(math.Trunc(c.F))), pos)
+			return constVal(IntConst(l.floatToInt(c.F, pos)), pos)
 		case e == tir.I1 && c.Kind == CBool:
 			return constVal(c, pos)
 		}

@@ -50,6 +50,7 @@ func (p *Program) CheckDecl(name string) error {
 			}
 		case p.kernels[name] != nil:
 			kd := p.kernels[name]
+			l.collect, l.collectDepth = true, 0
 			l.kernel(kd, l.placeholders(kd.CParams))
 			m = l.mod
 		default:

@@ -17,9 +17,13 @@ const docPath = "../docs/language.md"
 
 // docBlock is a fenced block of docs/language.md: a ```fa example, which
 // must check, or a ```fa-error example, which must fail with exactly the
-// text of the ```text block after it.
+// text of the ```text block after it. The example is checked as
+// example.fa, or as the file named after the block's kind (```fa-error
+// strided.fa), so that the text shows what `fac check` prints for the
+// file the guide tells the reader to save.
 type docBlock struct {
 	line     int    // line of the opening fence, 1-based
+	file     string // the example's file name
 	err      bool   // fa-error
 	src      string // the example
 	want     string // for fa-error: the text block's content
@@ -40,8 +44,12 @@ func docBlocks(t *testing.T, lines []string) []docBlock {
 		if end < 0 {
 			t.Fatalf("%s:%d: unclosed ``` block", docPath, i+1)
 		}
-		if info == "fa" || info == "fa-error" {
-			b := docBlock{line: i + 1, err: info == "fa-error", src: strings.Join(lines[i+1:end], "\n") + "\n"}
+		kind, file, _ := strings.Cut(info, " ")
+		if file == "" {
+			file = "example.fa"
+		}
+		if kind == "fa" || kind == "fa-error" {
+			b := docBlock{line: i + 1, file: file, err: kind == "fa-error", src: strings.Join(lines[i+1:end], "\n") + "\n"}
 			if b.err {
 				// The expected text follows, after blank lines only.
 				j := end + 1
@@ -73,10 +81,10 @@ func closing(lines []string, from int) int {
 	return -1
 }
 
-// docCheck returns what `fac check example.fa` prints on stderr for src,
-// without the trailing newline; "" when the file checks.
-func docCheck(src string) string {
-	if err := checkFiles(map[string]string{"example.fa": src}); err != nil {
+// docCheck returns what `fac check FILE` prints on stderr for src saved as
+// file, without the trailing newline; "" when the file checks.
+func docCheck(file, src string) string {
+	if err := checkFiles(map[string]string{file: src}); err != nil {
 		return "fac: " + err.Error()
 	}
 	return ""
@@ -105,12 +113,12 @@ func TestDocExamples(t *testing.T) {
 	changed := false
 	for i := len(blocks) - 1; i >= 0; i-- { // backwards, so edits keep earlier line numbers
 		b := blocks[i]
-		got := docCheck(b.src)
+		got := docCheck(b.file, b.src)
 		switch {
 		case !b.err && got != "":
 			t.Errorf("%s:%d: example does not check:\n%s", docPath, b.line, got)
 		case !b.err:
-			if err := useMods(map[string]string{"example.fa": b.src}); err != nil {
+			if err := useMods(map[string]string{b.file: b.src}); err != nil {
 				t.Errorf("%s:%d: %v", docPath, b.line, err)
 			}
 		case b.err && got == "":

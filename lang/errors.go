@@ -99,3 +99,39 @@ func AsError(err error) (*Error, bool) {
 	ok := errors.As(err, &e)
 	return e, ok
 }
+
+// UnknownModError is the error for a mod name (a --mask or --score value)
+// that names no mod or constant of the program. The CLI adds a hint to it
+// when no source file was given (fac run --mask my_mask without -f).
+type UnknownModError struct {
+	Name string // the unknown name
+	Kind string // "mask" or "score"
+	Err  *Error
+}
+
+func (e *UnknownModError) Error() string { return e.Err.Error() }
+
+// Unwrap gives the positioned error (AsError finds it).
+func (e *UnknownModError) Unwrap() error { return e.Err }
+
+// withExprSource gives the errors of err positioned in e, an expression
+// parsed alone (a --mask value), e's text for their excerpt: the program
+// has no file of that name.
+func withExprSource(err error, e *Expr) error {
+	if err == nil || e == nil || e.Source == "" {
+		return err
+	}
+	fill := func(x error) {
+		if le, ok := AsError(x); ok && le.Src == "" && le.Pos.Filename == e.Pos.Filename {
+			le.Src = e.Source
+		}
+	}
+	if list, ok := err.(ErrorList); ok {
+		for _, x := range list {
+			fill(x)
+		}
+	} else {
+		fill(err)
+	}
+	return err
+}

@@ -75,7 +75,7 @@ func (l *lowerer) negate(x val, pos lexer.Position) val {
 	if x.c != nil {
 		switch x.c.Kind {
 		case CInt:
-			return constVal(IntConst(-x.c.I), pos)
+			return constVal(IntConst(l.intNeg(x.c.I, pos)), pos)
 		case CFloat:
 			return constVal(FloatConst(-x.c.F), pos)
 		}
@@ -262,20 +262,13 @@ func (l *lowerer) foldArith(k tir.Kind, a, b Const, pos lexer.Position) Const {
 	sym := opSymbols[k]
 	if a.Kind == CInt && b.Kind == CInt {
 		switch k {
-		case tir.OpAdd:
-			return IntConst(a.I + b.I)
-		case tir.OpSub:
-			return IntConst(a.I - b.I)
-		case tir.OpMul:
-			return IntConst(a.I * b.I)
+		case tir.OpAdd, tir.OpSub, tir.OpMul:
+			return IntConst(l.intOp(sym, a.I, b.I, pos))
 		case tir.OpDiv, tir.OpRem:
 			if b.I == 0 {
 				l.fail(pos, "integer division by zero")
 			}
-			if k == tir.OpDiv {
-				return IntConst(a.I / b.I)
-			}
-			return IntConst(a.I % b.I)
+			return IntConst(l.intOp(sym, a.I, b.I, pos))
 		}
 	}
 	if (a.Kind == CInt || a.Kind == CFloat) && (b.Kind == CInt || b.Kind == CFloat) {
@@ -448,7 +441,7 @@ func (l *lowerer) ident(name string, pos lexer.Position) val {
 	if _, ok := l.p.kernels[name]; ok {
 		l.fail(pos, "kernel %s cannot be used as a value", name)
 	}
-	l.fail(pos, "undefined: %s", name)
+	l.fail(pos, "undefined: %s%s", name, didYouMean(name, l.visibleNames()))
 	return val{}
 }
 

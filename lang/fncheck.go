@@ -194,7 +194,7 @@ func (c *fnChecker) stmt(s *Stmt) {
 		for _, n := range append([]string{s.Assign.Name}, s.Assign.More...) {
 			b, ok := c.lookup(n)
 			if !ok {
-				c.fail(s.Assign.Pos, "undefined: %s", n)
+				c.fail(s.Assign.Pos, "undefined: %s%s", n, didYouMean(n, c.visibleNames()))
 			}
 			if !b.mutable {
 				c.fail(s.Assign.Pos, "cannot assign to %s: declared with let (use var)", n)
@@ -377,7 +377,19 @@ func (c *fnChecker) ident(name string, pos lexer.Position, call *CallArgs, want 
 	if _, ok := c.p.kernels[name]; ok {
 		c.fail(pos, "kernel %s cannot be used as a value", name)
 	}
-	c.fail(pos, "undefined: %s", name)
+	c.fail(pos, "undefined: %s%s", name, didYouMean(name, c.visibleNames()))
+}
+
+// visibleNames lists the names in scope in the function: its locals, the
+// program's global names and the built-in ones.
+func (c *fnChecker) visibleNames() []string {
+	var out []string
+	for _, s := range c.scopes {
+		for n := range s {
+			out = append(out, n)
+		}
+	}
+	return append(out, c.p.globalNames()...)
 }
 
 // fnCycle reports a chain of function calls from fd that comes back to a

@@ -3,7 +3,6 @@ package lang
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/alecthomas/participle/v2/lexer"
 
@@ -65,18 +64,40 @@ func (l *lowerer) checkTile(shape []int, pos lexer.Position, what string) {
 		what, count, tir.ShapeString(shape), l.maxTile)
 }
 
-// checkModDepth refuses a mod call nested deeper than MaxRefDepth.
-func (l *lowerer) checkModDepth(name string, pos lexer.Position) {
+// checkModDepth refuses a mod call nested deeper than MaxRefDepth. A
+// chain that deep which calls m again, with compile-time arguments it made
+// rather than was given (grow(n + 1) in grow's body), is recursion that
+// does not end: it is reported as such. Mods nested in the arguments
+// (and_masks(a, and_masks(b, ...))) are only too deep.
+func (l *lowerer) checkModDepth(m *ModInst, pos lexer.Position) {
 	if l.modDepth < MaxRefDepth {
 		return
 	}
-	first := ""
-	for _, n := range l.modStack {
-		if !strings.HasPrefix(n, "const ") {
-			first = n
-			break
+	var same []*ModInst
+	for _, y := range l.modInsts {
+		if y.Decl == m.Decl {
+			same = append(same, y)
 		}
 	}
+	if len(same) > 0 && !nestedIn(same[0], m.String()) {
+		chain := same[0].String()
+		if len(same) > 1 {
+			chain += " -> " + same[1].String()
+		}
+		l.fail(pos, "%s calls itself (%s -> ... -> %s), with new compile-time arguments each time; recursion is not allowed (at most %d mods may nest)",
+			m.Name(), chain, m.String(), MaxRefDepth)
+	}
 	l.fail(pos, "mods call each other too deep: calling %s here makes a chain of %d (%s -> ... -> %s), and at most %d mods may nest",
-		name, l.modDepth+1, first, name, MaxRefDepth)
+		m.Name(), l.modDepth+1, l.modInsts[0].Name(), m.Name(), MaxRefDepth)
+}
+
+// nestedIn reports whether the instance printed as inst is one of m's
+// compile-time arguments, or nested in one.
+func nestedIn(m *ModInst, inst string) bool {
+	for _, a := range m.Args {
+		if a.Kind == CMod && a.Mod != nil && (a.Mod.String() == inst || nestedIn(a.Mod, inst)) {
+			return true
+		}
+	}
+	return false
 }

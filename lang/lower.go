@@ -2,6 +2,7 @@ package lang
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -43,6 +44,7 @@ func (p *Program) LowerMod(m *ModInst) (*tir.Module, error) {
 func (p *Program) lowerMod(m *ModInst, check bool) (*tir.Module, error) {
 	l := p.newLowerer()
 	l.check = check
+	l.collect, l.collectDepth = check, 1
 	err := l.catch(func() {
 		n := 4
 		if m.Kind() == "score" {
@@ -126,10 +128,10 @@ func (p *Program) LowerModTile(m *ModInst, bq, bk int) (*tir.Module, error) {
 // EvalConst evaluates a compile-time expression, such as a value given on a
 // command line: `64`, `bf16`, `sliding_window(256, 0)`. Mods come back with
 // their default compile-time arguments bound.
-func (p *Program) EvalConst(e *Expr) (Const, error) {
+func (p *Program) EvalConst(e *Expr) (out Const, err error) {
+	defer func() { err = withExprSource(err, e) }()
 	l := p.newLowerer()
-	var out Const
-	err := l.catch(func() {
+	err = l.catch(func() {
 		l.push()
 		v := l.expr(e)
 		if v.c == nil {
@@ -144,7 +146,8 @@ func (p *Program) EvalConst(e *Expr) (Const, error) {
 }
 
 // ResolveMod evaluates e to a mod of the given kind ("mask" or "score").
-func (p *Program) ResolveMod(e *Expr, kind string) (*ModInst, error) {
+func (p *Program) ResolveMod(e *Expr, kind string) (m *ModInst, err error) {
+	defer func() { err = withExprSource(err, e) }()
 	// Name the common mistakes plainly: an unknown name, and arguments
 	// given to a mod that takes no compile-time parameters.
 	if pf := e.bare(); pf != nil && pf.Primary.Ident != nil && len(pf.Suffix) <= 1 {
@@ -153,7 +156,10 @@ func (p *Program) ResolveMod(e *Expr, kind string) (*ModInst, error) {
 		_, isConst := p.consts[name]
 		switch {
 		case !isMod && !isConst:
-			return nil, p.errorf(e.Pos, "unknown %s mod %s (%s mods: %s)", kind, name, kind, strings.Join(p.Mods(kind), ", "))
+			if s := Suggest(name, p.Mods(kind)); s != "" {
+				return nil, &UnknownModError{Name: name, Kind: kind, Err: p.errorf(e.Pos, "unknown %s mod %s; did you mean %s?", kind, name, s)}
+			}
+			return nil, &UnknownModError{Name: name, Kind: kind, Err: p.errorf(e.Pos, "unknown %s mod %s (%s mods: %s)", kind, name, kind, strings.Join(p.Mods(kind), ", "))}
 		case isMod && md.Kind == kind && len(md.CParams) == 0 && len(pf.Suffix) == 1 && pf.Suffix[0].Call != nil:
 			return nil, p.errorf(pf.Suffix[0].Pos, "%s mod %s takes no compile-time arguments; write just %s", kind, name, name)
 		}
@@ -196,13 +202,20 @@ type lowerer struct {
 	childHeight      int             // the largest height among the mods called so far by the one being lowered
 	constHeight      int             // the same for the constants used by the one being evaluated
 	check            bool            // only checking (CheckDecl): mods already checked may be stubbed
-	modStack         []string        // the mods and constants being lowered, outermost first
+	modStack         []string        // the mods (as instances: sliding_window(256, 0)) and constants ("const N") being lowered, outermost first
+	modInsts         []*ModInst      // the mods of modStack, outermost first
 	modDepth         int             // how many of modStack are mods
 	constBusy        map[string]int  // constants being evaluated: index in modStack
 	maxTile          int             // the most elements a tile may have (see checkTile)
 	fnStack          []string        // the functions being expanded (callFn), outermost first
 	fnCalls          int             // function calls expanded so far (see MaxFnCalls)
 	fnBody           *FnDecl         // the function whose body is being expanded; nil in a kernel's or mod's own
+	// collect: checking goes on after an error in a statement of the body
+	// at mod depth collectDepth (the declaration being checked), and errs
+	// holds the errors so far (see tryStmt).
+	collect      bool
+	collectDepth int
+	errs         []error
 }
 
 func (p *Program) newLowerer() *lowerer {
@@ -215,7 +228,10 @@ func (p *Program) newLowerer() *lowerer {
 func scratchBuilder() *tir.Builder { return &tir.Builder{Block: &tir.Block{}} }
 
 // failure carries a positioned error out of deep recursion.
-type failure struct{ err error }
+type failure struct {
+	err  error
+	stop bool // the check ends here: no statement recovers from it (see tryStmt)
+}
 
 func (l *lowerer) fail(pos lexer.Position, format string, args ...any) {
 	panic(failure{err: l.p.errorf(pos, format, args...)})
@@ -260,12 +276,11 @@ func (l *lowerer) pop() {
 }
 
 func (l *lowerer) lookup(name string) *binding {
-	for s := l.scope; s != nil; s = s.parent {
-		if b, ok := s.vars[name]; ok {
-			return b
-		}
+	b := l.rawLookup(name)
+	if b != nil && b.v.poisoned {
+		panic(failure{err: errPoisoned}) // see tryStmt
 	}
-	return nil
+	return b
 }
 
 func (l *lowerer) define(name string, v val, mutable bool, pos lexer.Position) {
@@ -335,6 +350,10 @@ func (l *lowerer) bindCParams(owner string, cps []*CParam, args map[string]Const
 
 func (l *lowerer) coerceConst(c Const, kind ConstKind, cp *CParam, owner string, pos lexer.Position) Const {
 	switch {
+	case kind == CInt && c.Kind == CInt && (c.I > math.MaxInt32 || c.I < math.MinInt32):
+		// Say so at the argument, not where the parameter first meets
+		// an i32 in the body (which may be in another file).
+		l.fail(pos, "%s parameter %s is %s, got %d, which overflows i32", owner, cp.Name, cp.Kind, c.I)
 	case c.Kind == kind && kind != CMod:
 		return c
 	case kind == CFloat && c.Kind == CInt:
@@ -429,6 +448,7 @@ func (l *lowerer) kernel(kd *KernelDecl, args map[string]Const) {
 	}
 	l.mod.Funcs = append(l.mod.Funcs, f)
 	l.block(kd.Body, true)
+	l.flushErrors()
 	l.b.Return()
 }
 

@@ -262,10 +262,15 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 		sig.WriteString(" " + t.String())
 	}
 	// Check for recursion before the cache: a mod being lowered is already
-	// cached, and a call back into it must not find it there.
+	// cached, and a call back into it must not find it there. Recursion is
+	// a call of an instance being lowered: the same mod with the same
+	// compile-time arguments, which would expand forever. Another instance
+	// of the same mod is another mod: and_masks(causal, and_masks(document,
+	// sliding_window(1024, 0))) calls the inner and_masks from the outer.
+	inst := m.String()
 	for i, n := range l.modStack {
-		if n == m.Name() {
-			l.fail(pos, "%s calls itself%s; recursion is not allowed", m.Name(), cyclePath(l.modStack[i:], m.Name()))
+		if n == inst {
+			l.fail(pos, "%s calls itself%s; recursion is not allowed", m.Name(), cyclePath(l.modStack[i:], inst))
 		}
 	}
 	if f, ok := l.funcs[sig.String()]; ok {
@@ -275,7 +280,7 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	if f := l.checkedStub(m, types, sig.String()); f != nil {
 		return f
 	}
-	l.checkModDepth(m.Name(), pos)
+	l.checkModDepth(m, pos)
 	md := m.Decl
 	nstd := len(types)
 	if len(md.Params) < nstd {
@@ -304,6 +309,7 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 		l.b, l.scope, l.seqlenQ, l.seqlenK, l.kernelEnv, l.env = saved.b, saved.scope, saved.seqlenQ, saved.seqlenK, saved.kernelEnv, saved.env
 		l.fnStack, l.fnBody = saved.fnStack, saved.fnBody
 		l.modStack = l.modStack[:len(l.modStack)-1]
+		l.modInsts = l.modInsts[:len(l.modInsts)-1]
 		l.modDepth--
 		// The height of the call tree below this mod, for the caller's.
 		h := 1 + l.childHeight
@@ -313,7 +319,8 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 		}
 		l.heights[sig.String()] = h
 	}()
-	l.modStack = append(l.modStack, m.Name())
+	l.modStack = append(l.modStack, inst)
+	l.modInsts = append(l.modInsts, m)
 	l.modDepth++
 	l.childHeight = 0
 	l.scope = nil
@@ -395,28 +402,36 @@ func (l *lowerer) modFunc(m *ModInst, types []tir.Type, pos lexer.Position) *tir
 	}
 	l.push()
 	for _, s := range stmts[:len(stmts)-1] {
-		l.stmt(s, false)
+		l.stmtChecked(s, false)
 	}
 	ret := stmts[len(stmts)-1].Return
 	l.b.Pos = irPos(ret.Pos)
-	if ret.Value == nil {
-		l.fail(ret.Pos, "%s %s must return a value", md.Kind, md.Name)
-	}
-	if len(ret.More) > 0 {
-		l.fail(ret.More[0].Pos, "%s %s must return one value, got %d", md.Kind, md.Name, 1+len(ret.More))
-	}
-	rv := l.expr(ret.Value)
 	var out *tir.Value
-	if md.Kind == "mask" {
-		if (rv.c != nil && rv.c.Kind != CBool) || (rv.v != nil && (rv.v.Type.Elem != tir.I1 || rv.v.Type.Ptr)) || rv.aux != nil {
-			l.fail(ret.Value.Pos, "mask %s must return bool, but returns %s", md.Name, rv.describe())
+	result := func() {
+		if ret.Value == nil {
+			l.fail(ret.Pos, "%s %s must return a value", md.Kind, md.Name)
 		}
-		out = l.materialize(rv, tir.I1)
+		if len(ret.More) > 0 {
+			l.fail(ret.More[0].Pos, "%s %s must return one value, got %d", md.Kind, md.Name, 1+len(ret.More))
+		}
+		rv := l.expr(ret.Value)
+		if md.Kind == "mask" {
+			if (rv.c != nil && rv.c.Kind != CBool) || (rv.v != nil && (rv.v.Type.Elem != tir.I1 || rv.v.Type.Ptr)) || rv.aux != nil {
+				l.fail(ret.Value.Pos, "mask %s must return bool, but returns %s", md.Name, rv.describe())
+			}
+			out = l.materialize(rv, tir.I1)
+		} else {
+			if (rv.c != nil && rv.c.Kind != CInt && rv.c.Kind != CFloat) || (rv.v != nil && (rv.v.Type.Elem != tir.F32 || rv.v.Type.Ptr)) || rv.aux != nil {
+				l.fail(ret.Value.Pos, "score %s must return f32, but returns %s (convert with f32(x))", md.Name, rv.describe())
+			}
+			out = l.materialize(rv, tir.F32)
+		}
+	}
+	if l.collecting() {
+		l.tryStmt(nil, result)
+		l.flushErrors()
 	} else {
-		if (rv.c != nil && rv.c.Kind != CInt && rv.c.Kind != CFloat) || (rv.v != nil && (rv.v.Type.Elem != tir.F32 || rv.v.Type.Ptr)) || rv.aux != nil {
-			l.fail(ret.Value.Pos, "score %s must return f32, but returns %s (convert with f32(x))", md.Name, rv.describe())
-		}
-		out = l.materialize(rv, tir.F32)
+		result()
 	}
 	l.pop()
 	out = l.broadcastTo(out, shape)
@@ -512,11 +527,27 @@ func (l *lowerer) dimAdd(name string, e *AddExpr) Dim {
 	for _, op := range e.Rest {
 		r := l.dimMul(name, op.Right)
 		if op.Op == "-" {
-			r = r.scale(-1)
+			r = l.dimScale(name, r, -1, op.Pos)
 		}
-		d = d.add(r)
+		var ok bool
+		if d, ok = d.add(r); !ok {
+			l.dimOverflow(name, op.Pos)
+		}
 	}
 	return d
+}
+
+// dimScale is d.scale(c), failing at pos when a coefficient overflows.
+func (l *lowerer) dimScale(name string, d Dim, c int64, pos lexer.Position) Dim {
+	d, ok := d.scale(c)
+	if !ok {
+		l.dimOverflow(name, pos)
+	}
+	return d
+}
+
+func (l *lowerer) dimOverflow(name string, pos lexer.Position) {
+	l.fail(pos, "dimension of aux tensor %s overflows: compile-time integers are exact, in 64 bits", name)
 }
 
 func (l *lowerer) dimMul(name string, e *MulExpr) Dim {
@@ -530,9 +561,9 @@ func (l *lowerer) dimMul(name string, e *MulExpr) Dim {
 			c := l.foldArith(map[string]tir.Kind{"/": tir.OpDiv, "%": tir.OpRem}[op.Op], IntConst(d.Const), IntConst(r.Const), op.Pos)
 			d = Dim{Const: c.I}
 		case d.isConst():
-			d = r.scale(d.Const)
+			d = l.dimScale(name, r, d.Const, op.Pos)
 		case r.isConst():
-			d = d.scale(r.Const)
+			d = l.dimScale(name, d, r.Const, op.Pos)
 		default:
 			l.dimFail(name, op.Pos, "a product of sizes")
 		}
@@ -543,7 +574,7 @@ func (l *lowerer) dimMul(name string, e *MulExpr) Dim {
 func (l *lowerer) dimUnary(name string, u *Unary) Dim {
 	switch {
 	case u.Op == "-":
-		return l.dimUnary(name, u.Operand).scale(-1)
+		return l.dimScale(name, l.dimUnary(name, u.Operand), -1, u.Pos)
 	case u.Op != "":
 		l.dimFail(name, u.Pos, u.Op+" of a size")
 	}
@@ -572,12 +603,29 @@ func (l *lowerer) dimUnary(name string, u *Unary) Dim {
 
 func (d Dim) isConst() bool { return d.Batch == 0 && d.Heads == 0 && d.SeqQ == 0 && d.SeqK == 0 }
 
-func (d Dim) add(o Dim) Dim {
-	return Dim{d.Const + o.Const, d.Batch + o.Batch, d.Heads + o.Heads, d.SeqQ + o.SeqQ, d.SeqK + o.SeqK}
+// add is d + o; ok is false when a coefficient overflows.
+func (d Dim) add(o Dim) (Dim, bool) {
+	return d.each(func(i int, x int64) (int64, bool) { return checkedInt("+", x, o.coef(i)) })
 }
 
-func (d Dim) scale(c int64) Dim {
-	return Dim{d.Const * c, d.Batch * c, d.Heads * c, d.SeqQ * c, d.SeqK * c}
+// scale is d * c; ok is false when a coefficient overflows.
+func (d Dim) scale(c int64) (Dim, bool) {
+	return d.each(func(_ int, x int64) (int64, bool) { return checkedInt("*", x, c) })
+}
+
+// coef is d's i-th coefficient: Const, Batch, Heads, SeqQ, SeqK.
+func (d Dim) coef(i int) int64 { return [...]int64{d.Const, d.Batch, d.Heads, d.SeqQ, d.SeqK}[i] }
+
+// each maps f over d's coefficients.
+func (d Dim) each(f func(i int, x int64) (int64, bool)) (Dim, bool) {
+	var c [5]int64
+	for i := range c {
+		var ok bool
+		if c[i], ok = f(i, d.coef(i)); !ok {
+			return Dim{}, false
+		}
+	}
+	return Dim{c[0], c[1], c[2], c[3], c[4]}, true
 }
 
 // funcName picks an unused function name for m. It keeps a set rather than

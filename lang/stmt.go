@@ -15,7 +15,7 @@ func (l *lowerer) block(b *Block, inKernel bool) {
 	l.push()
 	defer l.pop()
 	for _, s := range b.Stmts {
-		l.stmt(s, inKernel)
+		l.stmtChecked(s, inKernel)
 	}
 }
 
@@ -86,7 +86,7 @@ func (l *lowerer) assign(a *AssignStmt) {
 	for i, n := range names {
 		b := l.lookup(n)
 		if b == nil {
-			l.fail(a.Pos, "undefined: %s", n)
+			l.fail(a.Pos, "undefined: %s%s", n, didYouMean(n, l.visibleNames()))
 		}
 		if !b.mutable {
 			l.fail(a.Pos, "cannot assign to %s: declared with let (use var)", n)

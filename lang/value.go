@@ -375,6 +375,9 @@ type val struct {
 	// noValue names the function whose call this is, when it returned
 	// nothing (for the error where a value is needed).
 	noValue string
+	// poisoned marks the binding of a name whose let or var failed while
+	// checking (see tryStmt).
+	poisoned bool
 }
 
 type auxTensor struct {

@@ -95,6 +95,7 @@ func ParseExpr(filename, src string) (*lang.Expr, error) {
 	if err := exprSize(src, e); err != nil {
 		return nil, err
 	}
+	e.Source = src
 	return e, nil
 }
 
@@ -122,7 +123,13 @@ func convert(filename, src string, err error, file bool) error {
 		if pos.Filename == "" {
 			pos.Filename = filename
 		}
-		return &lang.Error{Pos: pos, Msg: "syntax error: " + message(perr, pos, src, file), Src: src}
+		msg := message(perr, pos, src, file)
+		if h := hint(src, pos, perr); h != "" {
+			// Say what to write instead of what the grammar expected.
+			msg, _, _ = strings.Cut(msg, " (expected")
+			msg += ": " + h
+		}
+		return &lang.Error{Pos: pos, Msg: "syntax error: " + msg, Src: src}
 	}
 	return &lang.Error{Pos: lexer.Position{Filename: filename}, Msg: fmt.Sprint(err), Src: src}
 }

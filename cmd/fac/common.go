@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/parser"
 	"github.com/fac-compiler/fac/passes"
 )
@@ -21,16 +24,72 @@ import (
 // readSources reads user source files into a name → text map. It reads
 // through parser.ReadFile, which refuses files over the size limit without
 // reading them whole (`fac check /dev/zero` ends at once).
+//
+// A file given twice (fac check a.fa a.fa, or a.fa and ./a.fa, or a link
+// to it) is an error, as two files declaring the same names are: every
+// name is declared once across a command's files. It is not merged
+// quietly, because the second name is more often a slip for another file
+// (a.fa meant b.fa), which the command would then silently never read.
 func readSources(files []string) (map[string]string, error) {
 	out := map[string]string{}
+	var seen []string
+	stats := map[string]os.FileInfo{}
 	for _, f := range files {
+		for _, prev := range seen {
+			if sameFile(prev, f, stats) {
+				what := prev + " is given twice"
+				if prev != f {
+					what = prev + " and " + f + " are the same file"
+				}
+				return nil, fmt.Errorf("%s: give each file once (its declarations would be declared twice)", what)
+			}
+		}
+		seen = append(seen, f)
 		src, err := parser.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
 		out[f] = src
 	}
+	sourcesGiven = sourcesGiven || len(files) > 0
 	return out, nil
+}
+
+// sourcesGiven records whether the command was given source files (-f or
+// positional), for the hint on an unknown mod (see explain).
+var sourcesGiven bool
+
+// sameFile reports whether paths a and b name one file: the same path,
+// the same path cleaned (./a.fa), or one file under two names (a link).
+// stats caches os.Stat by path.
+func sameFile(a, b string, stats map[string]os.FileInfo) bool {
+	if a == b || filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	stat := func(p string) os.FileInfo {
+		if fi, ok := stats[p]; ok {
+			return fi
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			fi = nil
+		}
+		stats[p] = fi
+		return fi
+	}
+	fa, fb := stat(a), stat(b)
+	return fa != nil && fb != nil && fa.Mode().IsRegular() && os.SameFile(fa, fb)
+}
+
+// explain adds what the CLI knows to a front-end error before it is
+// printed: an unknown mod name when no source file was given is most
+// likely a mod of the user's file, forgotten on the command line.
+func explain(err error) error {
+	var u *lang.UnknownModError
+	if errors.As(err, &u) && !sourcesGiven && u.Err != nil {
+		u.Err.Msg += fmt.Sprintf("; no source file was given: if %s is declared in your file, pass it: -f FILE --%s %s", u.Name, u.Kind, u.Name)
+	}
+	return err
 }
 
 // compileFlags are the flags shared by commands that compile a kernel.

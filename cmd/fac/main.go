@@ -18,7 +18,7 @@ func main() {
 	}
 	root.AddCommand(checkCmd(), irCmd(), compileCmd(), buildCmd(), runCmd(), benchCmd(), blockmaskCmd(), cacheCmd(), passesCmd(), versionCmd())
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "fac: "+err.Error())
+		fmt.Fprintln(os.Stderr, "fac: "+explain(err).Error())
 		os.Exit(1)
 	}
 }
