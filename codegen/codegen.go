@@ -20,6 +20,7 @@ import (
 
 	"github.com/llir/llvm/ir"
 
+	"github.com/fac-compiler/fac/codegen/async"
 	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/tir"
 )
@@ -99,7 +100,7 @@ var scheduleRanges = []struct {
 	lo, hi  int64
 	loMeans string
 }{
-	{"num_stages", 1, core.MaxStages, "no prefetch"},
+	{"num_stages", 1, async.MaxStages, "no prefetch"},
 	{"exp2_poly", 0, core.Exp2PolyMax, "every exp2 on the MUFU"},
 	{core.CTAsPerSMArg, 1, core.MaxCTAsPerSM, "ptxas's choice"},
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fac-compiler/fac/codegen/core"
+	"github.com/fac-compiler/fac/codegen/async"
 
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
@@ -45,7 +45,7 @@ func TestBroadcastOperandLayout(t *testing.T) {
 // TestNumStagesBounds: num_stages outside 1..MaxStages is an error naming
 // the value; 1 pipelines nothing (no second buffer).
 func TestNumStagesBounds(t *testing.T) {
-	for _, n := range []int64{0, -1, core.MaxStages + 1} {
+	for _, n := range []int64{0, -1, async.MaxStages + 1} {
 		m, k := loadKernel(t, "frontend_flash_128x128")
 		m.Func(k).SetAttr("num_stages", n)
 		_, err := Lower(m, k, Options{Target: testTarget("sm_90a")})

@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 
+	"github.com/fac-compiler/fac/codegen/async"
 	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/stdlib/attention"
@@ -24,7 +25,7 @@ type constRange struct {
 // num_stages = 0 or num_warps = 3 without a word.
 var scheduleRanges = []constRange{
 	{name: "num_warps", lo: 1, hi: 32, pow2: true, means: "warps per program"},
-	{name: "num_stages", lo: 1, hi: core.MaxStages, means: "buffers per streamed tile (1: no prefetch)"},
+	{name: "num_stages", lo: 1, hi: async.MaxStages, means: "buffers per streamed tile (1: no prefetch)"},
 	{name: "consumer_groups", lo: 1, hi: 4, means: "consumer groups (1: none)"},
 	{name: "exp2_poly", lo: 0, hi: core.Exp2PolyMax, means: "exp2s of eight computed by a polynomial"},
 	{name: core.CTAsPerSMArg, lo: 1, hi: core.MaxCTAsPerSM, means: "programs per multiprocessor"},

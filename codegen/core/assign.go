@@ -31,9 +31,12 @@ import (
 // in (operandWants) and collects the set of layouts every value is
 // demanded in: flexible values are lowered once per demanded layout,
 // anchored values converted once per extra demanded layout.
-type assigner struct {
+//
+// The Assignment is assign-layouts' part of the lowering (Lowerer.Layouts):
+// plan-async, the target's planning phases and lower-llvm read it.
+type Assignment struct {
+	*kernel
 	l    *Lowerer // for the target's hooks
-	nw   int
 	info map[*tir.Value]*vinfo
 	// forLays holds the carried layouts of each for loop and the result
 	// layouts of each if.
@@ -47,10 +50,6 @@ type assigner struct {
 	loopOps map[*tir.Op]bool
 	// blockOf is the block defining each value (op results, region args).
 	blockOf map[*tir.Value]*tir.Block
-	axes    map[*tir.Value]axisInfo
-	affines map[*tir.Value][]int64 // affine, memoized (nil: not affine)
-	// async marks loads staged straight to shared memory for a dot.
-	async map[*tir.Op]*Staged
 }
 
 type vinfo struct {
@@ -82,13 +81,32 @@ func (in *vinfo) demands() []Layout {
 
 var scalarL Layout = scalarLayout{}
 
-func newAssigner(numWarps int) *assigner {
-	return &assigner{nw: numWarps, info: map[*tir.Value]*vinfo{}, forLays: map[*tir.Op][]Layout{},
-		opWants: map[*tir.Op]map[string][]Layout{}, storeLays: map[*tir.Op]Layout{}, blockOf: map[*tir.Value]*tir.Block{},
-		axes: map[*tir.Value]axisInfo{}, affines: map[*tir.Value][]int64{}, async: map[*tir.Op]*Staged{}}
+// assignLayouts is the assign-layouts phase: l's kernel's values get their
+// layouts. The target's hooks that it asks (Target.DotLayout, ...) find
+// the assignment so far as l.Layouts().
+func assignLayouts(l *Lowerer) *Assignment {
+	a := &Assignment{kernel: l.kernel, l: l, info: map[*tir.Value]*vinfo{}, forLays: map[*tir.Op][]Layout{},
+		opWants: map[*tir.Op]map[string][]Layout{}, storeLays: map[*tir.Op]Layout{}, blockOf: map[*tir.Value]*tir.Block{}}
+	l.layouts = a
+	a.assign(l.f)
+	return a
 }
 
-func (a *assigner) get(v *tir.Value) *vinfo {
+// LayoutOf is v's primary layout, or flex = true for a flexible value
+// (rematerialized in every layout a consumer wants; lay is then nil).
+func (a *Assignment) LayoutOf(v *tir.Value) (lay Layout, flex bool) {
+	in := a.get(v)
+	return in.lay, in.flex
+}
+
+// DefiningBlock is the block defining v (an op result or region argument).
+func (a *Assignment) DefiningBlock(v *tir.Value) *tir.Block { return a.blockOf[v] }
+
+// OperandWants is the layout op wants each operand in when its result is
+// produced in lay (the answers the assignment recorded).
+func (a *Assignment) OperandWants(op *tir.Op, lay Layout) []Layout { return a.operandWants(op, lay) }
+
+func (a *Assignment) get(v *tir.Value) *vinfo {
 	in := a.info[v]
 	if in == nil {
 		panic(lowerError{fmt.Sprintf("value %s used before it is defined (not verified?)", v.Type)})
@@ -96,14 +114,14 @@ func (a *assigner) get(v *tir.Value) *vinfo {
 	return in
 }
 
-func (a *assigner) set(v *tir.Value, flex bool, l Layout) {
+func (a *Assignment) set(v *tir.Value, flex bool, l Layout) {
 	if v.Type.IsScalar() {
 		flex, l = false, scalarL
 	}
 	a.info[v] = &vinfo{flex: flex, lay: l}
 }
 
-func (a *assigner) defaultFor(t tir.Type) Layout {
+func (a *Assignment) defaultFor(t tir.Type) Layout {
 	if t.IsScalar() {
 		return scalarL
 	}
@@ -112,7 +130,7 @@ func (a *assigner) defaultFor(t tir.Type) Layout {
 
 // layoutOrDefault is v's primary layout, or the default one for a flexible
 // value that an anchored consumer needs materialized in some layout.
-func (a *assigner) layoutOrDefault(v *tir.Value) Layout {
+func (a *Assignment) layoutOrDefault(v *tir.Value) Layout {
 	in := a.get(v)
 	if in.flex {
 		return a.defaultFor(v.Type)
@@ -121,8 +139,8 @@ func (a *assigner) layoutOrDefault(v *tir.Value) Layout {
 }
 
 // dotLayout is the target's accumulator layout for a tensor-core dot.
-func (a *assigner) dotLayout(op *tir.Op) (Layout, bool) {
-	return a.l.target.DotLayout(a.l, op)
+func (a *Assignment) dotLayout(op *tir.Op) (Layout, bool) {
+	return a.target.DotLayout(a.l, op)
 }
 
 // expandDim reports whether out is in with one unit dim inserted, and where.
@@ -141,7 +159,7 @@ func expandDim(in, out []int) (int, bool) {
 // reshapeLayout is the free layout of a reshape's result when the operand is
 // in lay: adding a unit dim d to Slice(d, P) gives P, removing unit dim d
 // gives Slice(d, lay).
-func (a *assigner) reshapeLayout(lay Layout, in, out []int) (Layout, bool) {
+func (a *Assignment) reshapeLayout(lay Layout, in, out []int) (Layout, bool) {
 	if d, ok := expandDim(in, out); ok {
 		if s, ok := lay.(Slice); ok && s.Dim == d {
 			return s.Parent, true
@@ -163,7 +181,7 @@ func transPerm(rank int) []int {
 
 // ---- forward ----
 
-func (a *assigner) fwdBlock(b *tir.Block) {
+func (a *Assignment) fwdBlock(b *tir.Block) {
 	for _, v := range b.Args {
 		a.blockOf[v] = b
 	}
@@ -175,7 +193,7 @@ func (a *assigner) fwdBlock(b *tir.Block) {
 	}
 }
 
-func (a *assigner) fwdOp(op *tir.Op) {
+func (a *Assignment) fwdOp(op *tir.Op) {
 	k := op.Kind
 	switch {
 	case k == tir.OpCall:
@@ -228,8 +246,8 @@ func (a *assigner) fwdOp(op *tir.Op) {
 			a.set(op.Result(), false, a.defaultFor(op.Result().Type))
 		}
 		a.info[op.Result()].weak = in.weak
-	case k == tir.OpLoad && a.async[op] != nil:
-		lay := a.async[op].Layout
+	case k == tir.OpLoad && a.l.plan.StagedLoad(op) != nil:
+		lay := a.l.plan.StagedLoad(op).Layout
 		if lay == nil {
 			lay = a.defaultFor(op.Result().Type)
 		}
@@ -271,13 +289,13 @@ func (a *assigner) fwdOp(op *tir.Op) {
 // broadcast carries over from a small operand (w[:, None] of a [4] vector
 // against a loaded [4, 128] tile) can put a whole dimension in every
 // thread, and everything after it, down to the stores, would follow.
-func (a *assigner) regsPerThread(l Layout, v *tir.Value) int {
-	return 1 << len(a.l.Lin(l, v.Type.Shape).RegBases())
+func (a *Assignment) regsPerThread(l Layout, v *tir.Value) int {
+	return 1 << len(a.Lin(l, v.Type.Shape).RegBases())
 }
 
 // raise returns the layout a carried value should take when its current
 // layout cur meets a yielded value y.
-func (a *assigner) raise(cur Layout, y *tir.Value) Layout {
+func (a *Assignment) raise(cur Layout, y *tir.Value) Layout {
 	in := a.get(y)
 	if in.flex || y.Type.IsScalar() {
 		return cur
@@ -288,7 +306,7 @@ func (a *assigner) raise(cur Layout, y *tir.Value) Layout {
 	return cur
 }
 
-func (a *assigner) fwdFor(op *tir.Op) {
+func (a *Assignment) fwdFor(op *tir.Op) {
 	body := op.Regions[0]
 	inits := op.Args[3:]
 	lays := make([]Layout, len(inits))
@@ -321,7 +339,7 @@ func (a *assigner) fwdFor(op *tir.Op) {
 	}
 }
 
-func (a *assigner) fwdIf(op *tir.Op) {
+func (a *Assignment) fwdIf(op *tir.Op) {
 	lays := make([]Layout, len(op.Results))
 	for _, r := range op.Regions {
 		a.fwdBlock(r)
@@ -372,7 +390,7 @@ func terminator(b *tir.Block) *tir.Op {
 // storeLayout is the layout a store writes from: the value's own layout
 // when it has one (no conversion before the store), else the pointers'
 // (a prefetch's: the pointers').
-func (a *assigner) storeLayout(op *tir.Op) Layout {
+func (a *Assignment) storeLayout(op *tir.Op) Layout {
 	if l, ok := a.storeLays[op]; ok {
 		return l
 	}
@@ -402,7 +420,7 @@ func (a *assigner) storeLayout(op *tir.Op) Layout {
 
 // resultLayout is the layout an op's (first) result is produced in, for
 // anchored ops; for stores, the layout it stores from.
-func (a *assigner) resultLayout(op *tir.Op) Layout {
+func (a *Assignment) resultLayout(op *tir.Op) Layout {
 	if op.Kind.IsMemWrite() || op.Kind == tir.OpPrefetch {
 		return a.storeLayout(op)
 	}
@@ -413,7 +431,7 @@ func (a *assigner) resultLayout(op *tir.Op) Layout {
 // is produced in l (scalar operands: the scalar layout). The backward pass
 // records its answers and the lowering reuses them, so both agree even
 // though later decisions change primary layouts the rules look at.
-func (a *assigner) operandWants(op *tir.Op, l Layout) []Layout {
+func (a *Assignment) operandWants(op *tir.Op, l Layout) []Layout {
 	key := "<none>"
 	if l != nil {
 		key = l.String()
@@ -431,7 +449,7 @@ func (a *assigner) operandWants(op *tir.Op, l Layout) []Layout {
 	return w
 }
 
-func (a *assigner) computeWants(op *tir.Op, l Layout) []Layout {
+func (a *Assignment) computeWants(op *tir.Op, l Layout) []Layout {
 	w := make([]Layout, len(op.Args))
 	for i, x := range op.Args {
 		if x.Type.IsScalar() {
@@ -466,7 +484,7 @@ func (a *assigner) computeWants(op *tir.Op, l Layout) []Layout {
 	case k == tir.OpDot:
 		if _, ok := a.dotLayout(op); ok {
 			for i := 0; i < 2; i++ {
-				w[i] = a.l.target.DotOperandLayout(a.l, op, i)
+				w[i] = a.target.DotOperandLayout(a.l, op, i)
 			}
 			w[2] = l
 		} else {
@@ -485,7 +503,7 @@ func (a *assigner) computeWants(op *tir.Op, l Layout) []Layout {
 }
 
 // demand records that v is wanted in layout l.
-func (a *assigner) demand(v *tir.Value, l Layout) {
+func (a *Assignment) demand(v *tir.Value, l Layout) {
 	if l == nil || v.Type.IsScalar() {
 		return
 	}
@@ -498,7 +516,7 @@ func (a *assigner) demand(v *tir.Value, l Layout) {
 	in.wants = append(in.wants, l)
 }
 
-func (a *assigner) bwdBlock(b *tir.Block, yieldLays []Layout) {
+func (a *Assignment) bwdBlock(b *tir.Block, yieldLays []Layout) {
 	for i := len(b.Ops) - 1; i >= 0; i-- {
 		op := b.Ops[i]
 		if op.Kind == tir.OpYield {
@@ -513,7 +531,7 @@ func (a *assigner) bwdBlock(b *tir.Block, yieldLays []Layout) {
 	}
 }
 
-func (a *assigner) bwdOp(op *tir.Op) {
+func (a *Assignment) bwdOp(op *tir.Op) {
 	switch op.Kind {
 	case tir.OpFor:
 		a.bwdBlock(op.Regions[0], a.forLays[op])
@@ -552,7 +570,7 @@ func (a *assigner) bwdOp(op *tir.Op) {
 }
 
 // assign runs both passes over a kernel body.
-func (a *assigner) assign(f *tir.Func) {
+func (a *Assignment) assign(f *tir.Func) {
 	for _, p := range f.Params {
 		a.set(p, false, scalarL)
 	}

@@ -19,32 +19,24 @@ import (
 // addresses that are one register plus constant offsets when the pointers
 // allow (affinePtrs). As for stores, the threads holding copies of an
 // element leave the add to one of them: here a copy would add twice.
-func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
-	lay := l.a.storeLayout(op)
-	ws := l.a.operandWants(op, lay)
-	ptrs := l.Get(op.Args[0], ws[0])
-	vals := l.Get(op.Args[1], ws[1])
+func (em *Emitter) lowerAtomicAdd(op *tir.Op) {
+	lay := em.lay.storeLayout(op)
+	ws := em.lay.operandWants(op, lay)
+	ptrs := em.Get(op.Args[0], ws[0])
+	vals := em.Get(op.Args[1], ws[1])
 	var mask []value.Value
 	if len(op.Args) == 3 {
-		mask = l.Get(op.Args[2], ws[2])
+		mask = em.Get(op.Args[2], ws[2])
 	}
 	if e := op.Args[1].Type.Elem; e != tir.F32 {
 		Fail("internal error: %s: atomic_add of %s (the verifier admits f32 only)", op.Pos, e)
 	}
-	if tr := l.tensorReducer(op); tr != nil {
-		if l.atomicAddTensor(op, ws, vals, tr) {
-			return
-		}
-		l.Note(fmt.Sprintf("atomic_add at %s: by red: a tensor reduction is deferred past the next iteration's first barrier, and this one is not directly in a loop body after one", op.Pos))
+	if t, ok := em.target.(ScheduleTarget); ok && t.AtomicAdd(em.l, op, ws, ptrs, vals, mask) {
+		return // from shared memory in bulk (the target's deferred reductions)
 	}
-	if t, ok := l.target.(BulkReduceTarget); ok {
-		if t.BulkReduce(l) && l.atomicAddBulk(op, ws, ptrs, vals, mask) {
-			return
-		}
-	}
-	plin := l.Lin(ws[0], op.Args[0].Type.Shape)
-	ptrs = l.affinePtrs(op.Args[0], plin, ptrs)
-	cont := l.guardCopies(l.Lin(lay, op.Args[0].Type.Shape), "atomic")
+	plin := em.Lin(ws[0], op.Args[0].Type.Shape)
+	ptrs = em.affinePtrs(op.Args[0], plin, ptrs)
+	cont := em.guardCopies(em.Lin(lay, op.Args[0].Type.Shape), "atomic")
 	// red adds vals (1, 2 or 4 consecutive registers) at p, predicated on
 	// mask register r only when there is a mask.
 	red := func(p value.Value, vals []value.Value, r int) {
@@ -55,11 +47,11 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 		cons := "l" + strings.Repeat(",f", len(vals))
 		args := append([]value.Value{p}, vals...)
 		if mask == nil {
-			l.asm(types.Void, fmt.Sprintf("red.relaxed.gpu.global.add%s [$0], %s;", vec, regs), cons+",~{memory}", true, args...)
+			em.asm(types.Void, fmt.Sprintf("red.relaxed.gpu.global.add%s [$0], %s;", vec, regs), cons+",~{memory}", true, args...)
 			return
 		}
 		text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $%d, 0;\n\t@p red.relaxed.gpu.global.add%s [$0], %s;\n\t}", len(vals)+1, vec, regs)
-		l.asm(types.Void, text, cons+",r,~{memory}", true, append(args, l.b.NewZExt(mask[r], types.I32))...)
+		em.asm(types.Void, text, cons+",r,~{memory}", true, append(args, em.b.NewZExt(mask[r], types.I32))...)
 	}
 	scalar := func() []value.Value {
 		for r, p := range ptrs {
@@ -72,16 +64,16 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 	// half the LSU instructions for an mma accumulator (pairs of columns)
 	// added into a row-major tile. Alignment is checked at run time, as
 	// for loads and stores.
-	if v, maskCheck := l.memVec(op, ws[0], op.Args[0].Type); v > 1 && vectorReduce(l.target) {
+	if v, maskCheck := em.memVec(op, ws[0], op.Args[0].Type); v > 1 && vectorReduce(em.target) {
 		var uniform []value.Value
 		if maskCheck {
 			uniform = mask
 		}
 		check := ptrs
-		if l.offsetsAligned(op.Args[0], plin, v) {
+		if em.offsetsAligned(op.Args[0], plin, v) {
 			check = ptrs[:1] // the others are the first plus multiples of the vector
 		}
-		l.AlignedOr(check, uniform, v, tir.F32, func() []value.Value {
+		em.AlignedOr(check, uniform, v, tir.F32, func() []value.Value {
 			for g := 0; g < len(ptrs); g += v {
 				red(ptrs[g], vals[g:g+v], g)
 			}
@@ -91,21 +83,21 @@ func (l *Lowerer) lowerAtomicAdd(op *tir.Op) {
 		scalar()
 	}
 	if cont != nil {
-		l.b.NewBr(cont)
-		l.b = cont
+		em.b.NewBr(cont)
+		em.b = cont
 	}
 }
 
 // affinePtrs rewrites ptrs, the registers of pointer tensor p in layout
 // lin, as ptrs[0] plus constant offsets when p is affine in its
-// coordinates with constant strides (assigner.affine) and the layout's
+// coordinates with constant strides (kernel.affine) and the layout's
 // register bits never overlap its lane and warp bits in a dimension (so a
 // register's coordinates are the thread's first register's plus
 // RegOffset): LLVM folds the offsets into the accesses' immediates, and a
 // thread keeps one 64-bit address live instead of one per register (the
 // backward's 32 dQ adds: 64 registers).
-func (l *Lowerer) affinePtrs(p *tir.Value, lin *Linear, ptrs []value.Value) []value.Value {
-	offs, ok := l.affineOffsets(p, lin)
+func (em *Emitter) affinePtrs(p *tir.Value, lin *Linear, ptrs []value.Value) []value.Value {
+	offs, ok := em.affineOffsets(p, lin)
 	if !ok || len(ptrs) < 2 {
 		return ptrs
 	}
@@ -113,7 +105,7 @@ func (l *Lowerer) affinePtrs(p *tir.Value, lin *Linear, ptrs []value.Value) []va
 	out := make([]value.Value, len(ptrs))
 	out[0] = ptrs[0]
 	for r := 1; r < len(ptrs); r++ {
-		out[r] = l.ptrAdd(elem, ptrs[0], ConstI64(offs[r]))
+		out[r] = em.ptrAdd(elem, ptrs[0], ConstI64(offs[r]))
 	}
 	return out
 }
@@ -122,8 +114,8 @@ func (l *Lowerer) affinePtrs(p *tir.Value, lin *Linear, ptrs []value.Value) []va
 // element offset from the thread's first register, when p is affine with
 // constant strides and lin's register bits are apart from its lane and
 // warp bits (the conditions of affinePtrs).
-func (l *Lowerer) affineOffsets(p *tir.Value, lin *Linear) ([]int64, bool) {
-	strides, ok := l.a.affine(p)
+func (em *Emitter) affineOffsets(p *tir.Value, lin *Linear) ([]int64, bool) {
+	strides, ok := em.affine(p)
 	if !ok || len(strides) != len(lin.Shape()) || !regBitsApart(lin) {
 		return nil, false
 	}
@@ -139,8 +131,8 @@ func (l *Lowerer) affineOffsets(p *tir.Value, lin *Linear) ([]int64, bool) {
 // offsetsAligned reports that p's registers in layout lin are its first
 // register's address plus multiples of v elements (affineOffsets), so
 // that only the first needs an alignment check for vectors of v.
-func (l *Lowerer) offsetsAligned(p *tir.Value, lin *Linear, v int) bool {
-	offs, ok := l.affineOffsets(p, lin)
+func (em *Emitter) offsetsAligned(p *tir.Value, lin *Linear, v int) bool {
+	offs, ok := em.affineOffsets(p, lin)
 	if !ok {
 		return false
 	}
@@ -152,9 +144,11 @@ func (l *Lowerer) offsetsAligned(p *tir.Value, lin *Linear, v int) bool {
 	return true
 }
 
-// regBitsApart reports that lin's register bits never overlap its lane
+// RegBitsApart reports that lin's register bits never overlap its lane
 // and warp bits in a dimension, so a register's coordinates are the
 // thread's first register's plus RegOffset.
+func RegBitsApart(lin *Linear) bool { return regBitsApart(lin) }
+
 func regBitsApart(lin *Linear) bool {
 	for d := range lin.Shape() {
 		regBits, others := 0, 0

@@ -23,16 +23,16 @@ func ones(n int) []int {
 
 // axis computes v's axisInfo (memoized). Values that are not tensors of
 // integers, pointers or i1 get the trivial info.
-func (a *assigner) axis(v *tir.Value) axisInfo {
-	if ai, ok := a.axes[v]; ok {
+func (k *kernel) axis(v *tir.Value) axisInfo {
+	if ai, ok := k.axes[v]; ok {
 		return ai
 	}
-	ai := a.computeAxis(v)
-	a.axes[v] = ai
+	ai := k.computeAxis(v)
+	k.axes[v] = ai
 	return ai
 }
 
-func (a *assigner) computeAxis(v *tir.Value) axisInfo {
+func (k *kernel) computeAxis(v *tir.Value) axisInfo {
 	shape := v.Type.Shape
 	r := len(shape)
 	triv := axisInfo{ones(r), ones(r)}
@@ -41,13 +41,13 @@ func (a *assigner) computeAxis(v *tir.Value) axisInfo {
 		return triv
 	}
 	full := append([]int(nil), shape...)
-	switch k := op.Kind; {
-	case k == tir.OpConst || k == tir.OpSplat:
+	switch kind := op.Kind; {
+	case kind == tir.OpConst || kind == tir.OpSplat:
 		return axisInfo{ones(r), full}
-	case k == tir.OpArange:
+	case kind == tir.OpArange:
 		return axisInfo{full, ones(r)}
-	case k == tir.OpBroadcast:
-		x := a.axis(op.Args[0])
+	case kind == tir.OpBroadcast:
+		x := k.axis(op.Args[0])
 		in := op.Args[0].Type.Shape
 		out := axisInfo{append([]int(nil), x.contig...), append([]int(nil), x.constancy...)}
 		for d := range shape {
@@ -56,8 +56,8 @@ func (a *assigner) computeAxis(v *tir.Value) axisInfo {
 			}
 		}
 		return out
-	case k == tir.OpReshape:
-		x := a.axis(op.Args[0])
+	case kind == tir.OpReshape:
+		x := k.axis(op.Args[0])
 		in := op.Args[0].Type.Shape
 		if d, ok := expandDim(in, shape); ok {
 			return axisInfo{insertDim(x.contig, d, 1), insertDim(x.constancy, d, 1)}
@@ -66,32 +66,32 @@ func (a *assigner) computeAxis(v *tir.Value) axisInfo {
 			return axisInfo{removeDim(x.contig, d), removeDim(x.constancy, d)}
 		}
 		return triv
-	case k == tir.OpTrans:
-		x := a.axis(op.Args[0])
+	case kind == tir.OpTrans:
+		x := k.axis(op.Args[0])
 		return axisInfo{[]int{x.contig[1], x.contig[0]}, []int{x.constancy[1], x.constancy[0]}}
-	case k == tir.OpAdd || k == tir.OpAddPtr || k == tir.OpSub:
-		if k != tir.OpAddPtr && v.Type.Elem.IsFloat() {
+	case kind == tir.OpAdd || kind == tir.OpAddPtr || kind == tir.OpSub:
+		if kind != tir.OpAddPtr && v.Type.Elem.IsFloat() {
 			break
 		}
-		x, y := a.axis(op.Args[0]), a.axis(op.Args[1])
+		x, y := k.axis(op.Args[0]), k.axis(op.Args[1])
 		out := axisInfo{make([]int, r), make([]int, r)}
 		for d := range shape {
 			c := min(x.contig[d], y.constancy[d])
-			if k != tir.OpSub {
+			if kind != tir.OpSub {
 				c = max(c, min(y.contig[d], x.constancy[d]))
 			}
 			out.contig[d] = c
 			out.constancy[d] = min(x.constancy[d], y.constancy[d])
 		}
 		return out
-	case k.IsElementwise():
+	case kind.IsElementwise():
 		// Any other elementwise op keeps constant blocks constant.
 		out := axisInfo{ones(r), full}
 		for _, x := range op.Args {
 			if x.Type.IsScalar() {
 				continue
 			}
-			ax := a.axis(x)
+			ax := k.axis(x)
 			for d := range shape {
 				out.constancy[d] = min(out.constancy[d], ax.constancy[d])
 			}
@@ -108,29 +108,29 @@ func (a *assigner) computeAxis(v *tir.Value) axisInfo {
 // address plus constant offsets (immediates in PTX) instead of one 64-bit
 // address per register. Exact when no element's value overflows, which a
 // valid address's offset does not.
-func (a *assigner) affine(v *tir.Value) ([]int64, bool) {
-	if s, ok := a.affines[v]; ok {
+func (k *kernel) affine(v *tir.Value) ([]int64, bool) {
+	if s, ok := k.affines[v]; ok {
 		return s, s != nil
 	}
-	s := a.computeAffine(v)
-	a.affines[v] = s
+	s := k.computeAffine(v)
+	k.affines[v] = s
 	return s, s != nil
 }
 
-func (a *assigner) computeAffine(v *tir.Value) []int64 {
+func (k *kernel) computeAffine(v *tir.Value) []int64 {
 	r := v.Type.Rank()
 	op := v.Def
 	if op == nil || r == 0 || v.Type.Elem.IsFloat() && !v.Type.Ptr {
 		return nil
 	}
 	zero := make([]int64, r)
-	switch k := op.Kind; k {
+	switch kind := op.Kind; kind {
 	case tir.OpConst, tir.OpSplat:
 		return zero
 	case tir.OpArange:
 		return []int64{1}
 	case tir.OpBroadcast:
-		x, ok := a.affine(op.Args[0])
+		x, ok := k.affine(op.Args[0])
 		if !ok {
 			return nil
 		}
@@ -143,7 +143,7 @@ func (a *assigner) computeAffine(v *tir.Value) []int64 {
 		}
 		return out
 	case tir.OpReshape:
-		x, ok := a.affine(op.Args[0])
+		x, ok := k.affine(op.Args[0])
 		if !ok {
 			return nil
 		}
@@ -153,20 +153,20 @@ func (a *assigner) computeAffine(v *tir.Value) []int64 {
 		}
 		return nil
 	case tir.OpTrans:
-		x, ok := a.affine(op.Args[0])
+		x, ok := k.affine(op.Args[0])
 		if !ok || r != 2 {
 			return nil
 		}
 		return []int64{x[1], x[0]}
 	case tir.OpAdd, tir.OpSub, tir.OpAddPtr:
-		x, okx := a.operandAffine(op.Args[0], r)
-		y, oky := a.operandAffine(op.Args[1], r)
+		x, okx := k.operandAffine(op.Args[0], r)
+		y, oky := k.operandAffine(op.Args[1], r)
 		if !okx || !oky {
 			return nil
 		}
 		out := make([]int64, r)
 		for d := range out {
-			if k == tir.OpSub {
+			if kind == tir.OpSub {
 				out[d] = x[d] - y[d]
 			} else {
 				out[d] = x[d] + y[d]
@@ -177,7 +177,7 @@ func (a *assigner) computeAffine(v *tir.Value) []int64 {
 		if op.Args[0].Type.Elem.IsFloat() || v.Type.Ptr {
 			return nil
 		}
-		x, ok := a.affine(op.Args[0])
+		x, ok := k.affine(op.Args[0])
 		if !ok {
 			return nil
 		}
@@ -185,7 +185,7 @@ func (a *assigner) computeAffine(v *tir.Value) []int64 {
 	case tir.OpMul:
 		for i := 0; i < 2; i++ {
 			c, isC := constInt(op.Args[1-i])
-			x, ok := a.operandAffine(op.Args[i], r)
+			x, ok := k.operandAffine(op.Args[i], r)
 			if isC && ok {
 				out := make([]int64, r)
 				for d := range out {
@@ -200,11 +200,11 @@ func (a *assigner) computeAffine(v *tir.Value) []int64 {
 
 // operandAffine is affine for an elementwise operand of a rank-r result:
 // a scalar is constant over the tile.
-func (a *assigner) operandAffine(x *tir.Value, r int) ([]int64, bool) {
+func (k *kernel) operandAffine(x *tir.Value, r int) ([]int64, bool) {
 	if x.Type.IsScalar() {
 		return make([]int64, r), true
 	}
-	return a.affine(x)
+	return k.affine(x)
 }
 
 // constInt is x's value when it is an integer constant (or a splat of
@@ -219,3 +219,15 @@ func constInt(x *tir.Value) (int64, bool) {
 	c, ok := x.Def.Attr("value").(int64)
 	return c, ok
 }
+
+// Constancy is, per dim, the length of the aligned runs along which v's
+// values are equal (valid before assignment too).
+func (k *kernel) Constancy(v *tir.Value) []int { return k.axis(v).constancy }
+
+// Affine is, when v (a tensor of pointers or integers) is affine in its
+// coordinates with constant strides, those strides in elements.
+func (k *kernel) Affine(v *tir.Value) ([]int64, bool) { return k.affine(v) }
+
+// Contiguity is, per dim, the length of the aligned runs along which v's
+// values increase by one (valid before assignment too).
+func (k *kernel) Contiguity(v *tir.Value) []int { return k.axis(v).contig }

@@ -43,7 +43,7 @@ func TestAffine(t *testing.T) {
 			vals = append(vals, op.Result())
 		}
 	}
-	a := newAssigner(4)
+	a := NewLowerer(m.Funcs[0], "sm_80", nil, 4)
 	for _, c := range []struct {
 		v    int
 		want []int64 // nil: not affine

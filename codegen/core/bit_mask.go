@@ -94,13 +94,13 @@ func thresholdOf(pred string, indexSide int) (delta int64, negate, ok bool) {
 // per register, start the index's arange start, d its dimension. It
 // returns nil when the thread's offsets have no run or the predicate is
 // not an order.
-func (l *Lowerer) bitCmp(op *tir.Op, lout *Linear, d int, start int64, indexSide int, ts []value.Value) []value.Value {
+func (em *Emitter) bitCmp(op *tir.Op, lout *Linear, d int, start int64, indexSide int, ts []value.Value) []value.Value {
 	run, ok := threadRun(lout, d)
 	delta, negate, ok2 := thresholdOf(op.IdentAttr("pred"), indexSide)
 	if !ok || !ok2 || start < -1<<20 || start > 1<<20 {
 		return nil
 	}
-	b := l.b
+	b := em.b
 	nw := (run.n + 31) / 32
 	// t clamped to where the count saturates, so that nothing below wraps.
 	first := start + int64(run.o0)
@@ -110,20 +110,20 @@ func (l *Lowerer) bitCmp(op *tir.Op, lout *Linear, d int, start int64, indexSide
 		if ws, ok := words[t]; ok {
 			return ws
 		}
-		tc := l.imin(l.imax(t, ConstI32(first-2)), ConstI32(last+2))
+		tc := em.imin(em.imax(t, ConstI32(first-2)), ConstI32(last+2))
 		// u: kept offsets are those below first + u; count how many.
-		u := l.imax(b.NewAdd(tc, ConstI32(delta-first)), ConstI32(0))
+		u := em.imax(b.NewAdd(tc, ConstI32(delta-first)), ConstI32(0))
 		q := b.NewLShr(u, ConstI32(int64(bits.TrailingZeros(uint(run.p)))))
 		rem := b.NewAnd(u, ConstI32(int64(run.p-1)))
-		var count value.Value = b.NewAdd(b.NewMul(q, ConstI32(int64(run.g))), l.imin(rem, ConstI32(int64(run.g))))
-		count = l.imin(count, ConstI32(int64(run.n)))
+		var count value.Value = b.NewAdd(b.NewMul(q, ConstI32(int64(run.g))), em.imin(rem, ConstI32(int64(run.g))))
+		count = em.imin(count, ConstI32(int64(run.n)))
 		ws := make([]value.Value, nw)
 		for w := range ws {
 			c := count
 			if w > 0 {
-				c = l.imax(b.NewSub(count, ConstI32(int64(32*w))), ConstI32(0))
+				c = em.imax(b.NewSub(count, ConstI32(int64(32*w))), ConstI32(0))
 			}
-			ws[w] = l.lowBits(c)
+			ws[w] = em.lowBits(c)
 			if negate {
 				ws[w] = b.NewXor(ws[w], ConstI32(-1))
 			}
@@ -136,30 +136,30 @@ func (l *Lowerer) bitCmp(op *tir.Op, lout *Linear, d int, start int64, indexSide
 		k := run.k[lout.RegOffset(r)[d]]
 		bt.word[r], bt.bit[r] = wordsOf(t)[k/32], k%32
 	}
-	return l.keepBits(op.Result(), lout, bt)
+	return em.keepBits(op.Result(), lout, bt)
 }
 
 // lowBits is a word with its c lowest bits set, c in [0, 32] (a shift by
 // 32 is poison in LLVM).
-func (l *Lowerer) lowBits(c value.Value) value.Value {
-	b := l.b
+func (em *Emitter) lowBits(c value.Value) value.Value {
+	b := em.b
 	part := b.NewSub(b.NewShl(ConstI32(1), b.NewAnd(c, ConstI32(31))), ConstI32(1))
 	return b.NewSelect(b.NewICmp(enum.IPredUGE, c, ConstI32(32)), ConstI32(-1), part)
 }
 
 // keepBits records bt as v's words in lout and returns v's registers: one
 // bit test each.
-func (l *Lowerer) keepBits(v *tir.Value, lout *Linear, bt *bitTile) []value.Value {
-	if l.bitTiles == nil {
-		l.bitTiles = map[*tir.Value]map[string]*bitTile{}
+func (em *Emitter) keepBits(v *tir.Value, lout *Linear, bt *bitTile) []value.Value {
+	if em.bitTiles == nil {
+		em.bitTiles = map[*tir.Value]map[string]*bitTile{}
 	}
-	if l.bitTiles[v] == nil {
-		l.bitTiles[v] = map[string]*bitTile{}
+	if em.bitTiles[v] == nil {
+		em.bitTiles[v] = map[string]*bitTile{}
 	}
-	l.bitTiles[v][lout.key()] = bt
+	em.bitTiles[v][lout.key()] = bt
 	out := make([]value.Value, len(bt.word))
 	for r := range out {
-		out[r] = l.bitTest(bt.word[r], bt.bit[r])
+		out[r] = em.bitTest(bt.word[r], bt.bit[r])
 	}
 	return out
 }
@@ -168,8 +168,8 @@ func (l *Lowerer) keepBits(v *tir.Value, lout *Linear, bt *bitTile) []value.Valu
 // turn the AND with 1 << k into a shift, an AND with 1 and a compare
 // (three instructions an element), where ptxas makes one predicate
 // instruction of an AND with a constant (or R2P of several).
-func (l *Lowerer) bitTest(w value.Value, k int) value.Value {
-	return l.pure(types.I1, fmt.Sprintf(bitTestAsm, uint32(1)<<k), "=b,r", w)
+func (em *Emitter) bitTest(w value.Value, k int) value.Value {
+	return em.pure(types.I1, fmt.Sprintf(bitTestAsm, uint32(1)<<k), "=b,r", w)
 }
 
 // bitTestAsm is bitTest's text; the simulator reads the mask from it.
@@ -178,7 +178,7 @@ const bitTestAsm = "{\n\t.reg .b32 t;\n\tand.b32 t, $1, %#x;\n\tsetp.ne.b32 $0, 
 // bitLogic lowers and, or, xor and not of i1 tiles whose operands are
 // held as bits in lout with the same bit of each register: on the words.
 // It returns nil otherwise.
-func (l *Lowerer) bitLogic(op *tir.Op, lout *Linear, wants []Layout) []value.Value {
+func (em *Emitter) bitLogic(op *tir.Op, lout *Linear, wants []Layout) []value.Value {
 	k := op.Kind
 	if op.Result().Type.Elem != tir.I1 || op.Result().Type.IsScalar() ||
 		(k != tir.OpAnd && k != tir.OpOr && k != tir.OpXor && k != tir.OpNot) {
@@ -186,15 +186,15 @@ func (l *Lowerer) bitLogic(op *tir.Op, lout *Linear, wants []Layout) []value.Val
 	}
 	args := make([]*bitTile, len(op.Args))
 	for i, a := range op.Args {
-		if !l.Lin(wants[i], a.Type.Shape).equal(lout) {
+		if !em.Lin(wants[i], a.Type.Shape).equal(lout) {
 			return nil
 		}
-		args[i] = l.bitTiles[a][lout.key()]
+		args[i] = em.bitTiles[a][lout.key()]
 		if args[i] == nil || (i > 0 && !slices.Equal(args[i].bit, args[0].bit)) {
 			return nil
 		}
 	}
-	b := l.b
+	b := em.b
 	type pair struct{ x, y value.Value }
 	done := map[pair]value.Value{}
 	bt := &bitTile{word: make([]value.Value, len(args[0].word)), bit: args[0].bit}
@@ -220,9 +220,9 @@ func (l *Lowerer) bitLogic(op *tir.Op, lout *Linear, wants []Layout) []value.Val
 		}
 		bt.word[r] = w
 	}
-	return l.keepBits(op.Result(), lout, bt)
+	return em.keepBits(op.Result(), lout, bt)
 }
 
 // imin and imax are i32 min and max (as tir's).
-func (l *Lowerer) imin(x, y value.Value) value.Value { return l.binary(tir.OpMin, tir.I32, x, y) }
-func (l *Lowerer) imax(x, y value.Value) value.Value { return l.binary(tir.OpMax, tir.I32, x, y) }
+func (em *Emitter) imin(x, y value.Value) value.Value { return em.binary(tir.OpMin, tir.I32, x, y) }
+func (em *Emitter) imax(x, y value.Value) value.Value { return em.binary(tir.OpMax, tir.I32, x, y) }

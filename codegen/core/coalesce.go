@@ -21,10 +21,10 @@ import "github.com/fac-compiler/fac/tir"
 // whose mask is constant along them, held in lay with runs of under 32
 // bytes per warp instruction, and big enough that every thread holds a
 // whole 16-byte vector.
-func (a *assigner) coalesceStore(op *tir.Op, lay Layout) (Layout, bool) {
+func (a *Assignment) coalesceStore(op *tir.Op, lay Layout) (Layout, bool) {
 	p := op.Args[0]
 	t := p.Type
-	if t.Rank() != 2 || a.l.noCoalesce || a.inLoop(op) || a.l.tensorStore(op) {
+	if t.Rank() != 2 || a.noCoalesce || a.inLoop(op) || a.tensorStore(op) {
 		return nil, false
 	}
 	bytes := t.Elem.Bytes()
@@ -68,15 +68,15 @@ func rowRun(x *Linear, d int) int {
 
 // tensorStore reports whether the target writes store op from shared
 // memory in bulk (TensorStoreTarget).
-func (l *Lowerer) tensorStore(op *tir.Op) bool {
-	t, ok := l.target.(TensorStoreTarget)
+func (k *kernel) tensorStore(op *tir.Op) bool {
+	t, ok := k.target.(TensorStoreTarget)
 	return ok && op.Kind == tir.OpStore && t.TensorStore(op)
 }
 
 // inLoop reports whether op sits in the body of a for loop, at any depth,
 // except a loop around others (a persistent kernel's tile loop: its
 // iterations are whole kernels).
-func (a *assigner) inLoop(op *tir.Op) bool {
+func (a *Assignment) inLoop(op *tir.Op) bool {
 	if a.loopOps == nil {
 		a.loopOps = map[*tir.Op]bool{}
 		var walk func(b *tir.Block, in bool)
@@ -90,7 +90,7 @@ func (a *assigner) inLoop(op *tir.Op) bool {
 				}
 			}
 		}
-		walk(a.l.f.Body, false)
+		walk(a.f.Body, false)
 	}
 	return a.loopOps[op]
 }

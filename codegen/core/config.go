@@ -72,7 +72,7 @@ const (
 	// tma-reduce), else by reds (dq=tma).
 	DQTMA
 	// DQBulk stages the tile in shared memory and adds its rows with
-	// cp.reduce.async.bulk (dq=bulk; core.atomicAddBulk).
+	// cp.reduce.async.bulk (dq=bulk; codegen/async's bulk reductions).
 	DQBulk
 )
 

@@ -15,53 +15,43 @@ import (
 // lowerFor lowers a for loop: a header with phis for the induction
 // variable and every register of every carried value, `iv < hi`, the body,
 // and a latch that steps iv.
-func (l *Lowerer) lowerFor(op *tir.Op) {
-	l.regionsLowered++
-	l.depth++
-	defer func() { l.depth-- }()
-	l.smemDirty = true
-	defer func() { l.smemDirty = true }()
-	if l.bulkIn(op.Regions[0]) || op.Regions[0].Any(l.tensorStore) {
+func (em *Emitter) lowerFor(op *tir.Op) {
+	em.regionsLowered++
+	em.depth++
+	defer func() { em.depth-- }()
+	em.smemDirty = true
+	defer func() { em.smemDirty = true }()
+	var ls LoopSchedule
+	if t, ok := em.target.(ScheduleTarget); ok {
+		ls = t.Loop(em.l, op)
+	}
+	if (ls != nil && ls.BulkReads()) || op.Regions[0].Any(em.tensorStore) {
 		// The previous iteration's bulk reductions or tensor stores may
 		// still read their staging area: the body's first barrier waits
 		// for them.
-		l.bulkPending = true
-		defer func() { l.bulkPending = true }()
+		em.bulkPending = true
+		defer func() { em.bulkPending = true }()
 	}
-	lays := l.a.forLays[op]
-	lo := l.Get(op.Args[0], scalarL)[0]
-	hi := l.Get(op.Args[1], scalarL)[0]
-	step := l.Get(op.Args[2], scalarL)[0]
+	lays := em.lay.forLays[op]
+	lo := em.Get(op.Args[0], scalarL)[0]
+	hi := em.Get(op.Args[1], scalarL)[0]
+	step := em.Get(op.Args[2], scalarL)[0]
 	inits := make([][]value.Value, len(lays))
 	for i := range lays {
-		inits[i] = l.Get(op.Args[3+i], lays[i])
+		inits[i] = em.Get(op.Args[3+i], lays[i])
 	}
-	pl := l.pipes[op]
-	if pl != nil {
-		l.pipePrologue(pl, lo, hi, step)
+	if ls != nil {
+		ls.Prologue(lo, hi, step)
 	}
 	// Waits put off until this loop go after its prologue's copies, so
 	// that their latencies overlap.
-	l.runDeferred(l.depth - 1)
-	pre := l.b
-	hdr, body, exit := l.newBlock("for.hdr"), l.newBlock("for.body"), l.newBlock("for.exit")
+	em.runDeferred(em.depth - 1)
+	pre := em.b
+	hdr, body, exit := em.newBlock("for.hdr"), em.newBlock("for.body"), em.newBlock("for.exit")
 	pre.NewBr(hdr)
 	iv := hdr.NewPhi(ir.NewIncoming(lo, pre))
-	var stage, phase *ir.InstPhi
-	if pl != nil {
-		stage, phase = pipeStage(hdr, pre), l.pipePhase(pl, hdr, pre)
-		pl.aheadPhis = nil
-		for _, v := range pl.aheadNext {
-			pl.aheadPhis = append(pl.aheadPhis, hdr.NewPhi(ir.NewIncoming(v, pre)))
-		}
-		pl.bodyPhis = nil
-		for _, vs := range pl.bodyNext {
-			var ps []*ir.InstPhi
-			for _, v := range vs {
-				ps = append(ps, hdr.NewPhi(ir.NewIncoming(v, pre)))
-			}
-			pl.bodyPhis = append(pl.bodyPhis, ps)
-		}
+	if ls != nil {
+		ls.Header(hdr, pre, iv)
 	}
 	phis := make([][]*ir.InstPhi, len(lays))
 	for i, regs := range inits {
@@ -71,56 +61,31 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 	}
 	hdr.NewCondBr(hdr.NewICmp(enum.IPredSLT, iv, hi), body, exit)
 
-	l.b = body
+	em.b = body
 	rb := op.Regions[0]
-	fr := l.pushLoop(rb, iv, lo, hi, step)
-	l.put(rb.Args[0], scalarL, []value.Value{iv})
+	em.put(rb.Args[0], scalarL, []value.Value{iv})
 	for i, a := range rb.Args[1:] {
-		l.put(a, lays[i], phiValues(phis[i]))
-		l.convertDemands(a)
+		em.put(a, lays[i], phiValues(phis[i]))
+		em.convertDemands(a)
 	}
-	if pl != nil {
-		l.pipeBodyTop(pl, iv, step, lo, hi, stage, phase)
+	if ls != nil {
+		ls.BodyTop()
 	}
-	y := l.lowerBlock(rb)
-	if pl != nil && l.prefetch != nil {
-		l.Barrier() // no barrier in the body: one here issues the prefetch
+	y := em.lowerBlock(rb)
+	if ls != nil {
+		ls.BodyEnd()
 	}
-	if pl != nil && l.release != nil {
-		l.releaseBuffers() // no wait in the body: the release and prefetch go here
-	}
-	l.issueArmedPrefetch(nil)
 	if y == nil || y.Kind != tir.OpYield || len(y.Args) != len(lays) {
 		Fail("%s: for body must end with yield of %d values", op.Pos, len(lays))
 	}
 	yields := make([][]value.Value, len(lays))
 	for i := range lays {
-		yields[i] = l.Get(y.Args[i], lays[i])
+		yields[i] = em.Get(y.Args[i], lays[i])
 	}
-	next := l.b.NewAdd(iv, step)
-	latch := l.b
-	if pl != nil {
-		stage.Incs = append(stage.Incs, ir.NewIncoming(nextStage(latch, stage, pl.stages), latch))
-		phase.Incs = append(phase.Incs, ir.NewIncoming(nextPhase(latch, phase, stage), latch))
-		for i, ph := range pl.aheadPhis {
-			ph.Incs = append(ph.Incs, ir.NewIncoming(pl.aheadNext[i], latch))
-		}
-		// The body's entries shift by one iteration; the last come from
-		// this iteration's prefetch (read one iteration before).
-		for k, ps := range pl.bodyPhis {
-			for i, ph := range ps {
-				var v value.Value
-				switch {
-				case k+1 < len(pl.bodyPhis):
-					v = pl.bodyPhis[k+1][i]
-				case l.ws != nil:
-					v = pl.aheadNext[i] // read in this iteration (no prefetch to carry them for)
-				default:
-					v = pl.aheadPhis[i]
-				}
-				ph.Incs = append(ph.Incs, ir.NewIncoming(v, latch))
-			}
-		}
+	next := em.b.NewAdd(iv, step)
+	latch := em.b
+	if ls != nil {
+		ls.Latch(latch)
 	}
 	latch.NewBr(hdr)
 	iv.Incs = append(iv.Incs, ir.NewIncoming(next, latch))
@@ -129,18 +94,14 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 			p.Incs = append(p.Incs, ir.NewIncoming(yields[i][j], latch))
 		}
 	}
-	l.b = exit
-	if pl != nil {
-		l.b.NewStore(phase, pl.phaseVar)
-		pl.exitStage = stage
-		pl.exitRan = l.b.NewICmp(enum.IPredSLT, lo, hi)
-		l.pipeExit(pl, pl.exitRan)
+	em.b = exit
+	if ls != nil {
+		ls.Exit()
 	}
-	l.popLoop(fr)
-	l.retireResident(op)
+	em.retireResident(op)
 	for i, r := range op.Results {
-		l.put(r, lays[i], phiValues(phis[i]))
-		l.convertDemands(r)
+		em.put(r, lays[i], phiValues(phis[i]))
+		em.convertDemands(r)
 	}
 }
 
@@ -149,16 +110,16 @@ func (l *Lowerer) lowerFor(op *tir.Op) {
 // which runs op again): past the loop their shared memory is free, so the
 // scratch area of the conversions after it (the epilogue's stores) starts
 // at 0 again instead of past every tile.
-func (l *Lowerer) retireResident(op *tir.Op) {
+func (em *Emitter) retireResident(op *tir.Op) {
 	inside := map[*tir.Op]bool{}
 	op.Regions[0].Walk(func(o *tir.Op) bool { inside[o] = true; return true })
 	seen := map[*Staged]bool{}
-	for _, st := range l.smemTiles {
+	for _, st := range em.smemTiles {
 		if !st.Resident || !st.live || seen[st] {
 			continue
 		}
 		seen[st] = true
-		blk := l.a.blockOf[st.Load.Result()]
+		blk := em.lay.blockOf[st.Load.Result()]
 		if blk == nil || !slices.Contains(blk.Ops, op) {
 			continue
 		}
@@ -166,15 +127,17 @@ func (l *Lowerer) retireResident(op *tir.Op) {
 		for _, u := range st.Uses() {
 			all = all && inside[u.Dot]
 		}
-		if all && l.ws != nil && l.ws.consumer && blk != l.f.Body {
-			// Loaded again by the next iteration of the loop around:
-			// back to the producer, its shared memory kept (Scratch).
-			l.ws.pt.HandBack(l, st)
-			continue
+		if all && blk != em.f.Body {
+			// Loaded again by the next iteration of the loop around: the
+			// target may keep it (a producer refills it), its shared
+			// memory kept (Scratch).
+			if t, ok := em.target.(ScheduleTarget); ok && t.KeepResident(em.l, st) {
+				continue
+			}
 		}
 		if all {
 			st.live = false
-			l.inFlight--
+			em.inFlight--
 		}
 	}
 }
@@ -189,71 +152,79 @@ func phiValues(ps []*ir.InstPhi) []value.Value {
 
 // lowerIf lowers an if: branches to the two arms (an empty else when there
 // is none) and phis for the results in the merge block.
-func (l *Lowerer) lowerIf(op *tir.Op) {
-	l.regionsLowered++
-	l.depth++
-	defer func() { l.depth-- }()
-	lays := l.a.forLays[op]
-	cond := l.Get(op.Args[0], scalarL)[0]
+func (em *Emitter) lowerIf(op *tir.Op) {
+	em.regionsLowered++
+	em.depth++
+	defer func() { em.depth-- }()
+	lays := em.lay.forLays[op]
+	cond := em.Get(op.Args[0], scalarL)[0]
 	// Each arm starts from the state before the if; after it, shared
 	// memory is dirty when either arm left it so.
-	before, dirty := l.smemDirty, false
-	bulkBefore, bulk := l.bulkPending, false
-	thenB, elseB, merge := l.newBlock("if.then"), l.newBlock("if.else"), l.newBlock("if.end")
-	l.b.NewCondBr(cond, thenB, elseB)
+	before, dirty := em.smemDirty, false
+	bulkBefore, bulk := em.bulkPending, false
+	thenB, elseB, merge := em.newBlock("if.then"), em.newBlock("if.else"), em.newBlock("if.end")
+	em.b.NewCondBr(cond, thenB, elseB)
 	arm := func(i int, start *ir.Block) ([][]value.Value, *ir.Block) {
-		l.b = start
-		l.smemDirty, l.bulkPending = before, bulkBefore
-		defer func() { dirty, bulk = dirty || l.smemDirty, bulk || l.bulkPending }()
+		em.b = start
+		em.smemDirty, em.bulkPending = before, bulkBefore
+		defer func() { dirty, bulk = dirty || em.smemDirty, bulk || em.bulkPending }()
 		var ys [][]value.Value
 		if i < len(op.Regions) {
-			y := l.lowerBlock(op.Regions[i])
+			y := em.lowerBlock(op.Regions[i])
 			if len(lays) > 0 {
 				if y == nil || y.Kind != tir.OpYield || len(y.Args) != len(lays) {
 					Fail("%s: if region must end with yield of %d values", op.Pos, len(lays))
 				}
 				for j := range lays {
-					ys = append(ys, l.Get(y.Args[j], lays[j]))
+					ys = append(ys, em.Get(y.Args[j], lays[j]))
 				}
 			}
 		} else if len(lays) > 0 {
 			Fail("%s: if with results needs an else region", op.Pos)
 		}
-		end := l.b
+		end := em.b
 		end.NewBr(merge)
 		return ys, end
 	}
 	ty, te := arm(0, thenB)
 	ey, ee := arm(1, elseB)
-	l.b = merge
-	l.smemDirty, l.bulkPending = dirty, bulk
+	em.b = merge
+	em.smemDirty, em.bulkPending = dirty, bulk
 	for i, r := range op.Results {
 		regs := make([]value.Value, len(ty[i]))
 		for j := range regs {
 			regs[j] = merge.NewPhi(ir.NewIncoming(ty[i][j], te), ir.NewIncoming(ey[i][j], ee))
 		}
-		l.put(r, lays[i], regs)
-		l.convertDemands(r)
+		em.put(r, lays[i], regs)
+		em.convertDemands(r)
 	}
 }
 
 // IfThen emits `if cond { then() }` at the current block (a run-time
 // branch inside one tile-IR op's lowering: then must not lower tile-IR
 // ops) and continues after it.
-func (l *Lowerer) IfThen(cond value.Value, name string, then func()) {
-	body, join := l.newBlock(name), l.newBlock(name+".end")
-	l.b.NewCondBr(cond, body, join)
-	l.b = body
+func (em *Emitter) IfThen(cond value.Value, name string, then func()) {
+	body, join := em.newBlock(name), em.newBlock(name+".end")
+	em.b.NewCondBr(cond, body, join)
+	em.b = body
 	then()
-	l.b.NewBr(join)
-	l.b = join
+	em.b.NewBr(join)
+	em.b = join
 }
 
-// ThreadID is the thread's index in the CTA (tid.x, entry block).
-func (l *Lowerer) ThreadID() value.Value { return l.tid }
+// ThreadID is the thread's index in the CTA (tid.x, entry block), or in
+// its consumer group (ProgramTarget.EntryThread).
+func (em *Emitter) ThreadID() value.Value { return em.tid }
+
+// Depth is the tile-IR region nesting of the op being lowered.
+func (em *Emitter) Depth() int { return em.depth }
+
+// InBranch reports that the code being emitted runs on one path of a
+// run-time two-way branch inside one op's lowering (AlignedOr).
+func (em *Emitter) InBranch() bool { return em.branchDepth != 0 }
 
 // Scalar is the lowered value of scalar v.
-func (l *Lowerer) Scalar(v *tir.Value) value.Value { return l.Get(v, scalarL)[0] }
+func (em *Emitter) Scalar(v *tir.Value) value.Value { return em.Get(v, scalarL)[0] }
 
 // SchedulingFence ends the current basic block with a branch ptxas cannot
 // resolve: a kernel parameter compared with a value no launch passes
@@ -264,24 +235,14 @@ func (l *Lowerer) Scalar(v *tir.Value) value.Value { return l.Get(v, scalarL)[0]
 // in-flight P·V still reads, which drags the wait (and with it the whole
 // P·V) above the softmax it should overlap. The arm costs nothing when not
 // taken, and is harmless if it ever were. No i32 parameter: no fence.
-func (l *Lowerer) SchedulingFence() {
-	for _, p := range l.fn.Params {
+func (em *Emitter) SchedulingFence() {
+	for _, p := range em.fn.Params {
 		if p.Type().Equal(types.I32) {
-			cond := l.b.NewICmp(enum.IPredEQ, p, constant.NewInt(types.I32, -0x7fffffff))
-			l.IfThen(cond, "sched.fence", func() { l.Asm(types.Void, "membar.cta;", "~{memory}", true) })
+			cond := em.b.NewICmp(enum.IPredEQ, p, constant.NewInt(types.I32, -0x7fffffff))
+			em.IfThen(cond, "sched.fence", func() { em.Asm(types.Void, "membar.cta;", "~{memory}", true) })
 			return
 		}
 	}
-}
-
-// bulkIn reports that b holds an atomic_add the target may lower to bulk
-// or tensor reductions (atomicAddBulk, atomicAddTensor).
-func (l *Lowerer) bulkIn(b *tir.Block) bool {
-	bulk := false
-	if t, ok := l.target.(BulkReduceTarget); ok {
-		bulk = t.BulkReduce(l)
-	}
-	return b.Any(func(op *tir.Op) bool { return op.Kind == tir.OpAtomicAdd && (bulk || l.tensorReducer(op) != nil) })
 }
 
 // deferredEmit is code put off by DeferToRegion, with the region depth of
@@ -297,23 +258,23 @@ type deferredEmit struct {
 // copy of a resident tile (read only inside loops nested in its block),
 // so that the copy's latency overlaps the scalar loads and copies issued
 // in between instead of stalling the block at the load.
-func (l *Lowerer) DeferToRegion(emit func()) {
-	l.deferred = append(l.deferred, deferredEmit{l.depth, emit})
+func (em *Emitter) DeferToRegion(emit func()) {
+	em.deferred = append(em.deferred, deferredEmit{em.depth, emit})
 }
 
 // runDeferred emits, in order, what was put off at region depth depth or
 // deeper.
-func (l *Lowerer) runDeferred(depth int) {
+func (em *Emitter) runDeferred(depth int) {
 	var keep []deferredEmit
 	var run []func()
-	for _, d := range l.deferred {
+	for _, d := range em.deferred {
 		if d.depth >= depth {
 			run = append(run, d.emit)
 		} else {
 			keep = append(keep, d)
 		}
 	}
-	l.deferred = keep
+	em.deferred = keep
 	for _, f := range run {
 		f()
 	}

@@ -11,15 +11,15 @@ import (
 
 // elementwise lowers one lane of an elementwise op (binary, unary, cmp,
 // select, cast, addptr) on registers xs.
-func (l *Lowerer) elementwise(op *tir.Op, xs []value.Value) value.Value {
+func (em *Emitter) elementwise(op *tir.Op, xs []value.Value) value.Value {
 	k := op.Kind
 	switch {
 	case k.IsBinary():
-		return l.binary(k, op.Result().Type.Elem, xs[0], xs[1])
+		return em.binary(k, op.Result().Type.Elem, xs[0], xs[1])
 	case k.IsUnary():
-		return l.unary(k, op.Result().Type.Elem, xs[0])
+		return em.unary(k, op.Result().Type.Elem, xs[0])
 	case k == tir.OpCmp:
-		return l.cmp(op.IdentAttr("pred"), op.Args[0].Type, xs[0], xs[1])
+		return em.cmp(op.IdentAttr("pred"), op.Args[0].Type, xs[0], xs[1])
 	case k == tir.OpSelect:
 		c := xs[0]
 		if maskSelect(op) {
@@ -27,22 +27,22 @@ func (l *Lowerer) elementwise(op *tir.Op, xs []value.Value) value.Value {
 			// condition (three FSELs an element for a sliding-window mask
 			// at the sequence end); behind a predicate move it keeps one,
 			// and ptxas folds the compares into its predicate.
-			c = l.asm(types.I1, "mov.pred $0, $1;", "=b,b", false, c)
+			c = em.asm(types.I1, "mov.pred $0, $1;", "=b,b", false, c)
 		}
-		return l.b.NewSelect(c, xs[1], xs[2])
+		return em.b.NewSelect(c, xs[1], xs[2])
 	case k == tir.OpCast:
-		return l.cast(op.Args[0].Type.Elem, op.Result().Type.Elem, xs[0])
+		return em.cast(op.Args[0].Type.Elem, op.Result().Type.Elem, xs[0])
 	case k == tir.OpAddPtr:
-		return l.ptrAdd(memType(op.Args[0].Type.Elem), xs[0], xs[1])
+		return em.ptrAdd(memType(op.Args[0].Type.Elem), xs[0], xs[1])
 	}
 	Fail("%s: not an elementwise op: %s", op.Pos, k)
 	return nil
 }
 
-func (l *Lowerer) binary(k tir.Kind, e tir.Elem, x, y value.Value) value.Value {
-	b := l.b
+func (em *Emitter) binary(k tir.Kind, e tir.Elem, x, y value.Value) value.Value {
+	b := em.b
 	if e.IsFloat() {
-		x, y = l.toF32(x, e), l.toF32(y, e)
+		x, y = em.toF32(x, e), em.toF32(y, e)
 		var r value.Value
 		switch k {
 		case tir.OpAdd:
@@ -56,13 +56,13 @@ func (l *Lowerer) binary(k tir.Kind, e tir.Elem, x, y value.Value) value.Value {
 		case tir.OpRem:
 			r = b.NewFRem(x, y)
 		case tir.OpMin:
-			r = l.Call("llvm.minimum.f32", types.Float, x, y)
+			r = em.Call("llvm.minimum.f32", types.Float, x, y)
 		case tir.OpMax:
-			r = l.Call("llvm.maximum.f32", types.Float, x, y)
+			r = em.Call("llvm.maximum.f32", types.Float, x, y)
 		default:
 			Fail("%s on %s", k, e)
 		}
-		return l.fromF32(r, e)
+		return em.fromF32(r, e)
 	}
 	if e == tir.I1 {
 		// i1 arithmetic is mod 2 (as the interpreter's), min/max order false < true.
@@ -111,8 +111,8 @@ const (
 	ln2   = 0.6931471805599453
 )
 
-func (l *Lowerer) unary(k tir.Kind, e tir.Elem, x value.Value) value.Value {
-	b := l.b
+func (em *Emitter) unary(k tir.Kind, e tir.Elem, x value.Value) value.Value {
+	b := em.b
 	if !e.IsFloat() {
 		it, _ := regType(tir.Scalar(e)).(*types.IntType)
 		switch k {
@@ -142,35 +142,35 @@ func (l *Lowerer) unary(k tir.Kind, e tir.Elem, x value.Value) value.Value {
 		}
 		return b.NewAnd(x, constant.NewInt(types.I16, 0x7fff))
 	}
-	f := l.toF32(x, e)
+	f := em.toF32(x, e)
 	var r value.Value
 	switch k {
 	case tir.OpNeg:
 		r = b.NewFNeg(f)
 	case tir.OpAbs:
-		r = l.Call("llvm.fabs.f32", types.Float, f)
+		r = em.Call("llvm.fabs.f32", types.Float, f)
 	case tir.OpExp:
-		r = l.Call("llvm.nvvm.ex2.approx.ftz.f", types.Float, b.NewFMul(f, cf32(log2e)))
+		r = em.Call("llvm.nvvm.ex2.approx.ftz.f", types.Float, b.NewFMul(f, cf32(log2e)))
 	case tir.OpExp2:
-		r = l.Call("llvm.nvvm.ex2.approx.ftz.f", types.Float, f)
+		r = em.Call("llvm.nvvm.ex2.approx.ftz.f", types.Float, f)
 	case tir.OpLog:
-		r = b.NewFMul(l.Call("llvm.nvvm.lg2.approx.f", types.Float, f), cf32(ln2))
+		r = b.NewFMul(em.Call("llvm.nvvm.lg2.approx.f", types.Float, f), cf32(ln2))
 	case tir.OpLog2:
-		r = l.Call("llvm.nvvm.lg2.approx.f", types.Float, f)
+		r = em.Call("llvm.nvvm.lg2.approx.f", types.Float, f)
 	case tir.OpTanh:
-		r = l.pure(types.Float, "tanh.approx.f32 $0, $1;", "=f,f", f)
+		r = em.pure(types.Float, "tanh.approx.f32 $0, $1;", "=f,f", f)
 	case tir.OpSqrt:
-		r = l.Call("llvm.sqrt.f32", types.Float, f)
+		r = em.Call("llvm.sqrt.f32", types.Float, f)
 	default:
 		Fail("%s on %s", k, e)
 	}
-	return l.fromF32(r, e)
+	return em.fromF32(r, e)
 }
 
-func (l *Lowerer) cmp(pred string, t tir.Type, x, y value.Value) value.Value {
-	b := l.b
+func (em *Emitter) cmp(pred string, t tir.Type, x, y value.Value) value.Value {
+	b := em.b
 	if !t.Ptr && t.Elem.IsFloat() {
-		x, y = l.toF32(x, t.Elem), l.toF32(y, t.Elem)
+		x, y = em.toF32(x, t.Elem), em.toF32(y, t.Elem)
 		fp := map[string]enum.FPred{"eq": enum.FPredOEQ, "ne": enum.FPredUNE, "lt": enum.FPredOLT,
 			"le": enum.FPredOLE, "gt": enum.FPredOGT, "ge": enum.FPredOGE}[pred]
 		if fp == 0 {
@@ -194,32 +194,32 @@ func (l *Lowerer) cmp(pred string, t tir.Type, x, y value.Value) value.Value {
 // cast converts one element from s to d with the interpreter's semantics:
 // floats round to nearest even, float->int truncates and saturates (NaN
 // gives 0), ints wrap, anything->i1 is != 0, i1->number is 0/1.
-func (l *Lowerer) cast(s, d tir.Elem, x value.Value) value.Value {
-	b := l.b
+func (em *Emitter) cast(s, d tir.Elem, x value.Value) value.Value {
+	b := em.b
 	if s == d {
 		return x
 	}
 	switch {
 	case d == tir.I1:
 		if s.IsFloat() {
-			return b.NewFCmp(enum.FPredUNE, l.toF32(x, s), cf32(0))
+			return b.NewFCmp(enum.FPredUNE, em.toF32(x, s), cf32(0))
 		}
 		return b.NewICmp(enum.IPredNE, x, constant.NewInt(regType(tir.Scalar(s)).(*types.IntType), 0))
 	case s == tir.I1 && d.IsFloat():
-		return l.fromF32(b.NewUIToFP(x, types.Float), d)
+		return em.fromF32(b.NewUIToFP(x, types.Float), d)
 	case s == tir.I1:
 		return b.NewZExt(x, regType(tir.Scalar(d)))
 	case s.IsFloat() && d.IsFloat():
-		return l.fromF32(l.toF32(x, s), d)
+		return em.fromF32(em.toF32(x, s), d)
 	case s.IsFloat():
 		it := regType(tir.Scalar(d))
 		name := "llvm.fptosi.sat.i32.f32"
 		if d == tir.I64 {
 			name = "llvm.fptosi.sat.i64.f32"
 		}
-		return l.Call(name, it, l.toF32(x, s))
+		return em.Call(name, it, em.toF32(x, s))
 	case d.IsFloat():
-		return l.fromF32(b.NewSIToFP(x, types.Float), d)
+		return em.fromF32(b.NewSIToFP(x, types.Float), d)
 	}
 	// int <-> int
 	if s.Bytes() < d.Bytes() {

@@ -16,11 +16,11 @@ const Exp2PolyMax = 8
 // (a schedule argument, default 0), for exp2 of a 2-D f32 tile only (the
 // softmax's probabilities; a row's rescale factor is one value a row and
 // gains nothing).
-func (l *Lowerer) exp2PolyLanes(op *tir.Op) int {
+func (em *Emitter) exp2PolyLanes(op *tir.Op) int {
 	if op.Kind != tir.OpExp2 || op.Result().Type.Rank() != 2 || op.Result().Type.Elem != tir.F32 {
 		return 0
 	}
-	n, _ := l.f.Attr("exp2_poly").(int64)
+	n, _ := em.f.Attr("exp2_poly").(int64)
 	return int(n)
 }
 
@@ -42,15 +42,15 @@ var exp2PolyCoeffs = [3]float64{0.693282962, 0.242211372, 0.055008959}
 // of them over. x = −inf (a masked score) gives exactly 0: the clamp
 // makes it −127, whose f = 0 gives the cubic's 1.0 and the exponent field
 // 127 − 127 = 0, so a row that kept nothing still sums to 0.
-func (l *Lowerer) exp2Poly(x value.Value) value.Value {
-	b := l.b
+func (em *Emitter) exp2Poly(x value.Value) value.Value {
+	b := em.b
 	const magic = 12582912.0 // 1.5·2²³
-	xc := l.Call("llvm.maximum.f32", types.Float, x, cf32(-127))
+	xc := em.Call("llvm.maximum.f32", types.Float, x, cf32(-127))
 	t := b.NewFAdd(xc, cf32(magic))
 	f := b.NewFSub(xc, b.NewFSub(t, cf32(magic)))
 	p := value.Value(cf32(exp2PolyCoeffs[2]))
 	for _, c := range []float64{exp2PolyCoeffs[1], exp2PolyCoeffs[0], 1} {
-		p = l.Call("llvm.fma.f32", types.Float, p, f, cf32(c))
+		p = em.Call("llvm.fma.f32", types.Float, p, f, cf32(c))
 	}
 	// bits(t) = bits(1.5·2²³) + j, and bits(1.5·2²³)·2²³ is 0 mod 2³²:
 	// shifting t's bits left by 23 leaves j in the exponent field.

@@ -19,7 +19,7 @@ import (
 // with j itself would first materialize j in a register per column. The
 // mask-range pass writes masks in this form.
 // It returns nil when op is not such a comparison.
-func (l *Lowerer) indexCmp(op *tir.Op, lout *Linear, arg func(int) []value.Value) []value.Value {
+func (em *Emitter) indexCmp(op *tir.Op, lout *Linear, arg func(int) []value.Value) []value.Value {
 	if op.Kind != tir.OpCmp || op.Args[0].Type.Elem != tir.I32 || op.Args[0].Type.Ptr {
 		return nil
 	}
@@ -33,18 +33,18 @@ func (l *Lowerer) indexCmp(op *tir.Op, lout *Linear, arg func(int) []value.Value
 			continue // x - base could wrap
 		}
 		xs := arg(1 - side)
-		base := l.baseCoords(lout)[d]
+		base := em.baseCoords(lout)[d]
 		sub := map[value.Value]value.Value{}
 		ts := make([]value.Value, len(xs))
 		for r, x := range xs {
 			t, ok := sub[x]
 			if !ok {
-				t = l.b.NewSub(x, base)
+				t = em.b.NewSub(x, base)
 				sub[x] = t
 			}
 			ts[r] = t
 		}
-		if out := l.bitCmp(op, lout, d, start, side, ts); out != nil {
+		if out := em.bitCmp(op, lout, d, start, side, ts); out != nil {
 			return out
 		}
 		out := make([]value.Value, len(xs))
@@ -52,9 +52,9 @@ func (l *Lowerer) indexCmp(op *tir.Op, lout *Linear, arg func(int) []value.Value
 		for r, t := range ts {
 			c := constant.NewInt(types.I32, start+int64(lout.RegOffset(r)[d]))
 			if side == 1 {
-				out[r] = l.cmp(pred, tir.Scalar(tir.I32), t, c)
+				out[r] = em.cmp(pred, tir.Scalar(tir.I32), t, c)
 			} else {
-				out[r] = l.cmp(pred, tir.Scalar(tir.I32), c, t)
+				out[r] = em.cmp(pred, tir.Scalar(tir.I32), c, t)
 			}
 		}
 		return out

@@ -84,6 +84,9 @@ func EqualBases(a, b [][]int) bool {
 	return true
 }
 
+// Equal reports whether l and m are the same linear layout.
+func (l *Linear) Equal(m *Linear) bool { return l.equal(m) }
+
 func (l *Linear) equal(m *Linear) bool {
 	return EqualVec(l.shape, m.shape) && EqualBases(l.reg, m.reg) &&
 		EqualBases(l.lane, m.lane) && EqualBases(l.warp, m.warp)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 
@@ -24,10 +25,10 @@ func sanitize(s string) string {
 	return s
 }
 
-func (l *Lowerer) lowerKernel() {
-	l.mod.TargetTriple = "nvptx64-nvidia-cuda"
+func (em *Emitter) lowerKernel() {
+	em.mod.TargetTriple = "nvptx64-nvidia-cuda"
 	var params []*ir.Param
-	for _, p := range l.f.Params {
+	for _, p := range em.f.Params {
 		t := p.Type
 		var lt types.Type
 		var kind ParamKind
@@ -44,67 +45,55 @@ func (l *Lowerer) lowerKernel() {
 			Fail("kernel parameter %%%s: unsupported type %s", p.Name, t)
 		}
 		params = append(params, ir.NewParam(sanitize(p.Name), lt))
-		l.params = append(l.params, Param{Name: p.Name, Type: t, Kind: kind})
+		em.params = append(em.params, Param{Name: p.Name, Type: t, Kind: kind})
 	}
-	params = append(params, l.lowerExtraParams()...)
-	l.fn = l.mod.NewFunc(sanitize(l.f.Name), types.Void, params...)
-	l.fn.CallingConv = enum.CallingConvPTXKernel
-	l.entry = l.fn.NewBlock("entry")
-	body := l.newBlock("body")
-	l.b = l.entry
-	l.tid = l.Call("llvm.nvvm.read.ptx.sreg.tid.x", types.I32)
-	if l.grp != nil {
-		if l.ws == nil {
-			Fail("consumer_groups = %d: the groups need a producer warpgroup (warp_specialize on sm_90a with TMA copies)", l.grp.n)
-		}
-		l.groupEntry()
+	params = append(params, em.lowerExtraParams()...)
+	em.fn = em.mod.NewFunc(sanitize(em.f.Name), types.Void, params...)
+	em.fn.CallingConv = enum.CallingConvPTXKernel
+	em.entry = em.fn.NewBlock("entry")
+	body := em.newBlock("body")
+	em.b = em.entry
+	em.tid = em.Call("llvm.nvvm.read.ptx.sreg.tid.x", types.I32)
+	pt, _ := em.target.(ProgramTarget)
+	if pt != nil {
+		em.tid = pt.EntryThread(em.l, em.tid)
+	} else if g, _ := em.f.Attr("consumer_groups").(int64); g > 1 {
+		Fail("consumer_groups = %d: the groups need a producer warpgroup (warp_specialize on sm_90a with TMA copies)", g)
 	}
-	l.lane = l.entry.NewAnd(l.tid, ConstI32(31))
-	l.warp = l.entry.NewLShr(l.tid, ConstI32(5))
-	l.b = body
-	for i, p := range l.f.Params {
+	em.lane = em.entry.NewAnd(em.tid, ConstI32(31))
+	em.warp = em.entry.NewLShr(em.tid, ConstI32(5))
+	em.b = body
+	for i, p := range em.f.Params {
 		var v value.Value = params[i]
 		switch t := p.Type; {
 		case t.Ptr:
 		case t.Elem == tir.I1:
-			v = l.b.NewICmp(enum.IPredNE, v, ConstI32(0))
+			v = em.b.NewICmp(enum.IPredNE, v, ConstI32(0))
 		case t.Elem == tir.F16 || t.Elem == tir.BF16:
-			v = l.fromF32(v, t.Elem)
+			v = em.fromF32(v, t.Elem)
 		}
-		l.put(p, scalarL, []value.Value{v})
+		em.put(p, scalarL, []value.Value{v})
 	}
-	if pt, ok := l.target.(PrologueTarget); ok {
-		pt.Prologue(l)
+	if t, ok := em.target.(PrologueTarget); ok {
+		t.Prologue(em.l)
 	}
-	if l.ws != nil {
-		l.splitWarps()
+	if pt != nil {
+		pt.Start(em.l)
 	}
-	l.lowerBlock(l.f.Body)
-	if l.bulkUsed {
+	em.lowerBlock(em.f.Body)
+	if em.bulkUsed {
 		// Shared memory must outlive the bulk reductions that read it.
-		l.asm(types.Void, "cp.async.bulk.wait_group 0;", "~{memory}", true)
-	} else if l.bulkStored {
+		em.asm(types.Void, "cp.async.bulk.wait_group 0;", "~{memory}", true)
+	} else if em.bulkStored {
 		// Shared memory must outlive the tensor stores' reads of it.
-		l.asm(types.Void, "cp.async.bulk.wait_group.read 0;", "~{memory}", true)
+		em.asm(types.Void, "cp.async.bulk.wait_group.read 0;", "~{memory}", true)
 	}
-	l.fusePhiPacks()
-	if l.grp != nil {
-		l.finishGroups()
+	em.fusePhiPacks()
+	if pt != nil {
+		pt.Finish(em.l)
 	}
-	l.b.NewRet(nil)
-	l.entry.NewBr(body)
-}
-
-// CTAsPerSM is the CTAs a multiprocessor ptxas is asked to fit: the
-// target's experiment (CTAsTarget, ctas-per-sm) where it sets one, else
-// the kernel's ctas_per_sm argument; 0 or 1 leave ptxas its choice. A
-// kernel with a producer warpgroup keeps one (text).
-func (l *Lowerer) CTAsPerSM() int {
-	if t, ok := l.target.(CTAsTarget); ok && t.CTAsPerSM() > 1 {
-		return t.CTAsPerSM()
-	}
-	n, _ := l.f.Attr(CTAsPerSMArg).(int64)
-	return int(n)
+	em.b.NewRet(nil)
+	em.entry.NewBr(body)
 }
 
 // CTAsPerSMArg is the schedule argument that asks ptxas to fit that many
@@ -114,20 +103,20 @@ const CTAsPerSMArg = "ctas_per_sm"
 // MaxCTAsPerSM is the most CTAs a multiprocessor holds (sm_80 to sm_90).
 const MaxCTAsPerSM = 32
 
-func (l *Lowerer) text() string {
+func (em *Emitter) text() string {
 	var b strings.Builder
-	b.WriteString(l.mod.String())
-	fn := fmt.Sprintf("%s %s", l.fn.Type(), l.fn.Ident())
-	notes := []string{fmt.Sprintf("!{%s, !\"maxntidx\", i32 %d}", fn, l.Threads())}
-	gc := l.gridConstants()
+	b.WriteString(em.mod.String())
+	fn := fmt.Sprintf("%s %s", em.fn.Type(), em.fn.Ident())
+	notes := []string{fmt.Sprintf("!{%s, !\"maxntidx\", i32 %d}", fn, em.l.Threads())}
+	gc := em.gridConstants()
 	if gc != "" {
 		notes = append(notes, "") // filled below: it names the node after the list
 	}
-	if l.ws != nil {
+	if pt, ok := em.target.(ProgramTarget); ok && pt.OneCTA(em.l) {
 		// setmaxnreg needs the registers per thread at entry to be known:
 		// the most threads and one CTA per multiprocessor fix them.
 		notes = append(notes, fmt.Sprintf("!{%s, !\"minctasm\", i32 1}", fn))
-	} else if n := l.CTAsPerSM(); n > 1 {
+	} else if n := em.l.CTAsPerSM(); n > 1 {
 		notes = append(notes, fmt.Sprintf("!{%s, !\"minctasm\", i32 %d}", fn, n))
 	}
 	if gc != "" {
@@ -147,77 +136,102 @@ func (l *Lowerer) text() string {
 	return b.String()
 }
 
-func (l *Lowerer) newBlock(name string) *ir.Block {
-	l.nblocks++
-	if l.InProducer() {
-		name = "producer." + name // the producer warp's blocks read as such
-	}
-	return l.fn.NewBlock(fmt.Sprintf("%s%d", name, l.nblocks))
+func (em *Emitter) newBlock(name string) *ir.Block {
+	em.nblocks++
+	return em.fn.NewBlock(fmt.Sprintf("%s%s%d", em.blockPrefix, name, em.nblocks))
 }
+
+// NewBlock is a new basic block of the kernel, named after name (and the
+// block prefix), not yet the current one.
+func (em *Emitter) NewBlock(name string) *ir.Block { return em.newBlock(name) }
+
+// SetBlock makes b the current insertion block.
+func (em *Emitter) SetBlock(b *ir.Block) { em.b = b }
+
+// SetBlockPrefix starts the names of the blocks made from now on with p
+// ("producer.": a producer warp's blocks read as such; "" again after).
+func (em *Emitter) SetBlockPrefix(p string) { em.blockPrefix = p }
 
 // ---- value environment ----
 
-func (l *Lowerer) put(v *tir.Value, lay Layout, regs []value.Value) {
-	m := l.env[v]
+func (em *Emitter) put(v *tir.Value, lay Layout, regs []value.Value) {
+	m := em.env[v]
 	if m == nil {
 		m = map[string][]value.Value{}
-		l.env[v] = m
+		em.env[v] = m
 	}
 	m[lay.String()] = regs
 }
 
+// Bind makes x the register of scalar v (a value a target's program
+// computes itself: a loop's induction variable, a value read ahead).
+func (em *Emitter) Bind(v *tir.Value, x value.Value) { em.put(v, scalarL, []value.Value{x}) }
+
+// Scope runs lower with the values defs forgotten, so that it lowers their
+// ops again (for another iteration of a loop: a pipelined loop's slice),
+// and restores them after.
+func (em *Emitter) Scope(defs []*tir.Value, lower func()) {
+	saved := make([]map[string][]value.Value, len(defs))
+	for i, v := range defs {
+		saved[i] = em.env[v]
+		delete(em.env, v)
+	}
+	lower()
+	for i, v := range defs {
+		if saved[i] == nil {
+			delete(em.env, v)
+		} else {
+			em.env[v] = saved[i]
+		}
+	}
+}
+
+// Isolated runs lower and forgets, after, the values it lowered that were
+// not lowered before (another program's: a producer warp's).
+func (em *Emitter) Isolated(lower func()) {
+	saved := maps.Clone(em.env)
+	defer func() { em.env = saved }()
+	lower()
+}
+
 // Get returns v's registers in layout lay (converting it there, with a
 // late conversion, if the assignment did not announce that layout).
-func (l *Lowerer) Get(v *tir.Value, lay Layout) []value.Value {
+func (em *Emitter) Get(v *tir.Value, lay Layout) []value.Value {
 	if v.Type.IsScalar() {
 		lay = scalarL
 	}
-	if regs, ok := l.env[v][lay.String()]; ok {
+	if regs, ok := em.env[v][lay.String()]; ok {
 		return regs
 	}
-	in := l.a.info[v]
+	in := em.lay.info[v]
 	if in != nil && !in.flex {
-		if src, ok := l.env[v][in.lay.String()]; ok {
+		if src, ok := em.env[v][in.lay.String()]; ok {
 			// Not announced by the demand pass: convert here (correct, but
 			// not hoisted to the definition). Tests check this never runs.
 			lateConversions.Add(1)
-			return l.convert(src, in.lay, lay, v.Type)
+			return em.convert(src, in.lay, lay, v.Type)
 		}
 	}
 	Fail("internal error: value of type %s not available in layout %s", v.Type, lay)
 	return nil
 }
 
-// Lin is lay on shape (memoized), checked against Linear's invariants.
-func (l *Lowerer) Lin(lay Layout, shape []int) *Linear {
-	key := lay.String() + fmt.Sprint(shape)
-	if x, ok := l.lins[key]; ok {
-		return x
-	}
-	x := lay.Linear(shape, l.nw)
-	if err := x.Check(); err != nil {
-		Fail("internal error: layout %s on %v: %v", lay, shape, err)
-	}
-	l.lins[key] = x
-	return x
-}
-
 // ---- blocks and ops ----
 
 // lowerBlock lowers b's ops and returns its terminator (or nil).
-func (l *Lowerer) lowerBlock(b *tir.Block) *tir.Op {
-	defer l.awaitBlockEnd()
-	defer l.runDeferred(l.depth)
-	outer, outerIdx := l.curOps, l.curIdx
-	defer func() { l.curOps, l.curIdx = outer, outerIdx }()
+func (em *Emitter) lowerBlock(b *tir.Block) *tir.Op {
+	defer em.awaitBlockEnd()
+	defer em.runDeferred(em.depth)
+	outer, outerIdx := em.curOps, em.curIdx
+	defer func() { em.curOps, em.curIdx = outer, outerIdx }()
 	for i, op := range b.Ops {
 		if op.Kind.IsTerminator() {
 			return op
 		}
-		l.curOps, l.curIdx = b.Ops, i
-		l.lowerOp(op)
-		if ws := l.ws; ws != nil && ws.consumer && ws.outer != nil && ws.pipe.tail != nil && op == ws.pipe.tail.branch {
-			l.handBackTail()
+		em.curOps, em.curIdx = b.Ops, i
+		em.lowerOp(op)
+		if t, ok := em.target.(ScheduleTarget); ok {
+			t.AfterOp(em.l, op)
 		}
 	}
 	return nil
@@ -227,101 +241,103 @@ func (l *Lowerer) lowerBlock(b *tir.Block) *tir.Op {
 // (d = -1: the one before), or nil past either end or at the terminator.
 // Targets use it to group adjacent ops (sm90: one pingpong turn for the
 // dots issued back to back).
-func (l *Lowerer) Neighbor(d int) *tir.Op {
-	i := l.curIdx + d
-	if l.curOps == nil || i < 0 || i >= len(l.curOps) || l.curOps[i].Kind.IsTerminator() {
+func (em *Emitter) Neighbor(d int) *tir.Op {
+	i := em.curIdx + d
+	if em.curOps == nil || i < 0 || i >= len(em.curOps) || em.curOps[i].Kind.IsTerminator() {
 		return nil
 	}
-	return l.curOps[i]
+	return em.curOps[i]
 }
 
-func (l *Lowerer) lowerOp(op *tir.Op) {
-	l.issueArmedPrefetch(op)
-	l.awaitUses(op)
-	if ws := l.ws; ws != nil && ws.consumer && !ws.producing && ws.copyOnly[op] {
-		return // the producer's (copyOnlyOps)
+// LowerOp lowers op as the walk of its block would (a target's program
+// lowers ops again for other iterations, or for another program).
+func (em *Emitter) LowerOp(op *tir.Op) { em.lowerOp(op) }
+
+func (em *Emitter) lowerOp(op *tir.Op) {
+	sched, _ := em.target.(ScheduleTarget)
+	if sched != nil {
+		sched.BeforeOp(em.l, op)
 	}
-	if v, ok := l.bodyAhead[op]; ok && l.inSlice == 0 {
-		// A block-list entry a pipelined loop read iterations ago.
-		l.put(op.Result(), scalarL, []value.Value{v})
+	em.awaitUses(op)
+	if sched != nil && sched.OwnsOp(em.l, op) {
 		return
 	}
 	switch op.Kind {
 	case tir.OpFor:
-		l.lowerFor(op)
+		em.lowerFor(op)
 		return
 	case tir.OpIf:
-		l.runDeferred(l.depth)
-		l.lowerIf(op)
+		em.runDeferred(em.depth)
+		em.lowerIf(op)
 		return
 	case tir.OpStore:
-		l.lowerStore(op)
+		em.lowerStore(op)
 		return
 	case tir.OpAtomicAdd:
-		l.lowerAtomicAdd(op)
+		em.lowerAtomicAdd(op)
 		return
 	case tir.OpPrefetch:
-		l.lowerPrefetch(op)
+		em.lowerPrefetch(op)
 		return
 	case tir.OpLoad:
-		if st := l.a.async[op]; st != nil {
-			l.lowerStaged(op, st)
+		if st := em.plan.staged[op]; st != nil {
+			em.lowerStaged(op, st)
 			return
 		}
 	case tir.OpTrans:
-		if at := l.smemTiles[op.Args[0]]; at != nil {
-			l.smemTiles[op.Result()] = at // a transposed view of the staged tile
+		if at := em.smemTiles[op.Args[0]]; at != nil {
+			em.smemTiles[op.Result()] = at // a transposed view of the staged tile
 			return
 		}
 	}
 	v := op.Result()
-	in := l.a.get(v)
+	in := em.lay.get(v)
 	if in.flex {
 		for _, lay := range in.demands() {
-			l.put(v, lay, l.lowerIn(op, lay))
+			em.put(v, lay, em.lowerIn(op, lay))
 		}
 		return
 	}
-	l.put(v, in.lay, l.lowerIn(op, in.lay))
-	l.convertDemands(v)
+	em.put(v, in.lay, em.lowerIn(op, in.lay))
+	em.convertDemands(v)
 }
 
 // convertDemands materializes an anchored value in every extra layout its
 // consumers want, right after its definition.
-func (l *Lowerer) convertDemands(v *tir.Value) {
-	in := l.a.get(v)
+func (em *Emitter) convertDemands(v *tir.Value) {
+	in := em.lay.get(v)
 	if in.flex {
 		return
 	}
 	if len(in.demands()) > 0 {
-		l.await(v)
+		em.await(v)
 	}
-	src := l.env[v][in.lay.String()]
+	src := em.env[v][in.lay.String()]
 	for _, lay := range in.demands() {
-		l.put(v, lay, l.convert(src, in.lay, lay, v.Type))
+		em.put(v, lay, em.convert(src, in.lay, lay, v.Type))
 	}
 }
 
 // lowerIn produces op's result in layout lay.
-func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
-	ws := l.a.operandWants(op, lay)
-	arg := func(i int) []value.Value { return l.Get(op.Args[i], ws[i]) }
+func (em *Emitter) lowerIn(op *tir.Op, lay Layout) []value.Value {
+	ws := em.lay.operandWants(op, lay)
+	arg := func(i int) []value.Value { return em.Get(op.Args[i], ws[i]) }
 	rt := op.Result().Type
-	lout := l.Lin(lay, rt.Shape)
+	lout := em.Lin(lay, rt.Shape)
 	n := lout.NumRegs()
 	k := op.Kind
 	switch {
 	case k == tir.OpConst:
-		c := l.constant(rt, op.Attr("value"))
+		c := em.constant(rt, op.Attr("value"))
 		return repeat(c, n)
 	case k == tir.OpSplat:
 		return repeat(arg(0)[0], n)
 	case k == tir.OpArange:
-		base := l.baseCoords(lout)[0]
+		base := em.baseCoords(lout)[0]
 		start := op.IntAttr("start")
 		out := make([]value.Value, n)
 		for r := range out {
-			out[r] = l.AddOff(base, int64(lout.RegOffset(r)[0])+start)
+			out[r] = em.AddOff(base, int64(lout.RegOffset(r)[0])+start)
 		}
 		return out
 	case k == tir.OpProgramID:
@@ -329,32 +345,35 @@ func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 		if axis < 0 || axis > 2 {
 			Fail("%s: program_id axis %d", op.Pos, axis)
 		}
-		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.ctaid."+"xyz"[axis:axis+1], types.I32)}
+		return []value.Value{em.Call("llvm.nvvm.read.ptx.sreg.ctaid."+"xyz"[axis:axis+1], types.I32)}
 	case k == tir.OpNumPrograms:
 		axis := op.IntAttr("axis")
 		if axis < 0 || axis > 2 {
 			Fail("%s: num_programs axis %d", op.Pos, axis)
 		}
-		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.nctaid."+"xyz"[axis:axis+1], types.I32)}
+		return []value.Value{em.Call("llvm.nvvm.read.ptx.sreg.nctaid."+"xyz"[axis:axis+1], types.I32)}
 	case k == tir.OpGroupID:
-		return []value.Value{l.GroupID()}
+		if t, ok := em.target.(ProgramTarget); ok {
+			return []value.Value{t.GroupID(em.l)}
+		}
+		return []value.Value{ConstI32(0)}
 	case k == tir.OpNumSMs:
-		return []value.Value{l.Call("llvm.nvvm.read.ptx.sreg.nsmid", types.I32)}
+		return []value.Value{em.Call("llvm.nvvm.read.ptx.sreg.nsmid", types.I32)}
 	case k.IsElementwise():
-		if out := l.indexCmp(op, lout, arg); out != nil {
+		if out := em.indexCmp(op, lout, arg); out != nil {
 			return out
 		}
-		if out := l.bitLogic(op, lout, ws); out != nil {
+		if out := em.bitLogic(op, lout, ws); out != nil {
 			return out
 		}
-		if out := l.unitScale(op, arg); out != nil {
+		if out := em.unitScale(op, arg); out != nil {
 			return out
 		}
 		args := make([][]value.Value, len(op.Args))
 		for i := range op.Args {
 			args[i] = arg(i)
 		}
-		poly := l.exp2PolyLanes(op)
+		poly := em.exp2PolyLanes(op)
 		out := make([]value.Value, n)
 		for r := range out {
 			xs := make([]value.Value, len(args))
@@ -362,20 +381,20 @@ func (l *Lowerer) lowerIn(op *tir.Op, lay Layout) []value.Value {
 				xs[i] = args[i][r]
 			}
 			if r%Exp2PolyMax < poly {
-				out[r] = l.exp2Poly(xs[0])
+				out[r] = em.exp2Poly(xs[0])
 				continue
 			}
-			out[r] = l.elementwise(op, xs)
+			out[r] = em.elementwise(op, xs)
 		}
 		return out
 	case k == tir.OpBroadcast, k == tir.OpReshape, k == tir.OpTrans:
-		return l.shapeOp(op, ws[0], lay)
+		return em.shapeOp(op, ws[0], lay)
 	case k == tir.OpLoad:
-		return l.lowerLoad(op, lay, ws)
+		return em.lowerLoad(op, lay, ws)
 	case k == tir.OpDot:
-		return l.lowerDot(op, lay, ws)
+		return em.lowerDot(op, lay, ws)
 	case k == tir.OpReduce:
-		return l.lowerReduce(op, lay, ws)
+		return em.lowerReduce(op, lay, ws)
 	}
 	Fail("%s: codegen does not support op %s", op.Pos, k)
 	return nil

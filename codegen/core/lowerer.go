@@ -1,18 +1,23 @@
 // Package core is the target-independent part of codegen: layouts and
 // their assignment, the lowering of tile IR to LLVM IR (elementwise ops,
 // reductions, global memory, layout conversions through shared memory,
-// control flow, the FMA dot) and the phases every target shares. What
-// depends on the GPU generation (tensor-core dots, operand staging) is
-// asked of a Target (codegen/sm80, codegen/sm90), which imports this
-// package; this package imports no target. See docs/codegen.md.
+// control flow, the FMA dot) and the phases every target shares.
+//
+// One kernel's lowering (Lowerer) goes through phases that each own a
+// part of it: assign-layouts the Assignment (assign.go), the planning
+// phases the Plan (plan.go: staged tiles, shared memory, added
+// parameters), lower-llvm the Emitter (emit.go, and a file per family of
+// ops). What depends on the GPU generation (tensor-core dots, operand
+// staging) is asked of a Target (codegen/sm80, codegen/sm90), which
+// imports this package; asynchronous machinery across a kernel's
+// structure (pipelined loops, a producer warpgroup, deferred reductions:
+// codegen/async) plugs in through the hooks of target.go. This package
+// imports neither. See docs/codegen.md.
 package core
 
 import (
 	"fmt"
 	"sync/atomic"
-
-	"github.com/llir/llvm/ir"
-	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/tir"
@@ -55,198 +60,119 @@ func Fail(format string, args ...any) {
 	panic(lowerError{fmt.Sprintf(format, args...)})
 }
 
-// Lowerer is the state of one kernel's lowering, shared by the phases and
-// handed to the target's hooks.
-type Lowerer struct {
+// kernel is what every phase reads: the kernel and its target, the warps
+// of its program, facts about its values (axis.go), the layouts on shapes
+// (Lin), the options and the notes. Lowerer, Assignment, Plan and Emitter
+// embed it.
+type kernel struct {
 	f      *tir.Func
 	nw     int
-	grp    *groupState // consumer groups (groups.go); nil: one
 	arch   string
 	target Target
-	a      *assigner
-	// What the phases run so far produced (what Print shows).
-	assigned, planned, lowered bool
+	lins   map[string]*Linear
+	// axes and affines memoize the facts about values (axis.go).
+	axes       map[*tir.Value]axisInfo
+	affines    map[*tir.Value][]int64
+	noCoalesce bool     // SetCoalesceStores(false)
+	notes      []string // remarks on code generation choices (Note)
+}
 
-	mod   *ir.Module
-	fn    *ir.Func
-	entry *ir.Block // run-time constants (thread ids, layout bases); branches to the body
-	b     *ir.Block // current insertion block
-
-	env     map[*tir.Value]map[string][]value.Value
-	lins    map[string]*Linear
-	bases   map[string][]value.Value
-	flats   map[string]value.Value
-	smemPtr map[string]value.Value
-	decls   map[string]*ir.Func
-
-	tid, lane, warp value.Value
-	smem            *ir.Global
-	smemBytes       int
-	conversions     int
-	coalesced       int  // conversions of stored values into 16-byte vectors (coalesceStore)
-	noCoalesce      bool // SetCoalesceStores(false)
-	nblocks         int
-	params          []Param
-	extra           []*extraParam // parameters added by phases (params.go)
-	notes           []string      // remarks on code generation choices (Note)
-
-	// Staged tiles sit at the start of shared memory, the scratch area of
-	// conversions and reductions starts at scratchBase.
-	smemTiles map[*tir.Value]*Staged
-	pipes     map[*tir.Op]*pipeline // loops whose staged loads are prefetched
-	// prefetch, when set, issues a pipelined loop's next tiles at the next
-	// Barrier at region depth prefetchDepth outside any branch.
-	prefetch             func()
-	armedPrefetch        func()          // the prefetch after its barrier: issued by issueArmedPrefetch
-	release              *pendingRelease // a pipelined loop's buffers to hand back without a barrier (pipeline.go)
-	depth, prefetchDepth int             // tile-IR region nesting
-	branchDepth          int             // inside a run-time two-way branch (AlignedOr)
-	scratchBase          int
-	stagedIssued         int
-	regionsLowered       int
-	inFlight             int           // staged tiles loaded and not yet consumed
-	async                []*asyncGroup // results not yet waited for, oldest first (async.go)
-	// smemDirty: shared memory may have been accessed since the last
-	// barrier on some path to here (a staged load must then sync first).
-	smemDirty bool
-	barriers  int // CTA barriers emitted (Barriers)
-	// bulkPending: bulk reductions read the staging area since the last
-	// barrier (their threads wait for the reads before the next one);
-	// bulkUsed: some were issued (the kernel waits for them before it
-	// exits).
-	bulkPending, bulkUsed bool
-	// bulkStored: bulk tensor stores were issued (TensorStoreTarget); the
-	// kernel waits for their reads of shared memory before it exits.
-	bulkStored bool
-	// loops are the for loops being lowered, innermost last (bulk.go);
-	// stagingFrom, when not 0, is where a bulk reduction's staging starts
-	// in the scratch area, which later scratch uses in its loop must stay
-	// below.
-	loops       []*loopFrame
-	stagingFrom int
-	packs       []phiPack // packs of two loop-carried halves, fused when the kernel is done (pack.go)
-	// bodyAhead are the values of a pipelined loop's scalar slice loads
-	// for the iteration being lowered, read iterations before (pipeline.go);
-	// inSlice > 0 while a slice is lowered for another iteration.
-	bodyAhead map[*tir.Op]value.Value
-	inSlice   int
-	// deferred are emissions put off until the next op with regions in
-	// their block, or its end (DeferToRegion).
-	deferred []deferredEmit
-	// bitTiles are the i1 tiles held as bits of words, by layout key
-	// (bit_mask.go).
-	bitTiles map[*tir.Value]map[string]*bitTile
-	// ws, when set, is the producer warpgroup's plan (producer.go).
-	ws *warpSpec
-	// The ops of the block being lowered and the index of the current one
-	// (Neighbor).
-	curOps []*tir.Op
-	curIdx int
+// Lowerer is one kernel's lowering: the kernel, and what the phases decided
+// so far, one part each, which the later phases read and the target's hooks
+// are handed:
+//
+//	Assignment  every value's layouts              assign-layouts (Layouts)
+//	Plan        the staged loads, shared memory    select-async, plan-async,
+//	            and added parameters               pipeline-loads, tma-loads (Plan)
+//	Emitter     the LLVM module being emitted      lower-llvm (embedded: its helpers)
+//
+// A part is nil until its phase runs (the Plan is there from the start:
+// the target's first phases select the staged loads). Print shows what
+// the parts hold.
+type Lowerer struct {
+	*kernel
+	layouts *Assignment
+	plan    *Plan
+	*Emitter
 }
 
 // NewLowerer starts the lowering of kernel f for arch on target with nw
 // warps per CTA. f must be verified; the phases do the rest.
 func NewLowerer(f *tir.Func, arch string, t Target, nw int) *Lowerer {
-	l := &Lowerer{
-		f: f, nw: nw, arch: arch, target: t, a: newAssigner(nw),
-		mod:     ir.NewModule(),
-		env:     map[*tir.Value]map[string][]value.Value{},
-		lins:    map[string]*Linear{},
-		bases:   map[string][]value.Value{},
-		flats:   map[string]value.Value{},
-		smemPtr: map[string]value.Value{},
-		decls:   map[string]*ir.Func{},
-
-		smemTiles: map[*tir.Value]*Staged{},
-	}
-	l.a.l = l
-	l.grp = newGroupState(f)
+	k := &kernel{f: f, nw: nw, arch: arch, target: t, lins: map[string]*Linear{},
+		axes: map[*tir.Value]axisInfo{}, affines: map[*tir.Value][]int64{}}
+	l := &Lowerer{kernel: k}
+	l.plan = newPlan(l)
 	return l
 }
 
 // Target is the GPU target lowering the kernel.
-func (l *Lowerer) Target() Target { return l.target }
+func (k *kernel) Target() Target { return k.target }
 
 // Func is the kernel being lowered.
-func (l *Lowerer) Func() *tir.Func { return l.f }
+func (k *kernel) Func() *tir.Func { return k.f }
 
 // Arch is the GPU arch lowered for, e.g. "sm_90a".
-func (l *Lowerer) Arch() string { return l.arch }
+func (k *kernel) Arch() string { return k.arch }
 
 // NumWarps is the number of warps per CTA.
-func (l *Lowerer) NumWarps() int { return l.nw }
-
-// ---- results (after lower-llvm) ----
-
-// Text is the LLVM IR module (LLVM 14 syntax, typed pointers, no
-// datalayout) with the kernel's nvvm annotations.
-func (l *Lowerer) Text() string { return l.text() }
-
-// EntryName is the PTX .entry name.
-func (l *Lowerer) EntryName() string { return l.fn.Name() }
-
-// LLFunc is the kernel's LLVM function, as Text prints it (without the
-// module's annotations).
-func (l *Lowerer) LLFunc() *ir.Func { return l.fn }
-
-// SharedBytes is the dynamic shared memory the kernel needs.
-func (l *Lowerer) SharedBytes() int { return l.smemBytes }
-
-// Params are the kernel's parameters and how to pass them.
-func (l *Lowerer) Params() []Param { return l.params }
-
-// Conversions counts layout conversions through shared memory emitted,
-// those of CoalescedStores aside.
-func (l *Lowerer) Conversions() int { return l.conversions }
-
-// CoalescedStores counts the stored values converted through shared
-// memory into 16-byte vectors (coalesceStore).
-func (l *Lowerer) CoalescedStores() int { return l.coalesced }
+func (k *kernel) NumWarps() int { return k.nw }
 
 // SetCoalesceStores allows (the default) or forbids converting stored
 // tiles into 16-byte vectors through shared memory (coalesceStore).
-func (l *Lowerer) SetCoalesceStores(on bool) { l.noCoalesce = !on }
+func (k *kernel) SetCoalesceStores(on bool) { k.noCoalesce = !on }
 
 // CoalesceStores reports whether stored tiles may go through shared
 // memory (SetCoalesceStores): a target's bulk tensor stores do too.
-func (l *Lowerer) CoalesceStores() bool { return !l.noCoalesce }
+func (k *kernel) CoalesceStores() bool { return !k.noCoalesce }
 
-// ---- assignment queries (after assign-layouts) ----
-
-// LayoutOf is v's primary layout, or flex = true for a flexible value
-// (rematerialized in every layout a consumer wants; lay is then nil).
-func (l *Lowerer) LayoutOf(v *tir.Value) (lay Layout, flex bool) {
-	in := l.a.get(v)
-	return in.lay, in.flex
+// Lin is lay on shape (memoized), checked against Linear's invariants.
+func (k *kernel) Lin(lay Layout, shape []int) *Linear {
+	key := lay.String() + fmt.Sprint(shape)
+	if x, ok := k.lins[key]; ok {
+		return x
+	}
+	x := lay.Linear(shape, k.nw)
+	if err := x.Check(); err != nil {
+		Fail("internal error: layout %s on %v: %v", lay, shape, err)
+	}
+	k.lins[key] = x
+	return x
 }
 
-// DefiningBlock is the block defining v (an op result or region argument).
-func (l *Lowerer) DefiningBlock(v *tir.Value) *tir.Block { return l.a.blockOf[v] }
+// Note records a remark about a code generation choice (why a load is not
+// on TMA, ...), which fac compile -v prints.
+func (k *kernel) Note(s string) { k.notes = append(k.notes, s) }
 
-// OperandWants is the layout op wants each operand in when its result is
-// produced in lay (the answers the assignment recorded).
-func (l *Lowerer) OperandWants(op *tir.Op, lay Layout) []Layout { return l.a.operandWants(op, lay) }
+// Notes are the remarks recorded so far.
+func (k *kernel) Notes() []string { return k.notes }
 
-// Contiguity is, per dim, the length of the aligned runs along which v's
-// values increase by one (valid before assignment too).
-func (l *Lowerer) Contiguity(v *tir.Value) []int { return l.a.axis(v).contig }
+// Layouts is what assign-layouts decided (nil before it runs).
+func (l *Lowerer) Layouts() *Assignment { return l.layouts }
 
-// ---- emission helpers for targets (during lower-llvm) ----
+// Plan is the plan of staged loads and shared memory.
+func (l *Lowerer) Plan() *Plan { return l.plan }
 
-// Block is the current insertion block. It changes when the lowering
-// branches (AlignedOr), so ask again after such calls.
-func (l *Lowerer) Block() *ir.Block { return l.b }
+// Threads is the CTA's size: num_warps warps, or what the target's
+// program takes (ProgramTarget.Threads: a producer warpgroup more).
+func (l *Lowerer) Threads() int {
+	if t, ok := l.target.(ProgramTarget); ok {
+		if n := t.Threads(l); n > 0 {
+			return n
+		}
+	}
+	return l.nw * 32
+}
 
-// Entry is the kernel's entry block, where per-thread constants (thread
-// coordinates, layout bases) are computed once.
-func (l *Lowerer) Entry() *ir.Block { return l.entry }
-
-// LaneID is the thread's lane (tid.x % 32), defined in the entry block.
-func (l *Lowerer) LaneID() value.Value { return l.lane }
-
-// WarpID is the thread's warp in the CTA (tid.x / 32), defined in the
-// entry block.
-func (l *Lowerer) WarpID() value.Value { return l.warp }
-
-// CountConversion records one layout conversion through shared memory.
-func (l *Lowerer) CountConversion() { l.conversions++ }
+// CTAsPerSM is the CTAs a multiprocessor ptxas is asked to fit: the
+// target's experiment (CTAsTarget, ctas-per-sm) where it sets one, else
+// the kernel's ctas_per_sm argument; 0 or 1 leave ptxas its choice. A
+// program that counts on one (ProgramTarget.OneCTA: a producer
+// warpgroup's setmaxnreg) keeps one (text).
+func (l *Lowerer) CTAsPerSM() int {
+	if t, ok := l.target.(CTAsTarget); ok && t.CTAsPerSM() > 1 {
+		return t.CTAsPerSM()
+	}
+	n, _ := l.f.Attr(CTAsPerSMArg).(int64)
+	return int(n)
+}

@@ -15,26 +15,26 @@ import (
 
 // ---- global memory ----
 
-func (l *Lowerer) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
+func (em *Emitter) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	t := op.Result().Type
 	e := t.Elem
-	ptrs := l.Get(op.Args[0], ws[0])
+	ptrs := em.Get(op.Args[0], ws[0])
 	var mask, other []value.Value
 	if len(op.Args) == 3 {
-		mask, other = l.Get(op.Args[1], ws[1]), l.Get(op.Args[2], ws[2])
+		mask, other = em.Get(op.Args[1], ws[1]), em.Get(op.Args[2], ws[2])
 	}
 	scalar := func() []value.Value {
 		out := make([]value.Value, len(ptrs))
 		for r, p := range ptrs {
 			if mask == nil {
-				out[r] = l.fromMem(l.b.NewLoad(memType(e), p), e)
+				out[r] = em.fromMem(em.b.NewLoad(memType(e), p), e)
 			} else {
-				out[r] = l.MaskedLoad(p, mask[r], other[r], e)
+				out[r] = em.MaskedLoad(p, mask[r], other[r], e)
 			}
 		}
 		return out
 	}
-	v, check := l.memVec(op, lay, t)
+	v, check := em.memVec(op, lay, t)
 	if v == 1 {
 		return scalar()
 	}
@@ -42,19 +42,19 @@ func (l *Lowerer) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	if check {
 		uniform = mask
 	}
-	return l.AlignedOr(ptrs, uniform, v, e, func() []value.Value {
+	return em.AlignedOr(ptrs, uniform, v, e, func() []value.Value {
 		out := make([]value.Value, 0, len(ptrs))
 		for g := 0; g < len(ptrs); g += v {
 			if mask == nil {
 				vt := types.NewVector(uint64(v), memType(e))
-				p := l.b.NewBitCast(ptrs[g], PtrTo(vt, 1))
-				ld := l.b.NewLoad(vt, p)
+				p := em.b.NewBitCast(ptrs[g], PtrTo(vt, 1))
+				ld := em.b.NewLoad(vt, p)
 				ld.Align = ir.Align(v * e.Bytes())
 				for i := 0; i < v; i++ {
-					out = append(out, l.b.NewExtractElement(ld, ConstI32(int64(i))))
+					out = append(out, em.b.NewExtractElement(ld, ConstI32(int64(i))))
 				}
 			} else {
-				out = append(out, l.maskedLoadVec(ptrs[g], mask[g], other[g:g+v], e)...)
+				out = append(out, em.maskedLoadVec(ptrs[g], mask[g], other[g:g+v], e)...)
 			}
 		}
 		return out
@@ -68,11 +68,11 @@ func (l *Lowerer) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 // (axisInfo), at most 16 bytes. maskCheck reports that the mask is not
 // provably constant over a group, so the caller must check that at run
 // time too (a tail mask such as offs < n).
-func (l *Lowerer) memVec(op *tir.Op, lay Layout, t tir.Type) (v int, maskCheck bool) {
+func (em *Emitter) memVec(op *tir.Op, lay Layout, t tir.Type) (v int, maskCheck bool) {
 	if t.IsScalar() || t.Elem == tir.I1 {
 		return 1, false
 	}
-	x := l.Lin(lay, t.Shape)
+	x := em.Lin(lay, t.Shape)
 	last := t.Rank() - 1
 	v = 1
 	for i, b := range x.reg {
@@ -84,7 +84,7 @@ func (l *Lowerer) memVec(op *tir.Op, lay Layout, t tir.Type) (v int, maskCheck b
 	if v == 1 {
 		return 1, false
 	}
-	v = min(v, l.a.axis(op.Args[0]).contig[last])
+	v = min(v, em.axis(op.Args[0]).contig[last])
 	mi := -1
 	switch {
 	case op.Kind == tir.OpLoad && len(op.Args) == 3:
@@ -92,51 +92,51 @@ func (l *Lowerer) memVec(op *tir.Op, lay Layout, t tir.Type) (v int, maskCheck b
 	case (op.Kind == tir.OpStore || op.Kind == tir.OpAtomicAdd) && len(op.Args) == 3:
 		mi = 2
 	}
-	return v, mi >= 0 && l.a.axis(op.Args[mi]).constancy[last] < v
+	return v, mi >= 0 && em.axis(op.Args[mi]).constancy[last] < v
 }
 
 // AlignedOr branches once on whether the first pointer of every group of
 // v is aligned to v elements (and, with uniform, every group's mask
 // values are equal): then fast runs, else slow; both return the same
 // registers, merged by phis (a result of nil: nothing to merge).
-func (l *Lowerer) AlignedOr(ptrs, uniform []value.Value, v int, e tir.Elem, fast, slow func() []value.Value) []value.Value {
+func (em *Emitter) AlignedOr(ptrs, uniform []value.Value, v int, e tir.Elem, fast, slow func() []value.Value) []value.Value {
 	var bad value.Value
 	for g := 0; g < len(ptrs); g += v {
-		lo := l.b.NewAnd(l.b.NewPtrToInt(ptrs[g], types.I64), ci64(int64(v*e.Bytes()-1)))
+		lo := em.b.NewAnd(em.b.NewPtrToInt(ptrs[g], types.I64), ci64(int64(v*e.Bytes()-1)))
 		if bad == nil {
 			bad = lo
 		} else {
-			bad = l.b.NewOr(bad, lo)
+			bad = em.b.NewOr(bad, lo)
 		}
 	}
-	var ok value.Value = l.b.NewICmp(enum.IPredEQ, bad, ci64(0))
+	var ok value.Value = em.b.NewICmp(enum.IPredEQ, bad, ci64(0))
 	if uniform != nil {
 		var diff value.Value
 		for g := 0; g < len(uniform); g += v {
 			for i := 1; i < v; i++ {
-				d := l.b.NewXor(uniform[g], uniform[g+i])
+				d := em.b.NewXor(uniform[g], uniform[g+i])
 				if diff == nil {
 					diff = d
 				} else {
-					diff = l.b.NewOr(diff, d)
+					diff = em.b.NewOr(diff, d)
 				}
 			}
 		}
-		ok = l.b.NewAnd(ok, l.b.NewXor(diff, constant.NewBool(true)))
+		ok = em.b.NewAnd(ok, em.b.NewXor(diff, constant.NewBool(true)))
 	}
-	fb, sb, merge := l.newBlock("vec"), l.newBlock("novec"), l.newBlock("vec.end")
-	l.b.NewCondBr(ok, fb, sb)
-	l.branchDepth++ // code on one path only (see Barrier)
-	l.b = fb
+	fb, sb, merge := em.newBlock("vec"), em.newBlock("novec"), em.newBlock("vec.end")
+	em.b.NewCondBr(ok, fb, sb)
+	em.branchDepth++ // code on one path only (see Barrier)
+	em.b = fb
 	fr := fast()
-	fe := l.b
+	fe := em.b
 	fe.NewBr(merge)
-	l.b = sb
+	em.b = sb
 	sr := slow()
-	l.branchDepth--
-	se := l.b
+	em.branchDepth--
+	se := em.b
 	se.NewBr(merge)
-	l.b = merge
+	em.b = merge
 	if fr == nil {
 		return nil
 	}
@@ -156,7 +156,7 @@ func PtrTo(t types.Type, space int) *types.PointerType {
 
 // maskedLoadVec is a predicated vector ld.global of len(others) elements
 // sharing one mask.
-func (l *Lowerer) maskedLoadVec(p, m value.Value, others []value.Value, e tir.Elem) []value.Value {
+func (em *Emitter) maskedLoadVec(p, m value.Value, others []value.Value, e tir.Elem) []value.Value {
 	sfx, c, rt := ptxBits(e)
 	v := len(others)
 	var b strings.Builder
@@ -169,22 +169,22 @@ func (l *Lowerer) maskedLoadVec(p, m value.Value, others []value.Value, e tir.El
 	fmt.Fprintf(&b, "@p ld.global.v%d.%s {%s}, [$%d];\n\t}", v, sfx, strings.Join(outs, ", "), v)
 	cons := strings.Repeat("="+c+",", v) + "l,r" + strings.Repeat(","+c, v)
 	fields := make([]types.Type, v)
-	args := []value.Value{p, l.b.NewZExt(m, types.I32)}
+	args := []value.Value{p, em.b.NewZExt(m, types.I32)}
 	for i := range fields {
 		fields[i] = rt
-		args = append(args, l.toBits(others[i], e))
+		args = append(args, em.toBits(others[i], e))
 	}
-	r := l.asm(types.NewStruct(fields...), b.String(), cons, false, args...)
+	r := em.asm(types.NewStruct(fields...), b.String(), cons, false, args...)
 	out := make([]value.Value, v)
 	for i := range out {
-		out[i] = l.fromBits(l.b.NewExtractValue(r, uint64(i)), e)
+		out[i] = em.fromBits(em.b.NewExtractValue(r, uint64(i)), e)
 	}
 	return out
 }
 
-func (l *Lowerer) fromMem(v value.Value, e tir.Elem) value.Value {
+func (em *Emitter) fromMem(v value.Value, e tir.Elem) value.Value {
 	if e == tir.I1 {
-		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I8, 0))
+		return em.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I8, 0))
 	}
 	return v
 }
@@ -209,170 +209,175 @@ func ptxBits(e tir.Elem) (suffix, constraint string, rt *types.IntType) {
 // toBits/fromBits move a register to and from the integer type of ptxBits.
 // pairWords packs 16-bit registers two to an i32, the first in the low
 // half (the element at the lower address).
-func (l *Lowerer) pairWords(h []value.Value) []value.Value {
+func (em *Emitter) pairWords(h []value.Value) []value.Value {
 	out := make([]value.Value, len(h)/2)
 	for i := range out {
-		lo := l.b.NewZExt(h[2*i], types.I32)
-		hi := l.b.NewShl(l.b.NewZExt(h[2*i+1], types.I32), ConstI32(16))
-		out[i] = l.b.NewOr(lo, hi)
+		lo := em.b.NewZExt(h[2*i], types.I32)
+		hi := em.b.NewShl(em.b.NewZExt(h[2*i+1], types.I32), ConstI32(16))
+		out[i] = em.b.NewOr(lo, hi)
 	}
 	return out
 }
 
-func (l *Lowerer) toBits(v value.Value, e tir.Elem) value.Value {
+func (em *Emitter) toBits(v value.Value, e tir.Elem) value.Value {
 	switch e {
 	case tir.I1:
-		return l.b.NewZExt(v, types.I16)
+		return em.b.NewZExt(v, types.I16)
 	case tir.F32:
-		return l.b.NewBitCast(v, types.I32)
+		return em.b.NewBitCast(v, types.I32)
 	}
 	return v
 }
 
-func (l *Lowerer) fromBits(v value.Value, e tir.Elem) value.Value {
+func (em *Emitter) fromBits(v value.Value, e tir.Elem) value.Value {
 	switch e {
 	case tir.I1:
-		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I16, 0))
+		return em.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I16, 0))
 	case tir.F32:
-		return l.b.NewBitCast(v, types.Float)
+		return em.b.NewBitCast(v, types.Float)
 	}
 	return v
 }
 
 // MaskedLoad is a predicated ld.global: a masked-off lane never touches
 // memory and yields other.
-func (l *Lowerer) MaskedLoad(p, m, other value.Value, e tir.Elem) value.Value {
+func (em *Emitter) MaskedLoad(p, m, other value.Value, e tir.Elem) value.Value {
 	sfx, c, rt := ptxBits(e)
 	mov := sfx
 	if e == tir.I1 {
 		mov = "b16"
 	}
 	text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\tmov.%s $0, $3;\n\t@p ld.global.%s $0, [$1];\n\t}", mov, sfx)
-	v := l.asm(rt, text, fmt.Sprintf("=%s,l,r,%s", c, c), false, p, l.b.NewZExt(m, types.I32), l.toBits(other, e))
-	return l.fromBits(v, e)
+	v := em.asm(rt, text, fmt.Sprintf("=%s,l,r,%s", c, c), false, p, em.b.NewZExt(m, types.I32), em.toBits(other, e))
+	return em.fromBits(v, e)
 }
 
 // guardCopies makes the threads holding copies of x's elements (zero lane
 // or warp bases) skip a write, leaving it to the one whose copy bits are
 // zero. It returns the block to branch to after the write, or nil when
 // every thread holds distinct elements.
-func (l *Lowerer) guardCopies(x *Linear, name string) *ir.Block {
-	cond := l.copyOwner(x)
+func (em *Emitter) guardCopies(x *Linear, name string) *ir.Block {
+	cond := em.copyOwner(x)
 	if cond == nil {
 		return nil
 	}
-	then := l.newBlock(name)
-	cont := l.newBlock(name + ".end")
-	l.b.NewCondBr(cond, then, cont)
-	l.b = then
+	then := em.newBlock(name)
+	cont := em.newBlock(name + ".end")
+	em.b.NewCondBr(cond, then, cont)
+	em.b = then
 	return cont
 }
+
+// CopyOwner is the i1 that holds in the thread that owns its elements
+// among the copies layout x replicates over lanes or warps, or nil when x
+// has no copies.
+func (em *Emitter) CopyOwner(x *Linear) value.Value { return em.copyOwner(x) }
 
 // copyOwner is the i1 that holds in the thread that owns its elements
 // among the copies layout x replicates over lanes or warps, or nil when x
 // has no copies.
-func (l *Lowerer) copyOwner(x *Linear) value.Value {
+func (em *Emitter) copyOwner(x *Linear) value.Value {
 	zl, zw := x.zeroLaneMask(), x.zeroWarpMask()
 	if zl == 0 && zw == 0 {
 		return nil
 	}
 	var cond value.Value
 	if zl != 0 {
-		cond = l.b.NewICmp(enum.IPredEQ, l.b.NewAnd(l.lane, ConstI32(int64(zl))), ConstI32(0))
+		cond = em.b.NewICmp(enum.IPredEQ, em.b.NewAnd(em.lane, ConstI32(int64(zl))), ConstI32(0))
 	}
 	if zw != 0 {
-		c := l.b.NewICmp(enum.IPredEQ, l.b.NewAnd(l.warp, ConstI32(int64(zw))), ConstI32(0))
+		c := em.b.NewICmp(enum.IPredEQ, em.b.NewAnd(em.warp, ConstI32(int64(zw))), ConstI32(0))
 		if cond == nil {
 			cond = c
 		} else {
-			cond = l.b.NewAnd(cond, c)
+			cond = em.b.NewAnd(cond, c)
 		}
 	}
 	return cond
 }
 
-func (l *Lowerer) lowerStore(op *tir.Op) {
-	lay := l.a.storeLayout(op)
-	ws := l.a.operandWants(op, lay)
+func (em *Emitter) lowerStore(op *tir.Op) {
+	lay := em.lay.storeLayout(op)
+	ws := em.lay.operandWants(op, lay)
 	pt := op.Args[0].Type
 	e := pt.Elem
-	if l.tensorStore(op) {
+	if em.tensorStore(op) {
 		// From shared memory in bulk (the target's), when it can take
 		// the value's layout; counted with the stores through shared
 		// memory, which a kernel short of it goes without (codegen.Lower).
-		vals := l.Get(op.Args[1], ws[1])
-		if l.target.(TensorStoreTarget).LowerTensorStore(l, op, vals, lay) {
-			l.coalesced++
+		vals := em.Get(op.Args[1], ws[1])
+		if em.target.(TensorStoreTarget).LowerTensorStore(em.l, op, vals, lay) {
+			em.coalesced++
 			return
 		}
 	}
-	ptrs := l.Get(op.Args[0], ws[0])
-	vals := l.Get(op.Args[1], ws[1])
+	ptrs := em.Get(op.Args[0], ws[0])
+	vals := em.Get(op.Args[1], ws[1])
 	var mask []value.Value
 	if len(op.Args) == 3 {
-		mask = l.Get(op.Args[2], ws[2])
+		mask = em.Get(op.Args[2], ws[2])
 	}
-	cont := l.guardCopies(l.Lin(lay, pt.Shape), "store")
+	cont := em.guardCopies(em.Lin(lay, pt.Shape), "store")
 	scalar := func() []value.Value {
 		for r, p := range ptrs {
 			if mask == nil {
 				v := vals[r]
 				if e == tir.I1 {
-					v = l.b.NewZExt(v, types.I8)
+					v = em.b.NewZExt(v, types.I8)
 				}
-				l.b.NewStore(v, p)
+				em.b.NewStore(v, p)
 				continue
 			}
 			sfx, c, _ := ptxBits(e)
 			text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p st.global.%s [$0], $1;\n\t}", sfx)
-			l.asm(types.Void, text, fmt.Sprintf("l,%s,r,~{memory}", c), true, p, l.toBits(vals[r], e), l.b.NewZExt(mask[r], types.I32))
+			em.asm(types.Void, text, fmt.Sprintf("l,%s,r,~{memory}", c), true, p, em.toBits(vals[r], e), em.b.NewZExt(mask[r], types.I32))
 		}
 		return nil
 	}
-	if v, check := l.memVec(op, lay, pt); v == 1 {
+	if v, check := em.memVec(op, lay, pt); v == 1 {
 		scalar()
 	} else {
 		var uniform []value.Value
 		if check {
 			uniform = mask
 		}
-		l.AlignedOr(ptrs, uniform, v, e, func() []value.Value {
+		em.AlignedOr(ptrs, uniform, v, e, func() []value.Value {
 			for g := 0; g < len(ptrs); g += v {
 				if mask == nil {
 					vt := types.NewVector(uint64(v), memType(e))
 					var vec value.Value = constant.NewUndef(vt)
 					for i := 0; i < v; i++ {
-						vec = l.b.NewInsertElement(vec, vals[g+i], ConstI32(int64(i)))
+						vec = em.b.NewInsertElement(vec, vals[g+i], ConstI32(int64(i)))
 					}
-					st := l.b.NewStore(vec, l.b.NewBitCast(ptrs[g], PtrTo(vt, 1)))
+					st := em.b.NewStore(vec, em.b.NewBitCast(ptrs[g], PtrTo(vt, 1)))
 					st.Align = ir.Align(v * e.Bytes())
 					continue
 				}
 				sfx, c, _ := ptxBits(e)
 				bits := make([]value.Value, v)
 				for i := range bits {
-					bits[i] = l.toBits(vals[g+i], e)
+					bits[i] = em.toBits(vals[g+i], e)
 				}
 				if v == 8 && e.Bytes() == 2 {
 					// No .v8.b16: the pairs go as four 32-bit words.
-					bits = l.pairWords(bits)
+					bits = em.pairWords(bits)
 					sfx, c = "b32", "r"
 				}
 				ins := make([]string, len(bits))
-				args := []value.Value{ptrs[g], l.b.NewZExt(mask[g], types.I32)}
+				args := []value.Value{ptrs[g], em.b.NewZExt(mask[g], types.I32)}
 				for i := range ins {
 					ins[i] = fmt.Sprintf("$%d", i+2)
 					args = append(args, bits[i])
 				}
 				text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p st.global.v%d.%s [$0], {%s};\n\t}", len(ins), sfx, strings.Join(ins, ", "))
-				l.asm(types.Void, text, "l,r"+strings.Repeat(","+c, len(ins))+",~{memory}", true, args...)
+				em.asm(types.Void, text, "l,r"+strings.Repeat(","+c, len(ins))+",~{memory}", true, args...)
 			}
 			return nil
 		}, scalar)
 	}
 	if cont != nil {
-		l.b.NewBr(cont)
-		l.b = cont
+		em.b.NewBr(cont)
+		em.b = cont
 	}
 }
 
@@ -381,31 +386,31 @@ func (l *Lowerer) lowerStore(op *tir.Op) {
 // warp's 32 coalesce into lines), where the mask holds for the run's first;
 // threads holding copies skip it. A hint: a run's first element masked off
 // skips the run.
-func (l *Lowerer) lowerPrefetch(op *tir.Op) {
-	lay := l.a.storeLayout(op)
-	ws := l.a.operandWants(op, lay)
+func (em *Emitter) lowerPrefetch(op *tir.Op) {
+	lay := em.lay.storeLayout(op)
+	ws := em.lay.operandWants(op, lay)
 	pt := op.Args[0].Type
-	ptrs := l.Get(op.Args[0], ws[0])
+	ptrs := em.Get(op.Args[0], ws[0])
 	var mask []value.Value
 	if len(op.Args) == 2 {
-		mask = l.Get(op.Args[1], ws[1])
+		mask = em.Get(op.Args[1], ws[1])
 	}
 	var cont *ir.Block
 	if !pt.IsScalar() {
-		cont = l.guardCopies(l.Lin(lay, pt.Shape), "prefetch")
+		cont = em.guardCopies(em.Lin(lay, pt.Shape), "prefetch")
 	}
-	v, _ := l.memVec(op, lay, pt)
+	v, _ := em.memVec(op, lay, pt)
 	for g := 0; g < len(ptrs); g += v {
 		if mask == nil {
-			l.asm(types.Void, "prefetch.global.L2 [$0];", "l", true, ptrs[g])
+			em.asm(types.Void, "prefetch.global.L2 [$0];", "l", true, ptrs[g])
 			continue
 		}
-		l.asm(types.Void, "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p prefetch.global.L2 [$0];\n\t}", "l,r", true,
-			ptrs[g], l.b.NewZExt(mask[g], types.I32))
+		em.asm(types.Void, "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p prefetch.global.L2 [$0];\n\t}", "l,r", true,
+			ptrs[g], em.b.NewZExt(mask[g], types.I32))
 	}
 	if cont != nil {
-		l.b.NewBr(cont)
-		l.b = cont
+		em.b.NewBr(cont)
+		em.b = cont
 	}
 }
 
@@ -462,12 +467,12 @@ func Remappable(lin, lout *Linear, f func([]int) []int) bool {
 // convert changes a value's layout: by register re-indexing when the two
 // layouts put the same elements in the same threads, else through shared
 // memory.
-func (l *Lowerer) convert(src []value.Value, from, to Layout, t tir.Type) []value.Value {
-	lin, lout := l.Lin(from, t.Shape), l.Lin(to, t.Shape)
+func (em *Emitter) convert(src []value.Value, from, to Layout, t tir.Type) []value.Value {
+	lin, lout := em.Lin(from, t.Shape), em.Lin(to, t.Shape)
 	if out, ok := remap(src, lin, lout, Identity); ok {
 		return out
 	}
-	if out, ok := l.target.ConvertOperand(l, src, lin, to, lout, t); ok {
+	if out, ok := em.target.ConvertOperand(em.l, src, lin, to, lout, t); ok {
 		return out
 	}
 	st := rowMajorStrides(t.Shape)
@@ -475,22 +480,22 @@ func (l *Lowerer) convert(src []value.Value, from, to Layout, t tir.Type) []valu
 		// Into a store's 16-byte vectors (coalesceStore): rows of 128
 		// bytes or more padded by 16, so that the source fragments' writes,
 		// a few elements of each of 8 rows, fall in different banks.
-		l.coalesced++
-		if sz := typeBytes(l.sharedRepr(t)); t.Shape[1]*sz >= 128 {
+		em.coalesced++
+		if sz := typeBytes(em.sharedRepr(t)); t.Shape[1]*sz >= 128 {
 			st[0] += 16 / sz
 		}
-		return l.exchange(src, lin, st, lout, st, t)
+		return em.exchange(src, lin, st, lout, st, t)
 	}
-	l.conversions++
-	return l.exchange(src, lin, st, lout, st, t)
+	em.conversions++
+	return em.exchange(src, lin, st, lout, st, t)
 }
 
 // shapeOp lowers broadcast, reshape and trans from layout inLay to outLay.
-func (l *Lowerer) shapeOp(op *tir.Op, inLay, outLay Layout) []value.Value {
+func (em *Emitter) shapeOp(op *tir.Op, inLay, outLay Layout) []value.Value {
 	x := op.Args[0]
 	in, out := x.Type.Shape, op.Result().Type.Shape
-	src := l.Get(x, inLay)
-	lin, lout := l.Lin(inLay, in), l.Lin(outLay, out)
+	src := em.Get(x, inLay)
+	lin, lout := em.Lin(inLay, in), em.Lin(outLay, out)
 	inSt := rowMajorStrides(in)
 	var f func([]int) []int
 	outSt := rowMajorStrides(out)
@@ -532,44 +537,44 @@ func (l *Lowerer) shapeOp(op *tir.Op, inLay, outLay Layout) []value.Value {
 			return regs
 		}
 	}
-	l.conversions++
-	return l.exchange(src, lin, inSt, lout, outSt, x.Type)
+	em.conversions++
+	return em.exchange(src, lin, inSt, lout, outSt, x.Type)
 }
 
 // sharedRepr is how an element is kept in shared memory.
-func (l *Lowerer) sharedRepr(t tir.Type) types.Type {
+func (em *Emitter) sharedRepr(t tir.Type) types.Type {
 	if t.Ptr {
 		return types.I64
 	}
 	return memType(t.Elem)
 }
 
-func (l *Lowerer) toShared(v value.Value, t tir.Type) value.Value {
+func (em *Emitter) toShared(v value.Value, t tir.Type) value.Value {
 	switch {
 	case t.Ptr:
-		return l.b.NewPtrToInt(v, types.I64)
+		return em.b.NewPtrToInt(v, types.I64)
 	case t.Elem == tir.I1:
-		return l.b.NewZExt(v, types.I8)
+		return em.b.NewZExt(v, types.I8)
 	}
 	return v
 }
 
-func (l *Lowerer) fromShared(v value.Value, t tir.Type) value.Value {
+func (em *Emitter) fromShared(v value.Value, t tir.Type) value.Value {
 	switch {
 	case t.Ptr:
-		return l.b.NewIntToPtr(v, ptrType(t.Elem))
+		return em.b.NewIntToPtr(v, ptrType(t.Elem))
 	case t.Elem == tir.I1:
-		return l.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I8, 0))
+		return em.b.NewICmp(enum.IPredNE, v, constant.NewInt(types.I8, 0))
 	}
 	return v
 }
 
 // AddOff is base + off (i32), folding off == 0.
-func (l *Lowerer) AddOff(base value.Value, off int64) value.Value {
+func (em *Emitter) AddOff(base value.Value, off int64) value.Value {
 	if off == 0 {
 		return base
 	}
-	return l.b.NewAdd(base, ConstI32(off))
+	return em.b.NewAdd(base, ConstI32(off))
 }
 
 // exchange moves a tensor between layouts through shared memory: every
@@ -581,14 +586,14 @@ func (l *Lowerer) AddOff(base value.Value, off int64) value.Value {
 // Accesses are vectorized (up to 16 bytes) where a thread's consecutive
 // registers are consecutive and aligned in shared memory; there is no
 // swizzling yet, so some layout pairs have bank conflicts.
-func (l *Lowerer) exchange(src []value.Value, lin *Linear, inSt []int, lout *Linear, outSt []int, t tir.Type) []value.Value {
+func (em *Emitter) exchange(src []value.Value, lin *Linear, inSt []int, lout *Linear, outSt []int, t tir.Type) []value.Value {
 	n := 1
 	for d, s := range lin.shape {
 		n += (s - 1) * inSt[d]
 	}
-	l.UseShared(n * typeBytes(l.sharedRepr(t)))
-	l.SharedWrite(src, lin, inSt, t, 0)
-	return l.sharedRead(lout, outSt, t)
+	em.UseShared(n * typeBytes(em.sharedRepr(t)))
+	em.SharedWrite(src, lin, inSt, t, 0)
+	return em.sharedRead(lout, outSt, t)
 }
 
 // vecWidth is how many consecutive registers of x, starting at any
@@ -619,53 +624,53 @@ func vecWidth(x *Linear, st []int, maxVec int) int {
 // SharedWrite stores x's registers at element address sum(coord*st) of
 // the scratch area (from byte byteOff), between two barriers (before:
 // earlier readers are done; after: the data is visible).
-func (l *Lowerer) SharedWrite(src []value.Value, x *Linear, st []int, t tir.Type, byteOff int) {
-	l.Barrier()
-	l.SharedStore(src, x, st, t, byteOff)
-	l.Barrier()
+func (em *Emitter) SharedWrite(src []value.Value, x *Linear, st []int, t tir.Type, byteOff int) {
+	em.Barrier()
+	em.SharedStore(src, x, st, t, byteOff)
+	em.Barrier()
 }
 
 // SharedStore is SharedWrite without the barriers.
-func (l *Lowerer) SharedStore(src []value.Value, x *Linear, st []int, t tir.Type, byteOff int) {
-	mt := l.sharedRepr(t)
+func (em *Emitter) SharedStore(src []value.Value, x *Linear, st []int, t tir.Type, byteOff int) {
+	mt := em.sharedRepr(t)
 	sz := typeBytes(mt)
 	v := vecWidth(x, st, max(1, 16/sz))
-	base := l.FlatBase(x, st)
+	base := em.FlatBase(x, st)
 	for r := 0; r < len(src); r += v {
-		idx := l.AddOff(base, DotInts(x.RegOffset(r), st))
+		idx := em.AddOff(base, DotInts(x.RegOffset(r), st))
 		if v == 1 {
-			l.b.NewStore(l.toShared(src[r], t), l.sharedAt(mt, byteOff, idx))
+			em.b.NewStore(em.toShared(src[r], t), em.sharedAt(mt, byteOff, idx))
 			continue
 		}
 		vt := types.NewVector(uint64(v), mt)
 		var vec value.Value = constant.NewUndef(vt)
 		for i := 0; i < v; i++ {
-			vec = l.b.NewInsertElement(vec, l.toShared(src[r+i], t), ConstI32(int64(i)))
+			vec = em.b.NewInsertElement(vec, em.toShared(src[r+i], t), ConstI32(int64(i)))
 		}
-		p := l.b.NewBitCast(l.sharedAt(mt, byteOff, idx), SharedPtr(vt))
-		l.b.NewStore(vec, p).Align = ir.Align(v * sz)
+		p := em.b.NewBitCast(em.sharedAt(mt, byteOff, idx), SharedPtr(vt))
+		em.b.NewStore(vec, p).Align = ir.Align(v * sz)
 	}
 }
 
 // sharedRead loads x's registers from element address sum(coord*st).
-func (l *Lowerer) sharedRead(x *Linear, st []int, t tir.Type) []value.Value {
-	mt := l.sharedRepr(t)
+func (em *Emitter) sharedRead(x *Linear, st []int, t tir.Type) []value.Value {
+	mt := em.sharedRepr(t)
 	sz := typeBytes(mt)
 	v := vecWidth(x, st, max(1, 16/sz))
-	base := l.FlatBase(x, st)
+	base := em.FlatBase(x, st)
 	out := make([]value.Value, x.NumRegs())
 	for r := 0; r < len(out); r += v {
-		idx := l.AddOff(base, DotInts(x.RegOffset(r), st))
+		idx := em.AddOff(base, DotInts(x.RegOffset(r), st))
 		if v == 1 {
-			out[r] = l.fromShared(l.b.NewLoad(mt, l.sharedAt(mt, 0, idx)), t)
+			out[r] = em.fromShared(em.b.NewLoad(mt, em.sharedAt(mt, 0, idx)), t)
 			continue
 		}
 		vt := types.NewVector(uint64(v), mt)
-		p := l.b.NewBitCast(l.sharedAt(mt, 0, idx), SharedPtr(vt))
-		ld := l.b.NewLoad(vt, p)
+		p := em.b.NewBitCast(em.sharedAt(mt, 0, idx), SharedPtr(vt))
+		ld := em.b.NewLoad(vt, p)
 		ld.Align = ir.Align(v * sz)
 		for i := 0; i < v; i++ {
-			out[r+i] = l.fromShared(l.b.NewExtractElement(ld, ConstI32(int64(i))), t)
+			out[r+i] = em.fromShared(em.b.NewExtractElement(ld, ConstI32(int64(i))), t)
 		}
 	}
 	return out

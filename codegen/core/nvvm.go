@@ -76,7 +76,7 @@ func cf32(x float64) *constant.Float {
 
 // constant gives the register constant of type t's element for an
 // attribute value (int64, float64 or bool).
-func (l *Lowerer) constant(t tir.Type, v any) value.Value {
+func (em *Emitter) constant(t tir.Type, v any) value.Value {
 	var f float64
 	var i int64
 	switch v := v.(type) {
@@ -115,43 +115,43 @@ func (l *Lowerer) constant(t tir.Type, v any) value.Value {
 }
 
 // Decl returns the declaration of an external function (an intrinsic).
-func (l *Lowerer) Decl(name string, ret types.Type, params ...types.Type) *ir.Func {
-	if f, ok := l.decls[name]; ok {
+func (em *Emitter) Decl(name string, ret types.Type, params ...types.Type) *ir.Func {
+	if f, ok := em.decls[name]; ok {
 		return f
 	}
 	ps := make([]*ir.Param, len(params))
 	for i, t := range params {
 		ps[i] = ir.NewParam("", t)
 	}
-	f := l.mod.NewFunc(name, ret, ps...)
-	l.decls[name] = f
+	f := em.mod.NewFunc(name, ret, ps...)
+	em.decls[name] = f
 	return f
 }
 
 // Call calls intrinsic name (declared from the argument types) in the
 // current block.
-func (l *Lowerer) Call(name string, ret types.Type, args ...value.Value) value.Value {
+func (em *Emitter) Call(name string, ret types.Type, args ...value.Value) value.Value {
 	pts := make([]types.Type, len(args))
 	for i, a := range args {
 		pts[i] = a.Type()
 	}
-	return l.b.NewCall(l.Decl(name, ret, pts...), args...)
+	return em.b.NewCall(em.Decl(name, ret, pts...), args...)
 }
 
 // asm emits an inline-asm call. sideEffect marks asm that writes memory
 // or must not move (stores); pure=true marks it readnone (arithmetic).
-func (l *Lowerer) asm(ret types.Type, text, constraints string, sideEffect bool, args ...value.Value) value.Value {
+func (em *Emitter) asm(ret types.Type, text, constraints string, sideEffect bool, args ...value.Value) value.Value {
 	c := newAsm(ret, text, constraints, sideEffect, args...)
-	l.b.Insts = append(l.b.Insts, c)
+	em.b.Insts = append(em.b.Insts, c)
 	return c
 }
 
 // pure emits an inline-asm call that computes its result from its operands
 // alone (readnone), so LLVM drops it when the result is unused and may
 // hoist or merge it.
-func (l *Lowerer) pure(ret types.Type, text, constraints string, args ...value.Value) value.Value {
+func (em *Emitter) pure(ret types.Type, text, constraints string, args ...value.Value) value.Value {
 	c := newPureAsm(ret, text, constraints, args...)
-	l.b.Insts = append(l.b.Insts, c)
+	em.b.Insts = append(em.b.Insts, c)
 	return c
 }
 
@@ -179,78 +179,73 @@ func newAsm(ret types.Type, text, constraints string, sideEffect bool, args ...v
 // Asm emits an inline-asm call in the current block (see asm). Targets use
 // it for instructions LLVM has no intrinsic for in every supported llc
 // (wgmma, fence.proxy.async).
-func (l *Lowerer) Asm(ret types.Type, text, constraints string, sideEffect bool, args ...value.Value) value.Value {
-	return l.asm(ret, text, constraints, sideEffect, args...)
+func (em *Emitter) Asm(ret types.Type, text, constraints string, sideEffect bool, args ...value.Value) value.Value {
+	return em.asm(ret, text, constraints, sideEffect, args...)
 }
+
+// Const is the register constant of type t's element for an attribute
+// value (int64, float64 or bool).
+func (em *Emitter) Const(t tir.Type, v any) value.Value { return em.constant(t, v) }
 
 // AtEntry runs emit with the entry block as the current block: code that
 // every thread runs once, before anything else (the block has no
 // terminator until the kernel is lowered).
-func (l *Lowerer) AtEntry(emit func()) {
-	b := l.b
-	l.b = l.entry
+func (em *Emitter) AtEntry(emit func()) {
+	b := em.b
+	em.b = em.entry
 	emit()
-	l.b = b
+	em.b = b
 }
 
-// Barrier is bar.sync 0 for the whole CTA, after a wait for every pending
-// asynchronous dot (async.go). The first one in a pipelined loop's body (on
-// every path through it) also releases the prefetch of the next iteration's
-// tiles: past it, every thread is done with the previous iteration, whose
-// buffers the prefetch overwrites (see pipeline.go). On a target with
-// asynchronous dots the prefetch is issued after the dots that follow
-// (issueArmedPrefetch), else at once.
-func (l *Lowerer) Barrier() {
-	l.awaitForBarrier()
-	if l.bulkPending {
+// Barrier is bar.sync 0 for the whole CTA (or the program's own barrier,
+// ProgramTarget.Barrier: a producer's consumers), after a wait for every
+// pending asynchronous dot (waits.go) and for the reads of bulk copies
+// issued since the last one. A ScheduleTarget then runs what waits for
+// the barrier (AfterBarrier: a pipelined loop's prefetch, which may
+// overwrite what every thread is now done reading).
+func (em *Emitter) Barrier() {
+	em.awaitForBarrier()
+	if em.bulkPending {
 		// The bulk reductions must have read their rows before anyone
 		// writes shared memory past this barrier (a no-op in threads
 		// that issued none).
-		l.asm(types.Void, "cp.async.bulk.wait_group.read 0;", "~{memory}", true)
-		l.bulkPending = false
+		em.asm(types.Void, "cp.async.bulk.wait_group.read 0;", "~{memory}", true)
+		em.bulkPending = false
 	}
-	if l.ws != nil && l.ws.consumer {
-		l.consumerBarrier()
-	} else {
-		l.b.NewCall(l.Decl("llvm.nvvm.barrier0", types.Void))
+	if pt, ok := em.target.(ProgramTarget); !ok || !pt.Barrier(em.l) {
+		em.b.NewCall(em.Decl("llvm.nvvm.barrier0", types.Void))
 	}
-	l.smemDirty = false
-	l.barriers++
-	if f := l.prefetch; f != nil && l.depth == l.prefetchDepth && l.branchDepth == 0 {
-		l.prefetch = nil
-		if _, ok := l.target.(AsyncDotTarget); ok {
-			l.armedPrefetch = f // issued before the next op that is not an asynchronous dot
-		} else {
-			f()
-		}
+	em.smemDirty = false
+	em.barriers++
+	if t, ok := em.target.(ScheduleTarget); ok {
+		t.AfterBarrier(em.l)
 	}
-	l.bulkIssuePoint()
 }
 
 // toF32 widens a float register (f32, or f16/bf16 bits) to float.
-func (l *Lowerer) toF32(v value.Value, e tir.Elem) value.Value {
+func (em *Emitter) toF32(v value.Value, e tir.Elem) value.Value {
 	switch e {
 	case tir.F32:
 		return v
 	case tir.BF16:
-		w := l.b.NewShl(l.b.NewZExt(v, types.I32), ConstI32(16))
-		return l.b.NewBitCast(w, types.Float)
+		w := em.b.NewShl(em.b.NewZExt(v, types.I32), ConstI32(16))
+		return em.b.NewBitCast(w, types.Float)
 	case tir.F16:
-		return l.b.NewFPExt(l.b.NewBitCast(v, types.Half), types.Float)
+		return em.b.NewFPExt(em.b.NewBitCast(v, types.Half), types.Float)
 	}
 	Fail("toF32 of %s", e)
 	return nil
 }
 
 // fromF32 rounds a float to e (to nearest even) and returns its register.
-func (l *Lowerer) fromF32(v value.Value, e tir.Elem) value.Value {
+func (em *Emitter) fromF32(v value.Value, e tir.Elem) value.Value {
 	switch e {
 	case tir.F32:
 		return v
 	case tir.F16:
-		return l.b.NewBitCast(l.b.NewFPTrunc(v, types.Half), types.I16)
+		return em.b.NewBitCast(em.b.NewFPTrunc(v, types.Half), types.I16)
 	case tir.BF16:
-		return l.pure(types.I16, "cvt.rn.bf16.f32 $0, $1;", "=h,f", v)
+		return em.pure(types.I16, "cvt.rn.bf16.f32 $0, $1;", "=h,f", v)
 	}
 	Fail("fromF32 to %s", e)
 	return nil
@@ -261,12 +256,12 @@ func (l *Lowerer) fromF32(v value.Value, e tir.Elem) value.Value {
 // baseCoords returns, per dimension, the i32 coordinate that this thread's
 // register 0 holds in layout x (lane and warp contributions); emitted once
 // in the entry block.
-func (l *Lowerer) baseCoords(x *Linear) []value.Value {
+func (em *Emitter) baseCoords(x *Linear) []value.Value {
 	key := x.key()
-	if v, ok := l.bases[key]; ok {
+	if v, ok := em.bases[key]; ok {
 		return v
 	}
-	e := l.entry
+	e := em.entry
 	out := make([]value.Value, x.rank())
 	for d := range out {
 		var acc value.Value
@@ -280,7 +275,7 @@ func (l *Lowerer) baseCoords(x *Linear) []value.Value {
 		for _, src := range []struct {
 			bases [][]int
 			id    value.Value
-		}{{x.lane, l.lane}, {x.warp, l.warp}} {
+		}{{x.lane, em.lane}, {x.warp, em.warp}} {
 			// Merge runs of id bits i..i+n mapping to coordinate bits k..k+n.
 			for i := 0; i < len(src.bases); {
 				c := src.bases[i][d]
@@ -310,14 +305,14 @@ func (l *Lowerer) baseCoords(x *Linear) []value.Value {
 		}
 		out[d] = acc
 	}
-	l.bases[key] = out
+	em.bases[key] = out
 	return out
 }
 
 // BaseCoords is, per dimension, the i32 coordinate this thread's register
 // 0 holds in layout x (entry block); register r holds BaseCoords +
 // x.RegOffset(r).
-func (l *Lowerer) BaseCoords(x *Linear) []value.Value { return l.baseCoords(x) }
+func (em *Emitter) BaseCoords(x *Linear) []value.Value { return em.baseCoords(x) }
 
 func onlyDim(b []int, d int) bool {
 	for i, x := range b {
@@ -329,12 +324,12 @@ func onlyDim(b []int, d int) bool {
 }
 
 // FlatBase is sum_d base_d * strides[d] (entry block).
-func (l *Lowerer) FlatBase(x *Linear, strides []int) value.Value {
+func (em *Emitter) FlatBase(x *Linear, strides []int) value.Value {
 	key := x.key() + fmt.Sprint(strides)
-	if v, ok := l.flats[key]; ok {
+	if v, ok := em.flats[key]; ok {
 		return v
 	}
-	bs := l.baseCoords(x)
+	bs := em.baseCoords(x)
 	var acc value.Value = ConstI32(0)
 	for d, b := range bs {
 		if strides[d] == 0 {
@@ -342,15 +337,15 @@ func (l *Lowerer) FlatBase(x *Linear, strides []int) value.Value {
 		}
 		var t value.Value = b
 		if strides[d] != 1 {
-			t = l.entry.NewMul(b, ConstI32(int64(strides[d])))
+			t = em.entry.NewMul(b, ConstI32(int64(strides[d])))
 		}
 		if c, ok := acc.(*constant.Int); ok && c.X.Sign() == 0 {
 			acc = t
 		} else {
-			acc = l.entry.NewAdd(acc, t)
+			acc = em.entry.NewAdd(acc, t)
 		}
 	}
-	l.flats[key] = acc
+	em.flats[key] = acc
 	return acc
 }
 
@@ -364,20 +359,20 @@ func DotInts(a, b []int) int64 {
 }
 
 // sharedBase is @smem as a pointer to t (entry block).
-func (l *Lowerer) sharedBase(t types.Type) value.Value {
-	if l.smem == nil {
-		l.smem = l.mod.NewGlobal("smem", types.NewArray(0, types.I8))
-		l.smem.Linkage = enum.LinkageExternal
-		l.smem.AddrSpace = 3
-		l.smem.Align = 1024
-		l.smem.Typ = SharedPtr(l.smem.ContentType)
+func (em *Emitter) sharedBase(t types.Type) value.Value {
+	if em.smem == nil {
+		em.smem = em.mod.NewGlobal("smem", types.NewArray(0, types.I8))
+		em.smem.Linkage = enum.LinkageExternal
+		em.smem.AddrSpace = 3
+		em.smem.Align = 1024
+		em.smem.Typ = SharedPtr(em.smem.ContentType)
 	}
 	key := t.String()
-	if v, ok := l.smemPtr[key]; ok {
+	if v, ok := em.smemPtr[key]; ok {
 		return v
 	}
-	v := l.entry.NewBitCast(l.smem, SharedPtr(t))
-	l.smemPtr[key] = v
+	v := em.entry.NewBitCast(em.smem, SharedPtr(t))
+	em.smemPtr[key] = v
 	return v
 }
 
@@ -386,12 +381,16 @@ func (l *Lowerer) sharedBase(t types.Type) value.Value {
 // else at 0, overlapping them (every scratch use and every staged load
 // begins with a barrier, so the two never meet).
 //
-// Beside a producer that runs ahead into the next iteration of a loop
-// around the pipelined one, the tiles are never free: the scratch area
-// always follows them.
-func (l *Lowerer) Scratch() int {
-	if l.inFlight > 0 || (l.ws != nil && l.ws.outer != nil) || l.grp != nil {
-		return l.scratchBase
+// Where the target says the tiles are never free (SharedTarget.
+// ScratchPinned: a producer that runs ahead into the next iteration of a
+// loop around the pipelined one, consumer groups), the scratch area always
+// follows them.
+func (em *Emitter) Scratch() int {
+	if em.inFlight > 0 {
+		return em.plan.scratchBase
+	}
+	if t, ok := em.target.(SharedTarget); ok && t.ScratchPinned(em.l) {
+		return em.plan.scratchBase
 	}
 	return 0
 }
@@ -401,53 +400,64 @@ func (l *Lowerer) Scratch() int {
 // staged copies aside), so the scratch area may be written without one.
 // Reads by asynchronous dots (wgmma descriptors) are the target's to track
 // (Barriers).
-func (l *Lowerer) SharedClean() bool { return !l.smemDirty }
+func (em *Emitter) SharedClean() bool { return !em.smemDirty }
 
 // Barriers counts the CTA barriers emitted so far: a target that records
 // the count at an asynchronous read of shared memory knows whether a
 // barrier has followed it.
-func (l *Lowerer) Barriers() int { return l.barriers }
+func (em *Emitter) Barriers() int { return em.barriers }
+
+// SetSharedDirty records whether shared memory may have been accessed
+// since the last barrier (SharedClean is its negation).
+func (em *Emitter) SetSharedDirty(dirty bool) { em.smemDirty = dirty }
+
+// PinScratch records that a staging area that lives across a loop's
+// iterations starts at from in the scratch area (0: none): later scratch
+// uses must stay below it (UseShared fails otherwise).
+func (em *Emitter) PinScratch(from int) { em.stagingFrom = from }
 
 // UseShared records that the scratch area needs bytes.
-func (l *Lowerer) UseShared(bytes int) {
-	if l.stagingFrom > 0 && bytes > l.stagingFrom {
-		Fail("internal error: a scratch use of %d bytes after the bulk reduction's staging at %d in its loop", bytes, l.stagingFrom)
+func (em *Emitter) UseShared(bytes int) {
+	if em.stagingFrom > 0 && bytes > em.stagingFrom {
+		Fail("internal error: a scratch use of %d bytes after the bulk reduction's staging at %d in its loop", bytes, em.stagingFrom)
 	}
-	if l.Scratch()+bytes > l.smemBytes {
-		l.smemBytes = l.Scratch() + bytes
+	if em.Scratch()+bytes > em.smemBytes {
+		em.smemBytes = em.Scratch() + bytes
 	}
 }
 
 // sharedAt is the address of element idx (i32) of a t array at byte
 // offset byteOff of the scratch area.
-func (l *Lowerer) sharedAt(t types.Type, byteOff int, idx value.Value) value.Value {
-	return l.SharedAbs(t, l.Scratch()+byteOff, idx)
+func (em *Emitter) sharedAt(t types.Type, byteOff int, idx value.Value) value.Value {
+	return em.SharedAbs(t, em.Scratch()+byteOff, idx)
 }
 
 // SharedAbs is sharedAt from the start of shared memory, for a generic
 // access (it counts as one: SharedClean).
-func (l *Lowerer) SharedAbs(t types.Type, byteOff int, idx value.Value) value.Value {
-	l.smemDirty = true
-	return l.SharedAddress(t, byteOff, idx)
+func (em *Emitter) SharedAbs(t types.Type, byteOff int, idx value.Value) value.Value {
+	em.smemDirty = true
+	return em.SharedAddress(t, byteOff, idx)
 }
 
 // SharedAddress is SharedAbs for an address no generic access uses (a
 // wgmma descriptor's base: the target tracks those reads).
-func (l *Lowerer) SharedAddress(t types.Type, byteOff int, idx value.Value) value.Value {
-	base := l.sharedBase(t)
+func (em *Emitter) SharedAddress(t types.Type, byteOff int, idx value.Value) value.Value {
+	base := em.sharedBase(t)
 	sz := typeBytes(t)
 	if byteOff != 0 {
 		if byteOff%sz != 0 {
 			Fail("internal error: misaligned shared offset")
 		}
-		idx = l.b.NewAdd(idx, ConstI32(int64(byteOff/sz)))
+		idx = em.b.NewAdd(idx, ConstI32(int64(byteOff/sz)))
 	}
-	if l.IsGroupPrivate(byteOff) {
-		// The group's own copy (groups.go); the stride is a multiple of
-		// 1024, so of sz.
-		idx = l.b.NewAdd(idx, l.b.NewLShr(l.groupShift(), ConstI32(int64(bits.TrailingZeros(uint(sz))))))
+	if t, ok := em.target.(SharedTarget); ok {
+		if shift := t.SharedShift(em.l, byteOff); shift != nil {
+			// A consumer group's own copy; the shift is a multiple of
+			// 1024, so of sz.
+			idx = em.b.NewAdd(idx, em.b.NewLShr(shift, ConstI32(int64(bits.TrailingZeros(uint(sz))))))
+		}
 	}
-	return l.ptrAdd(t, base, idx)
+	return em.ptrAdd(t, base, idx)
 }
 
 // ptrAdd is the address of element idx (i32, sign-extended as a GEP's, or
@@ -456,8 +466,8 @@ func (l *Lowerer) SharedAddress(t types.Type, byteOff int, idx value.Value) valu
 // spent 0.84 of 0.98 s on the GEP chains of the unrolled sm_90a flash_fwd,
 // and 0.28 s on the same addresses as integers, while NVPTX selects the
 // same loads, stores and address arithmetic (PTX 1% shorter).
-func (l *Lowerer) ptrAdd(t types.Type, base, idx value.Value) value.Value {
-	b := l.b
+func (em *Emitter) ptrAdd(t types.Type, base, idx value.Value) value.Value {
+	b := em.b
 	if it, ok := idx.Type().(*types.IntType); ok && it.BitSize < 64 {
 		idx = b.NewSExt(idx, types.I64)
 	}
@@ -489,3 +499,7 @@ func typeBytes(t types.Type) int {
 	Fail("internal error: size of %s", t)
 	return 0
 }
+
+// SetSharedBytes sets the dynamic shared memory the kernel needs (a
+// target's program that lays out more of it at the end: consumer groups).
+func (em *Emitter) SetSharedBytes(n int) { em.smemBytes = n }

@@ -15,16 +15,16 @@ import (
 // 32 such pairs per thread per kv block. When both are phis (P carried into
 // the next iteration by overlap-softmax), the fusion waits until the loop's
 // phis are complete (fusePhiPacks).
-func (l *Lowerer) PackHalves(lo, hi value.Value) value.Value {
+func (em *Emitter) PackHalves(lo, hi value.Value) value.Value {
 	if a, b, ty := roundedPair(lo, hi); a != nil {
-		return l.pure(types.I32, cvtX2(ty), "=r,f,f", b, a)
+		return em.pure(types.I32, cvtX2(ty), "=r,f,f", b, a)
 	}
-	b := l.b
+	b := em.b
 	or := b.NewOr(b.NewZExt(lo, types.I32), b.NewShl(b.NewZExt(hi, types.I32), ConstI32(16)))
 	pl, okl := lo.(*ir.InstPhi)
 	ph, okh := hi.(*ir.InstPhi)
 	if okl && okh {
-		l.packs = append(l.packs, phiPack{or, pl, ph})
+		em.packs = append(em.packs, phiPack{or, pl, ph})
 	}
 	return or
 }
@@ -70,12 +70,12 @@ type phiPack struct {
 // packed values: the roundings become one cvt.rn.*x2.f32 at the end of the
 // incoming block, and the pack reads the new phi. The old phis and roundings
 // die when nothing else reads them.
-func (l *Lowerer) fusePhiPacks() {
+func (em *Emitter) fusePhiPacks() {
 	fused := map[[2]*ir.InstPhi]*ir.InstPhi{}
-	for _, p := range l.packs {
+	for _, p := range em.packs {
 		np, ok := fused[[2]*ir.InstPhi{p.lo, p.hi}]
 		if !ok {
-			np = l.fusePhiPair(p.lo, p.hi)
+			np = em.fusePhiPair(p.lo, p.hi)
 			fused[[2]*ir.InstPhi{p.lo, p.hi}] = np
 		}
 		if np != nil {
@@ -84,17 +84,17 @@ func (l *Lowerer) fusePhiPacks() {
 	}
 	for _, np := range fused {
 		if np != nil {
-			l.removeDead()
+			em.removeDead()
 			break
 		}
 	}
-	l.packs = nil
+	em.packs = nil
 }
 
 // removeDead deletes instructions without side effects whose results
 // nothing reads (the phis, extensions and roundings fusePhiPacks replaced):
 // llc keeps an unused inline asm, readnone or not.
-func (l *Lowerer) removeDead() {
+func (em *Emitter) removeDead() {
 	for {
 		used := map[value.Value]bool{}
 		mark := func(u value.User, self value.Value) {
@@ -104,7 +104,7 @@ func (l *Lowerer) removeDead() {
 				}
 			}
 		}
-		for _, b := range l.fn.Blocks {
+		for _, b := range em.fn.Blocks {
 			for _, inst := range b.Insts {
 				v, _ := inst.(value.Value) // nil for a store: it has no result
 				mark(inst, v)
@@ -114,7 +114,7 @@ func (l *Lowerer) removeDead() {
 			}
 		}
 		removed := false
-		for _, b := range l.fn.Blocks {
+		for _, b := range em.fn.Blocks {
 			keep := b.Insts[:0]
 			for _, inst := range b.Insts {
 				if v, ok := inst.(value.Value); ok && !used[v] && removable(inst) {
@@ -148,12 +148,12 @@ func removable(inst ir.Instruction) bool {
 	return false
 }
 
-func (l *Lowerer) fusePhiPair(lo, hi *ir.InstPhi) *ir.InstPhi {
+func (em *Emitter) fusePhiPair(lo, hi *ir.InstPhi) *ir.InstPhi {
 	if len(lo.Incs) != len(hi.Incs) {
 		return nil
 	}
-	home := l.blockOf(lo)
-	if home == nil || home != l.blockOf(hi) {
+	home := em.blockOf(lo)
+	if home == nil || home != em.blockOf(hi) {
 		return nil
 	}
 	// Check every incoming pair before changing anything.
@@ -194,8 +194,8 @@ func (l *Lowerer) fusePhiPair(lo, hi *ir.InstPhi) *ir.InstPhi {
 }
 
 // blockOf returns the block of the function holding inst.
-func (l *Lowerer) blockOf(inst ir.Instruction) *ir.Block {
-	for _, b := range l.fn.Blocks {
+func (em *Emitter) blockOf(inst ir.Instruction) *ir.Block {
+	for _, b := range em.fn.Blocks {
 		for _, x := range b.Insts {
 			if x == inst {
 				return b

@@ -17,7 +17,7 @@ import (
 // loop-carried ones once the loop's phis are complete, the dead halves go,
 // and values that only a store reads stay.
 func TestPackHalves(t *testing.T) {
-	l := &Lowerer{mod: ir.NewModule()}
+	l := &Emitter{mod: ir.NewModule()}
 	x, y := ir.NewParam("x", types.Float), ir.NewParam("y", types.Float)
 	p := ir.NewParam("p", types.NewPointer(types.I32))
 	l.fn = l.mod.NewFunc("k", types.Void, x, y, p)

@@ -32,29 +32,29 @@ var tensorMapType = types.NewArray(128, types.I8)
 // for a tensor of elem, and returns its index among the added parameters
 // (TensorMapParam): an existing one when it maps the same. The name is
 // made unique.
-func (l *Lowerer) AddTensorMapParam(name string, elem tir.Elem, spec *artifact.TMA) int {
-	for i, e := range l.extra {
+func (pl *Plan) AddTensorMapParam(name string, elem tir.Elem, spec *artifact.TMA) int {
+	for i, e := range pl.extra {
 		if e.p.Kind == ParamTensorMap && e.p.Type.Elem == elem && reflect.DeepEqual(e.p.TMA, spec) {
 			return i // the same map (the overlapped forward's last V tile)
 		}
 	}
 	base, n := name, 1
-	for l.paramNamed(name) {
+	for pl.paramNamed(name) {
 		n++
 		name = fmt.Sprintf("%s_%d", base, n)
 	}
-	l.extra = append(l.extra, &extraParam{p: Param{Name: name, Type: tir.Type{Elem: elem}, Kind: ParamTensorMap, TMA: spec},
+	pl.extra = append(pl.extra, &extraParam{p: Param{Name: name, Type: tir.Type{Elem: elem}, Kind: ParamTensorMap, TMA: spec},
 		lt: types.NewPointer(tensorMapType)})
-	return len(l.extra) - 1
+	return len(pl.extra) - 1
 }
 
-func (l *Lowerer) paramNamed(name string) bool {
-	for _, p := range l.f.Params {
+func (pl *Plan) paramNamed(name string) bool {
+	for _, p := range pl.f.Params {
 		if p.Name == name {
 			return true
 		}
 	}
-	for _, e := range l.extra {
+	for _, e := range pl.extra {
 		if e.p.Name == name {
 			return true
 		}
@@ -65,39 +65,39 @@ func (l *Lowerer) paramNamed(name string) bool {
 // TensorMapParam is the generic address (i64) of added parameter i, the
 // operand TMA instructions take (cvta.param of the grid-constant
 // parameter).
-func (l *Lowerer) TensorMapParam(i int) value.Value {
-	e := l.extra[i]
+func (em *Emitter) TensorMapParam(i int) value.Value {
+	e := em.plan.extra[i]
 	if e.v == nil {
 		Fail("internal error: tensor map parameter %s used before lower-llvm", e.p.Name)
 	}
 	if e.g == nil {
-		e.g = l.entry.NewPtrToInt(e.v, types.I64)
+		e.g = em.entry.NewPtrToInt(e.v, types.I64)
 	}
 	return e.g
 }
 
 // lowerExtraParams declares the added parameters after the tile-IR ones.
-func (l *Lowerer) lowerExtraParams() []*ir.Param {
+func (em *Emitter) lowerExtraParams() []*ir.Param {
 	var out []*ir.Param
-	for _, e := range l.extra {
+	for _, e := range em.plan.extra {
 		p := ir.NewParam(sanitize(e.p.Name), e.lt)
 		if e.p.Kind == ParamTensorMap {
 			p.Attrs = append(p.Attrs, ir.Byval{Typ: tensorMapType}, ir.Align(64))
 		}
 		e.v = p
 		out = append(out, p)
-		l.params = append(l.params, e.p)
+		em.params = append(em.params, e.p)
 	}
 	return out
 }
 
 // gridConstants is the nvvm annotation marking the tensor-map parameters
 // grid constants (1-based indices), or "" when there are none.
-func (l *Lowerer) gridConstants() string {
+func (em *Emitter) gridConstants() string {
 	var idx []string
-	for i, e := range l.extra {
+	for i, e := range em.plan.extra {
 		if e.p.Kind == ParamTensorMap {
-			idx = append(idx, fmt.Sprintf("i32 %d", len(l.f.Params)+i+1))
+			idx = append(idx, fmt.Sprintf("i32 %d", len(em.f.Params)+i+1))
 		}
 	}
 	if len(idx) == 0 {
@@ -105,10 +105,3 @@ func (l *Lowerer) gridConstants() string {
 	}
 	return "{" + strings.Join(idx, ", ") + "}"
 }
-
-// Note records a remark about a code generation choice (why a load is not
-// on TMA, ...), which fac compile -v prints.
-func (l *Lowerer) Note(s string) { l.notes = append(l.notes, s) }
-
-// Notes are the remarks recorded so far.
-func (l *Lowerer) Notes() []string { return l.notes }

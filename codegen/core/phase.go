@@ -41,8 +41,7 @@ var (
 		Doc:      "give every tensor value a layout: primary layouts forward, wanted layouts and conversions backward",
 		Required: true,
 		Run: func(l *Lowerer) error {
-			l.a.assign(l.f)
-			l.assigned = true
+			l.layouts = assignLayouts(l)
 			return nil
 		},
 	}
@@ -51,8 +50,7 @@ var (
 		Doc:      "keep the staged loads whose dot reads them from shared memory and place their tiles at its start",
 		Required: true,
 		Run: func(l *Lowerer) error {
-			l.planAsync()
-			l.planned = true
+			l.plan.planAsync()
 			return nil
 		},
 	}
@@ -61,8 +59,8 @@ var (
 		Doc:      "emit the kernel as LLVM IR for the NVPTX back end",
 		Required: true,
 		Run: func(l *Lowerer) error {
-			l.lowerKernel()
-			l.lowered = true
+			l.Emitter = newEmitter(l)
+			l.Emitter.lowerKernel()
 			return nil
 		},
 	}

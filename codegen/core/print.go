@@ -20,7 +20,7 @@ import (
 //
 // Scalars (one uniform register) are not annotated.
 func (l *Lowerer) Print(w io.Writer) error {
-	if l.lowered {
+	if l.Emitter != nil {
 		_, err := io.WriteString(w, l.text())
 		return err
 	}
@@ -29,10 +29,10 @@ func (l *Lowerer) Print(w io.Writer) error {
 }
 
 func (l *Lowerer) valueNote(v *tir.Value) string {
-	if !l.assigned || v.Type.IsScalar() {
+	if l.layouts == nil || v.Type.IsScalar() {
 		return ""
 	}
-	in := l.a.info[v]
+	in := l.layouts.info[v]
 	if in == nil {
 		return ""
 	}
@@ -54,15 +54,19 @@ func (l *Lowerer) valueNote(v *tir.Value) string {
 }
 
 func (l *Lowerer) opNote(op *tir.Op, name func(*tir.Value) string) string {
-	st := l.a.async[op]
+	st := l.plan.staged[op]
+	sched, _ := l.target.(ScheduleTarget)
 	if st == nil {
-		return l.producerNote(op)
+		if sched != nil {
+			return sched.OpNote(l, op, nil)
+		}
+		return ""
 	}
 	s := fmt.Sprintf("staged: operand %c of %s", "AB"[st.Operand], name(st.Dot.Result()))
 	for _, u := range st.Also {
 		s += fmt.Sprintf(" and %c of %s", "AB"[u.Operand], name(u.Dot.Result()))
 	}
-	if l.planned {
+	if l.plan.planned {
 		s += fmt.Sprintf(", smem [%d, %d)", st.ByteOff, st.ByteOff+st.Bytes)
 		if st.Stride > 0 {
 			s += fmt.Sprintf(", %d buffers %d apart, prefetched", st.Bytes/st.Stride, st.Stride)
@@ -76,22 +80,10 @@ func (l *Lowerer) opNote(op *tir.Op, name func(*tir.Value) string) string {
 			s += ", " + p // the target's plan (sm90: "TMA via tma.k")
 		}
 	}
-	if l.ws != nil {
-		s += ", issued by the producer"
+	if sched != nil {
+		if n := sched.OpNote(l, op, st); n != "" {
+			s += ", " + n // the target's schedule ("issued by the producer")
+		}
 	}
 	return s
-}
-
-// producerNote marks the top-level ops the producer warp runs too
-// (warp-specialize).
-func (l *Lowerer) producerNote(op *tir.Op) string {
-	switch {
-	case l.ws == nil || !l.ws.need[op]:
-		return ""
-	case op == l.ws.pipe.loop:
-		return "producer: fills each buffer once the consumers emptied it"
-	case op.Kind == tir.OpIf:
-		return "producer: the tail's fill"
-	}
-	return "producer too"
 }

@@ -16,7 +16,7 @@ import (
 // through shared memory (every warp writes its partial, every thread folds
 // all partials in warp order). f16/bf16 are reduced in f32 and rounded once
 // at the end.
-func (l *Lowerer) lowerReduce(op *tir.Op, lay Layout, ws []Layout) []value.Value {
+func (em *Emitter) lowerReduce(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	x := op.Args[0]
 	axis := int(op.IntAttr("axis"))
 	kind := op.IdentAttr("kind")
@@ -27,29 +27,29 @@ func (l *Lowerer) lowerReduce(op *tir.Op, lay Layout, ws []Layout) []value.Value
 	if x.Type.Ptr {
 		Fail("%s: reduce of pointers", op.Pos)
 	}
-	src := l.Get(x, ws[0])
-	lin := l.Lin(ws[0], x.Type.Shape)
+	src := em.Get(x, ws[0])
+	lin := em.Lin(ws[0], x.Type.Shape)
 	rt := op.Result().Type
-	lout := l.Lin(lay, rt.Shape)
+	lout := em.Lin(lay, rt.Shape)
 
 	wide := func(v value.Value) value.Value {
 		switch {
 		case e.IsFloat():
-			return l.toF32(v, e)
+			return em.toF32(v, e)
 		case e == tir.I1:
-			return l.b.NewZExt(v, types.I32)
+			return em.b.NewZExt(v, types.I32)
 		}
 		return v
 	}
 	combine := func(a, b value.Value) value.Value {
 		switch {
 		case e.IsFloat():
-			return l.binary(reduceKind(kind), tir.F32, a, b)
+			return em.binary(reduceKind(kind), tir.F32, a, b)
 		case e == tir.I1:
 			k := map[string]tir.Kind{"max": tir.OpOr, "min": tir.OpAnd, "sum": tir.OpXor}[kind]
-			return l.binary(k, tir.I32, a, b)
+			return em.binary(k, tir.I32, a, b)
 		}
-		return l.binary(reduceKind(kind), e, a, b)
+		return em.binary(reduceKind(kind), e, a, b)
 	}
 
 	idx := lout.regIndex()
@@ -74,7 +74,7 @@ func (l *Lowerer) lowerReduce(op *tir.Op, lay Layout, ws []Layout) []value.Value
 			continue
 		}
 		for j := range acc {
-			acc[j] = combine(acc[j], l.shuffleXor(acc[j], 1<<i))
+			acc[j] = combine(acc[j], em.shuffleXor(acc[j], 1<<i))
 		}
 	}
 	var wbits []int
@@ -90,31 +90,31 @@ func (l *Lowerer) lowerReduce(op *tir.Op, lay Layout, ws []Layout) []value.Value
 		}
 		ct := acc[0].Type()
 		nW := 1 << len(wbits)
-		l.UseShared(nOut * nW * typeBytes(ct))
-		l.conversions++
+		em.UseShared(nOut * nW * typeBytes(ct))
+		em.conversions++
 		// The warp's index along the axis: its axis bits, compressed.
 		var wi value.Value = ConstI32(0)
 		for k, bit := range wbits {
-			t := l.entry.NewAnd(l.entry.NewLShr(l.warp, ConstI32(int64(bit))), ConstI32(1))
+			t := em.entry.NewAnd(em.entry.NewLShr(em.warp, ConstI32(int64(bit))), ConstI32(1))
 			if k > 0 {
-				wi = l.entry.NewOr(wi, l.entry.NewShl(t, ConstI32(int64(k))))
+				wi = em.entry.NewOr(wi, em.entry.NewShl(t, ConstI32(int64(k))))
 			} else {
 				wi = t
 			}
 		}
 		st := rowMajorStrides(rt.Shape)
-		ob := l.FlatBase(lout, st)
-		l.Barrier()
-		mine := l.b.NewAdd(l.b.NewMul(wi, ConstI32(int64(nOut))), ob)
+		ob := em.FlatBase(lout, st)
+		em.Barrier()
+		mine := em.b.NewAdd(em.b.NewMul(wi, ConstI32(int64(nOut))), ob)
 		for j, v := range acc {
-			l.b.NewStore(v, l.sharedAt(ct, 0, l.AddOff(mine, DotInts(lout.RegOffset(j), st))))
+			em.b.NewStore(v, em.sharedAt(ct, 0, em.AddOff(mine, DotInts(lout.RegOffset(j), st))))
 		}
-		l.Barrier()
+		em.Barrier()
 		for j := range acc {
 			off := DotInts(lout.RegOffset(j), st)
 			var r value.Value
 			for w := 0; w < nW; w++ {
-				v := l.b.NewLoad(ct, l.sharedAt(ct, 0, l.AddOff(ob, int64(w*nOut)+off)))
+				v := em.b.NewLoad(ct, em.sharedAt(ct, 0, em.AddOff(ob, int64(w*nOut)+off)))
 				if r == nil {
 					r = v
 				} else {
@@ -127,9 +127,9 @@ func (l *Lowerer) lowerReduce(op *tir.Op, lay Layout, ws []Layout) []value.Value
 	for j, v := range acc {
 		switch {
 		case e.IsFloat():
-			acc[j] = l.fromF32(v, e)
+			acc[j] = em.fromF32(v, e)
 		case e == tir.I1:
-			acc[j] = l.b.NewTrunc(v, types.I1)
+			acc[j] = em.b.NewTrunc(v, types.I1)
 		}
 	}
 	return acc
@@ -163,21 +163,21 @@ func reduceKind(kind string) tir.Kind {
 }
 
 // shuffleXor is shfl.sync.bfly over the full warp.
-func (l *Lowerer) shuffleXor(v value.Value, mask int) value.Value {
+func (em *Emitter) shuffleXor(v value.Value, mask int) value.Value {
 	all := constant.NewInt(types.I32, -1)
 	m, c := ConstI32(int64(mask)), ConstI32(31)
 	switch t := v.Type().(type) {
 	case *types.FloatType:
-		return l.Call("llvm.nvvm.shfl.sync.bfly.f32", types.Float, all, v, m, c)
+		return em.Call("llvm.nvvm.shfl.sync.bfly.f32", types.Float, all, v, m, c)
 	case *types.IntType:
 		switch t.BitSize {
 		case 32:
-			return l.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, v, m, c)
+			return em.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, v, m, c)
 		case 64:
-			var lo, hi value.Value = l.b.NewTrunc(v, types.I32), l.b.NewTrunc(l.b.NewLShr(v, ci64(32)), types.I32)
-			lo = l.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, lo, m, c)
-			hi = l.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, hi, m, c)
-			return l.b.NewOr(l.b.NewZExt(lo, types.I64), l.b.NewShl(l.b.NewZExt(hi, types.I64), ci64(32)))
+			var lo, hi value.Value = em.b.NewTrunc(v, types.I32), em.b.NewTrunc(em.b.NewLShr(v, ci64(32)), types.I32)
+			lo = em.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, lo, m, c)
+			hi = em.Call("llvm.nvvm.shfl.sync.bfly.i32", types.I32, all, hi, m, c)
+			return em.b.NewOr(em.b.NewZExt(lo, types.I64), em.b.NewShl(em.b.NewZExt(hi, types.I64), ci64(32)))
 		}
 	}
 	Fail("internal error: shuffle of %s", v.Type())

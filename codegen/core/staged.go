@@ -56,8 +56,38 @@ type Staged struct {
 	dyn     value.Value // i32 bytes added to ByteOff: the buffer in use (pipelined tiles)
 	buf     value.Value // i32 index of that buffer (nil: 0)
 	parity  value.Value // i32 0/1: how many times the buffer in use was filled before, mod 2 (nil: 0)
-	pipe    *pipeline   // the loop that prefetches it, or nil
-	tailOf  *pipeline   // the loop whose last iteration issues it (pipetail.go), or nil
+
+	// Set by a target's pipelining (codegen/async's pipeline-loads):
+	// pipeLoop is the loop that prefetches the tile into stages buffers
+	// (nil: none), ahead says that loop's body is being lowered (this
+	// iteration's copies were issued iterations before), tail that the
+	// tile is a pipelined loop's tail (issued by its last iteration).
+	pipeLoop *tir.Op
+	stages   int
+	ahead    bool
+	tail     bool
+}
+
+// SetPipeline records that loop prefetches st into stages buffers
+// (pipeline-loads).
+func (st *Staged) SetPipeline(loop *tir.Op, stages int) { st.pipeLoop, st.stages = loop, stages }
+
+// SetAhead says whether st's loop body is being lowered: its copies for
+// the iteration were issued iterations before (a pipelined loop's), so
+// its load issues nothing and AwaitStaged waits for it with the other
+// tiles of its block.
+func (st *Staged) SetAhead(on bool) { st.ahead = on }
+
+// MarkTail records that st is a pipelined loop's tail, which the loop's
+// last iteration may issue.
+func (st *Staged) MarkTail() { st.tail = true }
+
+// SetBuffer sets st's buffer in use: its index buf (i32, nil: 0), the
+// bytes dyn it adds to ByteOff (nil: none) and the parity of its fill
+// (nil: 0). A pipelined loop sets it for each iteration, and a copy
+// issued into another buffer for the copy.
+func (st *Staged) SetBuffer(buf, dyn, parity value.Value) {
+	st.buf, st.dyn, st.parity = buf, dyn, parity
 }
 
 // Buffer is the index (i32) of the buffer in use of a multi-buffered
@@ -71,22 +101,17 @@ func (st *Staged) Buffer() value.Value { return st.buf }
 func (st *Staged) Parity() value.Value { return st.parity }
 
 // PipeLoop is the loop that prefetches st (pipeline-loads), or nil.
-func (st *Staged) PipeLoop() *tir.Op {
-	if st.pipe == nil {
-		return nil
-	}
-	return st.pipe.loop
-}
+func (st *Staged) PipeLoop() *tir.Op { return st.pipeLoop }
 
-// Tail reports whether st is a pipelined loop's tail (pipetail.go).
-func (st *Staged) Tail() bool { return st.tailOf != nil }
+// Tail reports whether st is a pipelined loop's tail (codegen/async).
+func (st *Staged) Tail() bool { return st.tail }
 
 // Stages is the number of buffers of st (1 unless pipelined).
 func (st *Staged) Stages() int {
-	if st.pipe == nil {
+	if st.pipeLoop == nil {
 		return 1
 	}
-	return st.pipe.stages
+	return st.stages
 }
 
 // TileWaiter is implemented by targets some of whose staged copies
@@ -97,21 +122,6 @@ func (st *Staged) Stages() int {
 // of the others stay right.
 type TileWaiter interface {
 	WaitTile(l *Lowerer, st *Staged) bool
-	// ReleasesBuffers reports whether the buffers of pipelined tile st are
-	// handed back for their next fill by ReleaseBuffer instead of by a CTA
-	// barrier.
-	ReleasesBuffers(st *Staged) bool
-	// ReleaseBuffer marks buffer buf (i32) of tiles free for its next
-	// fill when cond (i1) holds (the calling thread's reads of it, its
-	// asynchronous dots included, are complete), and calls fill, which
-	// issues the next fill's copies from the calling thread
-	// (Staged.Elected), in the one thread that frees it last.
-	ReleaseBuffer(l *Lowerer, tiles []*Staged, buf, cond value.Value, fill func())
-	// OwnCompletion reports whether st's copies complete on their own
-	// barrier (WaitTile waits for them wherever they were issued, by
-	// whichever thread), so that they may be issued early from inside a
-	// loop (a pipelined loop's tail, pipetail.go).
-	OwnCompletion(st *Staged) bool
 }
 
 // StagedUse is one dot reading a staged tile: operand Operand of Dot,
@@ -147,26 +157,12 @@ func (st *Staged) lastDot() *tir.Op {
 
 // StagedAddr is the address of element idx (i32, counted in t) of staged
 // tile st: its buffer in use when the tile is double-buffered.
-func (l *Lowerer) StagedAddr(t types.Type, st *Staged, idx value.Value) value.Value {
+func (em *Emitter) StagedAddr(t types.Type, st *Staged, idx value.Value) value.Value {
 	if st.dyn != nil {
 		sh := map[int]int64{1: 0, 2: 1, 4: 2, 8: 3}[typeBytes(t)]
-		idx = l.b.NewAdd(idx, l.b.NewLShr(st.dyn, ConstI32(sh)))
+		idx = em.b.NewAdd(idx, em.b.NewLShr(st.dyn, ConstI32(sh)))
 	}
-	return l.SharedAbs(t, st.ByteOff, idx)
-}
-
-// ReserveShared reserves bytes (8-byte aligned) of shared memory after
-// the staged tiles, before the scratch area, for the target's own use
-// (sm90's mbarriers), and returns their offset. Only after plan-async and
-// pipeline-loads placed the tiles.
-func (l *Lowerer) ReserveShared(bytes int) int {
-	if l.grp != nil {
-		return l.reserveGroupBars(bytes)
-	}
-	off := roundUpTo(l.scratchBase, 8)
-	l.scratchBase = roundUpTo(off+bytes, 128)
-	l.smemBytes = max(l.smemBytes, l.scratchBase)
-	return off
+	return em.SharedAbs(t, st.ByteOff, idx)
 }
 
 // StagedDyn is the run-time byte offset of st's buffer in use from
@@ -175,7 +171,7 @@ func (st *Staged) StagedDyn() value.Value { return st.dyn }
 
 // StagedMasks is the per-copy predicate of a staged load: its mask
 // registers (nil: unmasked) ANDed with st.Guard; nil when neither.
-func (l *Lowerer) StagedMasks(st *Staged, mask []value.Value, n int) []value.Value {
+func (em *Emitter) StagedMasks(st *Staged, mask []value.Value, n int) []value.Value {
 	if st.Guard == nil {
 		return mask
 	}
@@ -184,7 +180,7 @@ func (l *Lowerer) StagedMasks(st *Staged, mask []value.Value, n int) []value.Val
 		if mask == nil {
 			out[i] = st.Guard
 		} else {
-			out[i] = l.b.NewAnd(mask[i], st.Guard)
+			out[i] = em.b.NewAnd(mask[i], st.Guard)
 		}
 	}
 	return out
@@ -199,22 +195,22 @@ func (l *Lowerer) StagedMasks(st *Staged, mask []value.Value, n int) []value.Val
 // scalar loads and stores of every register r to dst(r) instead. Then one
 // commit group, and shared memory counts as clean: only writes follow the
 // barrier, so a following staged load need not sync.
-func (l *Lowerer) CopyStaged(ptrs, mask []value.Value, e tir.Elem, dst func(r int) value.Value) {
-	if l.smemDirty {
-		l.Barrier()
+func (em *Emitter) CopyStaged(ptrs, mask []value.Value, e tir.Elem, dst func(r int) value.Value) {
+	if em.smemDirty {
+		em.Barrier()
 	}
 	const v = 8
 	i16s := SharedPtr(types.I16)
-	l.AlignedOr(ptrs, nil, v, e, func() []value.Value {
+	em.AlignedOr(ptrs, nil, v, e, func() []value.Value {
 		i8s, i8g := SharedPtr(types.I8), PtrTo(types.I8, 1)
 		for g := 0; g < len(ptrs); g += v {
-			d := l.b.NewBitCast(dst(g), i8s)
-			src := l.b.NewBitCast(ptrs[g], i8g)
+			d := em.b.NewBitCast(dst(g), i8s)
+			src := em.b.NewBitCast(ptrs[g], i8g)
 			var n value.Value = ConstI32(16)
 			if mask != nil {
-				n = l.b.NewSelect(mask[g], ConstI32(16), ConstI32(0))
+				n = em.b.NewSelect(mask[g], ConstI32(16), ConstI32(0))
 			}
-			l.b.NewCall(l.Decl("llvm.nvvm.cp.async.cg.shared.global.16.s", types.Void, i8s, i8g, types.I32), d, src, n)
+			em.b.NewCall(em.Decl("llvm.nvvm.cp.async.cg.shared.global.16.s", types.Void, i8s, i8g, types.I32), d, src, n)
 		}
 		return nil
 	}, func() []value.Value {
@@ -222,41 +218,35 @@ func (l *Lowerer) CopyStaged(ptrs, mask []value.Value, e tir.Elem, dst func(r in
 		for r, ptr := range ptrs {
 			var val value.Value
 			if mask == nil {
-				val = l.b.NewLoad(types.I16, ptr)
+				val = em.b.NewLoad(types.I16, ptr)
 			} else {
-				val = l.MaskedLoad(ptr, mask[r], zero, e)
+				val = em.MaskedLoad(ptr, mask[r], zero, e)
 			}
 			d := dst(r)
 			if !types.Equal(d.Type(), i16s) {
-				d = l.b.NewBitCast(d, i16s)
+				d = em.b.NewBitCast(d, i16s)
 			}
-			l.b.NewStore(val, d)
+			em.b.NewStore(val, d)
 		}
 		return nil
 	})
-	l.b.NewCall(l.Decl("llvm.nvvm.cp.async.commit.group", types.Void))
-	l.smemDirty = false
+	em.b.NewCall(em.Decl("llvm.nvvm.cp.async.commit.group", types.Void))
+	em.smemDirty = false
 }
-
-// Stage marks st.Load as staged (before assign-layouts).
-func (l *Lowerer) Stage(st *Staged) { l.a.async[st.Load] = st }
-
-// StagedLoad is the staging of load op, or nil.
-func (l *Lowerer) StagedLoad(op *tir.Op) *Staged { return l.a.async[op] }
 
 // StagedTile is the staged tile that holds value v (a staged load's result
 // or a trans of it) once the load is lowered, or nil.
-func (l *Lowerer) StagedTile(v *tir.Value) *Staged { return l.smemTiles[v] }
+func (em *Emitter) StagedTile(v *tir.Value) *Staged { return em.smemTiles[v] }
 
 // StagedAfter is the number of staged loads issued after st with no region
 // lowered in between, 0 when one was (control flow makes the count
 // dynamic). A dot may leave that many later copies in flight when it
 // waits for st.
-func (l *Lowerer) StagedAfter(st *Staged) int {
-	n := l.stagedIssued - st.seq - 1
+func (em *Emitter) StagedAfter(st *Staged) int {
+	n := em.stagedIssued - st.seq - 1
 	// A pipelined loop has no staged loads in nested regions (see
-	// pipeline.go), so its counts stay static across them.
-	if (st.pipe == nil && l.regionsLowered != st.regions) || n < 0 {
+	// codegen/async), so its counts stay static across them.
+	if (st.pipeLoop == nil && em.regionsLowered != st.regions) || n < 0 {
 		return 0
 	}
 	return n
@@ -271,7 +261,7 @@ func (l *Lowerer) StagedAfter(st *Staged) int {
 // little), and those dots need neither wait nor barrier: attention's P·V
 // then starts without a CTA barrier after the softmax, so the warpgroups
 // are no longer forced into lockstep between their two GEMMs.
-func (l *Lowerer) AwaitStaged(op *tir.Op, tiles []*Staged) bool {
+func (em *Emitter) AwaitStaged(op *tir.Op, tiles []*Staged) bool {
 	var group []*Staged
 	for _, st := range tiles {
 		if !st.Resident && !st.ready {
@@ -281,18 +271,18 @@ func (l *Lowerer) AwaitStaged(op *tir.Op, tiles []*Staged) bool {
 	if len(group) == 0 {
 		return false
 	}
-	blk := l.a.blockOf[op.Results[0]]
-	for _, st := range l.smemTiles {
-		if st.live && !st.ready && !st.Resident && st.pipe != nil && st.pipe.active &&
-			l.a.blockOf[st.Dot.Results[0]] == blk && !slices.Contains(group, st) {
+	blk := em.lay.blockOf[op.Results[0]]
+	for _, st := range em.smemTiles {
+		if st.live && !st.ready && !st.Resident && st.ahead &&
+			em.lay.blockOf[st.Dot.Results[0]] == blk && !slices.Contains(group, st) {
 			group = append(group, st)
 		}
 	}
 	var last *Staged
-	tw, _ := l.target.(TileWaiter)
+	tw, _ := em.target.(TileWaiter)
 	for _, st := range group {
 		st.ready = true
-		if tw != nil && tw.WaitTile(l, st) {
+		if tw != nil && tw.WaitTile(em.l, st) {
 			continue
 		}
 		if last == nil || st.seq > last.seq {
@@ -300,115 +290,55 @@ func (l *Lowerer) AwaitStaged(op *tir.Op, tiles []*Staged) bool {
 		}
 	}
 	if last != nil {
-		l.b.NewCall(l.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), ConstI32(int64(l.StagedAfter(last))))
+		em.b.NewCall(em.Decl("llvm.nvvm.cp.async.wait.group", types.Void, types.I32), ConstI32(int64(em.StagedAfter(last))))
 	}
-	if r := l.release; r != nil && r.p.active && l.depth == l.prefetchDepth && l.branchDepth == 0 {
-		l.releaseBuffers()
+	if t, ok := em.target.(ScheduleTarget); ok {
+		t.AfterTileWait(em.l)
 	}
 	// Tiles that every thread waited for itself need no CTA barrier.
 	return last != nil
 }
 
 // lowerStaged issues a staged load through the target and records it: its
-// tile is in flight until its dot is lowered.
-func (l *Lowerer) lowerStaged(op *tir.Op, st *Staged) {
-	if l.tailIssued(st) {
-		l.smemTiles[op.Result()] = st
+// tile is in flight until its dot is lowered. A tile its loop issued ahead
+// (a pipelined loop's, or its tail: ScheduleTarget.IssuedAhead) is only
+// recorded.
+func (em *Emitter) lowerStaged(op *tir.Op, st *Staged) {
+	if t, ok := em.target.(ScheduleTarget); ok && t.IssuedAhead(em.l, st) {
+		em.smemTiles[op.Result()] = st
 		return
 	}
-	if st.pipe != nil && st.pipe.active {
-		// Prefetched by the loop (issued in the previous iteration or the
-		// prologue, counted at the top of the body).
-		l.smemTiles[op.Result()] = st
-		return
-	}
-	l.target.LowerStagedLoad(l, op, st)
+	em.target.LowerStagedLoad(em.l, op, st)
+	em.AwaitTile(st, em.stagedIssued)
+	em.stagedIssued++
+	em.inFlight++
+	em.smemTiles[op.Result()] = st
+}
+
+// ---- the count of staged copies in flight, for a target's pipelining ----
+
+// StagedIssued is the number of staged copies (cp.async groups) issued so
+// far in program order: a copy issued now gets this number (AwaitTile).
+func (em *Emitter) StagedIssued() int { return em.stagedIssued }
+
+// CountStaged adds issued to the copies issued so far and inFlight to the
+// tiles in flight (Scratch keeps the scratch area clear of them).
+func (em *Emitter) CountStaged(issued, inFlight int) {
+	em.stagedIssued += issued
+	em.inFlight += inFlight
+}
+
+// AwaitTile makes st the tile its dots wait for: issued as copy number
+// seq (StagedIssued), in flight, not yet waited for.
+func (em *Emitter) AwaitTile(st *Staged, seq int) {
 	st.live, st.ready = true, false
-	st.seq = l.stagedIssued
-	st.regions = l.regionsLowered
-	l.stagedIssued++
-	l.inFlight++
-	l.smemTiles[op.Result()] = st
+	st.seq = seq
+	st.regions = em.regionsLowered
 }
 
-// planAsync keeps the staged loads whose dot reads them from shared memory
-// and places their tiles at the start of shared memory, in program order;
-// the scratch area of conversions, reductions and dot staging follows.
-func (l *Lowerer) planAsync() {
-	l.f.Body.Walk(func(op *tir.Op) bool {
-		st := l.a.async[op]
-		if st == nil {
-			return true
-		}
-		n, ok := l.target.PlanStaged(l, st)
-		if !ok {
-			delete(l.a.async, op)
-			return true
-		}
-		st.Bytes = n
-		return true
-	})
-	l.placeStaged()
-}
-
-// placeStaged places the staged tiles (Bytes set; double-buffered ones
-// take two buffers, 1024-aligned so that swizzled tiles keep their
-// pattern) at the start of shared memory in program order. Tiles after a
-// pipelined loop of a frame (the kernel's top level, or the body of a
-// top-level loop around the pipelined one: the backward's GQA loop, a
-// persistent kernel's tile loop) reuse its buffers (the overlapped
-// forward's last P·V reads its V there): the loop's exit waits for its
-// copies and then a CTA barrier frees them (pipeExit). That keeps the
-// forward's 128×128 tiles at three stages inside the 227 KB a block may
-// have.
-func (l *Lowerer) placeStaged() {
-	off, end := 0, 0
-	var after *pipeline // the pipelined loop whose buffers off reuses
-	place := func(op *tir.Op) bool {
-		st := l.a.async[op]
-		if st == nil {
-			return true
-		}
-		if st.Stride > 0 {
-			off = roundUpTo(off, 1024)
-		}
-		st.ByteOff = off
-		off = (off + st.Bytes + 127) &^ 127
-		end = max(end, off)
-		if after != nil {
-			after.reused = true
-		}
-		return true
-	}
-	var frame func(ops []*tir.Op, top bool)
-	frame = func(ops []*tir.Op, top bool) {
-		for _, op := range ops {
-			p := l.pipes[op]
-			start := roundUpTo(off, 1024)
-			if p != nil {
-				p.reused = false // set if a later tile takes its buffers; a loop's own tiles may take an earlier loop's
-			}
-			switch {
-			case top && p == nil && op.Kind == tir.OpFor:
-				frame(op.Regions[0].Ops, false)
-			case place(op):
-				for _, r := range op.Regions {
-					r.Walk(place)
-				}
-			}
-			if p != nil {
-				off, after = start, p
-			}
-		}
-	}
-	frame(l.f.Body.Ops, true)
-	if l.grp != nil {
-		l.planGroups()
-		end = l.placeGroups(end)
-	}
-	l.scratchBase = end
-	l.smemBytes = end
-}
+// TileDone ends st's life as a tile its dots wait for (a pipelined loop's
+// tiles after the loop).
+func (em *Emitter) TileDone(st *Staged) { st.live, st.ready = false, false }
 
 func roundUpTo(n, a int) int { return (n + a - 1) / a * a }
 
@@ -429,3 +359,22 @@ func IsZeroConst(v *tir.Value) bool {
 }
 
 func signbit(f float64) bool { return 1/f < 0 }
+
+// BulkStoreIssued records that this thread's code issued bulk tensor
+// stores (TensorStoreTarget) reading the scratch area, in a committed bulk
+// group: the next CTA barrier waits for their reads first
+// (cp.async.bulk.wait_group.read, a no-op in threads that issued none), as
+// the kernel does before it exits, and shared memory counts as accessed.
+func (em *Emitter) BulkStoreIssued() {
+	em.bulkPending, em.bulkStored = true, true
+	em.smemDirty = true
+}
+
+// BulkReduceIssued records that bulk reductions were issued reading a
+// staging area in shared memory: the next CTA barrier waits for their
+// reads, the kernel waits for them to complete before it exits, and
+// shared memory counts as accessed.
+func (em *Emitter) BulkReduceIssued() {
+	em.bulkPending, em.bulkUsed = true, true
+	em.smemDirty = true
+}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/tir"
@@ -13,9 +14,11 @@ import (
 // the target's phase table. The core never imports a target; package
 // codegen picks one from the arch.
 //
-// The hooks receive the kernel's Lowerer. DotLayout and DotOperandLayout
-// are asked during layout assignment (only assignment queries are valid
-// then); the others during planning and emission.
+// The hooks receive the kernel's Lowerer, which holds what each phase
+// decided: DotLayout and DotOperandLayout are asked during assign-layouts
+// (the assignment so far is l.Layouts()), PlanStaged during plan-async
+// (l.Plan()), the others during lower-llvm, whose Emitter the Lowerer
+// embeds (l.Block, l.Asm, l.Get, ...).
 type Target interface {
 	// Phases is the target's phase table, in run order.
 	Phases() []Phase
@@ -47,13 +50,6 @@ type Target interface {
 	WaitStaged(l *Lowerer)
 }
 
-// BulkReduceTarget is implemented by targets that can add a tile of f32 to
-// global memory from shared memory in bulk (sm90: cp.reduce.async.bulk).
-// BulkReduce reports whether atomic_add should take that path (bulk.go).
-type BulkReduceTarget interface {
-	BulkReduce(l *Lowerer) bool
-}
-
 // CTAsTarget is implemented by targets that may ask ptxas to fit more than
 // one CTA on a multiprocessor (sm90: ctas-per-sm). CTAsPerSM is that
 // number, or 0 for ptxas's default; a kernel with a producer warpgroup
@@ -79,4 +75,118 @@ type TensorStoreTarget interface {
 // the kernel body, before the first tile-IR op (sm90: mbarrier set-up).
 type PrologueTarget interface {
 	Prologue(l *Lowerer)
+}
+
+// ---- hooks for a target's asynchronous machinery ----
+//
+// Beyond the one-shot staging above, Hopper runs copies and reductions
+// asynchronously across a kernel's structure: pipelined loops, a producer
+// warpgroup feeding consumer warpgroups (in groups), reductions deferred
+// to the next iteration. That machinery is codegen/async's (a later
+// target reuses it); the core knows none of it. It calls these hooks,
+// through its Target, at fixed points of its phases; a target without
+// them (sm80) gets the plain lowering.
+
+// ProgramTarget shapes the CTA's program (codegen/async: a producer
+// warpgroup beside the consumers, consumer groups).
+type ProgramTarget interface {
+	// Threads is the CTA's size, 0 for num_warps warps.
+	Threads(l *Lowerer) int
+	// OneCTA reports that the program counts on one CTA a multiprocessor
+	// (setmaxnreg): the kernel is annotated minctasm 1.
+	OneCTA(l *Lowerer) bool
+	// EntryThread is called in the entry block with the thread's index in
+	// the CTA; it returns the index the layouts count from (a consumer
+	// group's thread: its index in the group).
+	EntryThread(l *Lowerer, tid value.Value) value.Value
+	// Start runs after the target's prologue, before the kernel's first
+	// op: it may branch off another program (the producer's) and continue
+	// with the one the core lowers.
+	Start(l *Lowerer)
+	// Finish runs after the kernel's last op, before it returns.
+	Finish(l *Lowerer)
+	// Barrier emits the CTA barrier of the program being lowered (its
+	// threads only), or reports false for bar.sync 0 over the CTA.
+	Barrier(l *Lowerer) bool
+	// GroupID is the value of group_id: the consumer group being lowered.
+	GroupID(l *Lowerer) value.Value
+}
+
+// SharedTarget places parts of shared memory of its own (codegen/async:
+// consumer groups, each with a copy of the tiles loaded before the
+// pipelined loop and of the scratch area).
+type SharedTarget interface {
+	// PlaceShared runs after the staged tiles are placed, ending at end;
+	// it may move them and returns where the tiles end now.
+	PlaceShared(l *Lowerer, end int) int
+	// ReserveShared places bytes of the target's own (ReserveShared),
+	// or reports false to leave them to the core.
+	ReserveShared(l *Lowerer, bytes int) (off int, ok bool)
+	// SharedShift is the bytes added at run time to an address at byte
+	// off (a consumer group's own copy), or nil.
+	SharedShift(l *Lowerer, off int) value.Value
+	// ScratchPinned reports that the staged tiles are never free, so the
+	// scratch area always follows them (Scratch).
+	ScratchPinned(l *Lowerer) bool
+}
+
+// ScheduleTarget schedules work around the core's walk of the kernel
+// during lower-llvm (codegen/async: pipelined loops' prefetches and
+// buffer releases, the producer's share of the ops, deferred bulk
+// reductions).
+type ScheduleTarget interface {
+	// Loop is the schedule of for loop op, or nil; asked as its lowering
+	// starts.
+	Loop(l *Lowerer, op *tir.Op) LoopSchedule
+	// BeforeOp runs before op is lowered, ahead of the waits for its
+	// operands (a prefetch armed by a barrier goes there).
+	BeforeOp(l *Lowerer, op *tir.Op)
+	// OwnsOp reports that op, whose operands were waited for, needs no
+	// lowering of the core's: the schedule bound its results itself (a
+	// pipelined loop's block-list entries, read iterations before), or
+	// another program computes them (the producer's copy operands).
+	OwnsOp(l *Lowerer, op *tir.Op) bool
+	// AfterOp runs after op is lowered in the walk of its block.
+	AfterOp(l *Lowerer, op *tir.Op)
+	// AfterBarrier runs after each CTA barrier (Barrier).
+	AfterBarrier(l *Lowerer)
+	// AfterTileWait runs after a dot's wait for its staged tiles
+	// (AwaitStaged): the buffers the previous iteration read may go back.
+	AfterTileWait(l *Lowerer)
+	// IssuedAhead reports that staged tile st, whose load is reached, was
+	// issued already (a pipelined loop's, or its tail): the load issues
+	// nothing.
+	IssuedAhead(l *Lowerer, st *Staged) bool
+	// KeepResident reports, for resident tile st loaded in a loop whose
+	// inner loop (all its dots) is done, that the schedule keeps it: it
+	// is handed back for the next fill, and its shared memory stays.
+	KeepResident(l *Lowerer, st *Staged) bool
+	// AtomicAdd lowers f32 atomic_add op (operand layouts ws; registers
+	// ptrs, vals and mask, nil without) from shared memory in bulk, or
+	// reports false (nothing emitted) for the core's red per element.
+	AtomicAdd(l *Lowerer, op *tir.Op, ws []Layout, ptrs, vals, mask []value.Value) bool
+	// OpNote is what --print-ir-after shows of the schedule's plan for op
+	// (st: op is that staged load, else nil), "" for nothing.
+	OpNote(l *Lowerer, op *tir.Op, st *Staged) string
+}
+
+// LoopSchedule is what a ScheduleTarget adds to one for loop, called as
+// lowerFor emits it:
+//
+//	Prologue   before the loop (the first iterations' copies)
+//	Header     in the header, after the induction variable's phi iv
+//	BodyTop    at the top of the body, once the carried values are bound
+//	BodyEnd    after the body's ops, before its yield
+//	Latch      in the latch, before its branch back
+//	Exit       at the top of the exit block
+type LoopSchedule interface {
+	// BulkReads reports that the body issues bulk copies reading shared
+	// memory that the next iteration's first barrier must wait for.
+	BulkReads() bool
+	Prologue(lo, hi, step value.Value)
+	Header(hdr, pre *ir.Block, iv *ir.InstPhi)
+	BodyTop()
+	BodyEnd()
+	Latch(latch *ir.Block)
+	Exit()
 }

@@ -21,8 +21,8 @@ import (
 // distinct factors a thread holds and a vote, so the branch is
 // warp-uniform; the products join x's registers in phis. It returns nil
 // where it does not apply (then the mul is lowered element by element).
-func (l *Lowerer) unitScale(op *tir.Op, arg func(int) []value.Value) []value.Value {
-	if on, _ := l.f.Attr("lazy_rescale").(bool); !on || op.Kind != tir.OpMul {
+func (em *Emitter) unitScale(op *tir.Op, arg func(int) []value.Value) []value.Value {
+	if on, _ := em.f.Attr("lazy_rescale").(bool); !on || op.Kind != tir.OpMul {
 		return nil
 	}
 	rt := op.Result().Type
@@ -54,28 +54,28 @@ func (l *Lowerer) unitScale(op *tir.Op, arg func(int) []value.Value) []value.Val
 	}
 	var notOne value.Value
 	for _, f := range distinct {
-		c := l.b.NewFCmp(enum.FPredUNE, f, constant.NewFloat(types.Float, 1))
+		c := em.b.NewFCmp(enum.FPredUNE, f, constant.NewFloat(types.Float, 1))
 		if notOne == nil {
 			notOne = c
 		} else {
-			notOne = l.b.NewOr(notOne, c)
+			notOne = em.b.NewOr(notOne, c)
 		}
 	}
-	vote := l.Call("llvm.nvvm.vote.any.sync", types.I1, ConstI32(-1), notOne)
-	pre := l.b
-	scale, join := l.newBlock("rescale"), l.newBlock("rescale.end")
+	vote := em.Call("llvm.nvvm.vote.any.sync", types.I1, ConstI32(-1), notOne)
+	pre := em.b
+	scale, join := em.newBlock("rescale"), em.newBlock("rescale.end")
 	pre.NewCondBr(vote, scale, join)
-	l.b = scale
+	em.b = scale
 	prods := make([]value.Value, len(xs))
 	for r := range xs {
-		prods[r] = l.b.NewFMul(xs[r], fs[r])
+		prods[r] = em.b.NewFMul(xs[r], fs[r])
 	}
-	l.b.NewBr(join)
+	em.b.NewBr(join)
 	out := make([]value.Value, len(xs))
 	for r := range xs {
 		out[r] = join.NewPhi(ir.NewIncoming(prods[r], scale), ir.NewIncoming(xs[r], pre))
 	}
-	l.b = join
+	em.b = join
 	return out
 }
 

@@ -29,7 +29,7 @@ func planStaged(l *core.Lowerer, st *core.Staged) (int, bool) {
 		return 0, false
 	}
 	to := core.DotOperand{OpIdx: st.Operand, Parent: m}
-	lay, _ := l.LayoutOf(st.View)
+	lay, _ := l.Layouts().LayoutOf(st.View)
 	shape := st.View.Type.Shape
 	p, ok := planFrag(l.Lin(lay, shape), to, l.Lin(to, shape), st.View.Type)
 	if !ok {
@@ -41,8 +41,8 @@ func planStaged(l *core.Lowerer, st *core.Staged) (int, bool) {
 
 // lowerAsyncLoad issues the copies of a staged load.
 func lowerAsyncLoad(l *core.Lowerer, op *tir.Op, at *core.Staged) {
-	lay, _ := l.LayoutOf(op.Result())
-	ws := l.OperandWants(op, lay)
+	lay, _ := l.Layouts().LayoutOf(op.Result())
+	ws := l.Layouts().OperandWants(op, lay)
 	t := op.Result().Type
 	e := t.Elem
 	ptrs := l.Get(op.Args[0], ws[0])

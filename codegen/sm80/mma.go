@@ -34,8 +34,8 @@ func mmaLayout(l *core.Lowerer, op *tir.Op) (core.MMA, bool) {
 // re-indexed into the operand layout.
 func fuseOperand(l *core.Lowerer, op *tir.Op, m core.MMA, i int) bool {
 	x := op.Args[i]
-	lay, flex := l.LayoutOf(x)
-	if flex || l.DefiningBlock(x) != l.DefiningBlock(op.Result()) {
+	lay, flex := l.Layouts().LayoutOf(x)
+	if flex || l.Layouts().DefiningBlock(x) != l.Layouts().DefiningBlock(op.Result()) {
 		return false
 	}
 	to := core.DotOperand{OpIdx: i, Parent: m}
@@ -52,7 +52,7 @@ func fuseOperand(l *core.Lowerer, op *tir.Op, m core.MMA, i int) bool {
 func operandLayout(l *core.Lowerer, op *tir.Op, i int) core.Layout {
 	m, _ := mmaLayout(l, op)
 	if fuseOperand(l, op, m, i) {
-		lay, _ := l.LayoutOf(op.Args[i])
+		lay, _ := l.Layouts().LayoutOf(op.Args[i])
 		return lay
 	}
 	return core.DotOperand{OpIdx: i, Parent: m}

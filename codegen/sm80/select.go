@@ -54,10 +54,10 @@ func findAsyncIn(l *core.Lowerer, b *tir.Block, uses map[*tir.Value]int) {
 				y = d.Args[0]
 			}
 			ld := y.Def
-			if ld == nil || ld.Kind != tir.OpLoad || !in[ld] || uses[y] != 1 || l.StagedLoad(ld) != nil || !Copyable(l, ld) {
+			if ld == nil || ld.Kind != tir.OpLoad || !in[ld] || uses[y] != 1 || l.Plan().StagedLoad(ld) != nil || !Copyable(l, ld) {
 				continue
 			}
-			l.Stage(&core.Staged{Load: ld, Dot: op, Operand: i, View: x, Layout: ChunkLayout(y.Type.Shape, l.NumWarps())})
+			l.Plan().Stage(&core.Staged{Load: ld, Dot: op, Operand: i, View: x, Layout: ChunkLayout(y.Type.Shape, l.NumWarps())})
 		}
 	}
 }

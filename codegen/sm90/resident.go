@@ -37,7 +37,7 @@ func (t *Target) findResident(l *core.Lowerer, b *tir.Block) {
 			for _, r := range op.Regions {
 				visit(r)
 			}
-			if op.Kind != tir.OpLoad || l.StagedLoad(op) != nil || !sm80.Copyable(l, op) {
+			if op.Kind != tir.OpLoad || l.Plan().StagedLoad(op) != nil || !sm80.Copyable(l, op) {
 				continue
 			}
 			inLoop := map[*tir.Op]bool{}
@@ -65,7 +65,7 @@ func (t *Target) findResident(l *core.Lowerer, b *tir.Block) {
 				ok = ok && inLoop[u.Dot]
 			}
 			if ok {
-				l.Stage(&core.Staged{Load: op, Dot: us[0].Dot, Operand: us[0].Operand, View: us[0].View, Also: us[1:], Resident: true,
+				l.Plan().Stage(&core.Staged{Load: op, Dot: us[0].Dot, Operand: us[0].Operand, View: us[0].View, Also: us[1:], Resident: true,
 					Layout: sm80.ChunkLayout(op.Result().Type.Shape, l.NumWarps())})
 			}
 		}

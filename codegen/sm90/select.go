@@ -71,7 +71,7 @@ func (t *Target) findShared(l *core.Lowerer, b *tir.Block, uses map[*tir.Value]i
 		for _, r := range op.Regions {
 			t.findShared(l, r, uses)
 		}
-		if op.Kind != tir.OpLoad || uses[op.Result()] < 2 || l.StagedLoad(op) != nil || !sm80.Copyable(l, op) {
+		if op.Kind != tir.OpLoad || uses[op.Result()] < 2 || l.Plan().StagedLoad(op) != nil || !sm80.Copyable(l, op) {
 			continue
 		}
 		us, ok := t.dotUses(l, op.Result(), uses, func(f func(*tir.Op)) {
@@ -82,7 +82,7 @@ func (t *Target) findShared(l *core.Lowerer, b *tir.Block, uses map[*tir.Value]i
 		if !ok || len(us) < 2 {
 			continue
 		}
-		l.Stage(&core.Staged{Load: op, Dot: us[0].Dot, Operand: us[0].Operand, View: us[0].View, Also: us[1:],
+		l.Plan().Stage(&core.Staged{Load: op, Dot: us[0].Dot, Operand: us[0].Operand, View: us[0].View, Also: us[1:],
 			Layout: sm80.ChunkLayout(op.Result().Type.Shape, l.NumWarps())})
 	}
 }

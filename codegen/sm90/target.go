@@ -1,8 +1,12 @@
 // Package sm90 is codegen's target for Hopper (sm_90, sm_90a). It is where
 // the Hopper lowering goes: an MMAv3 accumulator layout and wgmma.mma_async
 // for 16-bit dots with operands in swizzled shared memory, TMA
-// (cp.async.bulk.tensor) with mbarriers for operand staging, warp
-// specialization and setmaxnreg, as phases of its own table.
+// (cp.async.bulk.tensor) with mbarriers for operand staging, stores and
+// reductions, and setmaxnreg, as phases of its own table. The
+// asynchronous machinery around them (pipelined loops, the producer
+// warpgroup and consumer groups, deferred reductions) is codegen/async's,
+// which the target embeds (async.Scheduler) and serves with Hopper's
+// instructions (warpspec.go, tma.go, tmareduce.go).
 //
 // wgmma (wgmma.go, tile.go) runs on sm_90a unless the target config opts
 // out (core.TargetConfig, wgmma=off); everything else (sm_90, the opt-out,
@@ -16,6 +20,7 @@ import (
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
+	"github.com/fac-compiler/fac/codegen/async"
 	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/codegen/sm80"
 	"github.com/fac-compiler/fac/tir"
@@ -24,7 +29,7 @@ import (
 // CTAsPerSM: core.CTAsTarget (the config's ctas-per-sm).
 func (t *Target) CTAsPerSM() int { return t.CTAs }
 
-// BulkReduce: core.BulkReduceTarget (the config's dq=bulk).
+// BulkReduce: async.BulkReduceTarget (the config's dq=bulk).
 func (t *Target) BulkReduce(*core.Lowerer) bool { return t.DQBulk }
 
 // VectorReduce: core.VectorReduceTarget. red.global.add.v2.f32 and .v4
@@ -34,6 +39,11 @@ func (t *Target) VectorReduce() bool { return true }
 // Target is the sm90 target for one arch: wgmma and setmaxnreg need the
 // arch-specific sm_90a, so the choice of strategy depends on it.
 type Target struct {
+	// Scheduler is the kernel's asynchronous machinery (pipelined loops,
+	// the producer warpgroup, consumer groups, deferred reductions): it
+	// makes the target the core's ProgramTarget, SharedTarget and
+	// ScheduleTarget.
+	*async.Scheduler
 	// Arch is sm_90 or sm_90a.
 	Arch string
 	// WGMMA lowers eligible dots to wgmma.mma_async (sm_90a only).
@@ -47,7 +57,7 @@ type Target struct {
 	// (warpspec.go).
 	Release bool
 	// DQBulk adds f32 atomic_add tiles in loops through shared memory
-	// with cp.reduce.async.bulk (core.BulkReduceTarget; with TMA and
+	// with cp.reduce.async.bulk (async.BulkReduceTarget; with TMA and
 	// dq=bulk).
 	DQBulk bool
 	// DQTMA adds f32 atomic_add tiles in loops that tma-reduce planned by
@@ -90,17 +100,38 @@ var _ core.Target = (*Target)(nil)
 // apply (core.TargetConfig.Effective).
 func New(cfg core.TargetConfig) *Target {
 	e := cfg.Effective()
-	return &Target{Arch: cfg.Arch, WGMMA: e.WGMMA(), TMA: e.TMA(), Release: e.TMA() && e.Release == core.ReleaseCounters,
+	return &Target{Scheduler: async.New(), Arch: cfg.Arch, WGMMA: e.WGMMA(), TMA: e.TMA(), Release: e.TMA() && e.Release == core.ReleaseCounters,
 		DQBulk: e.DQ == core.DQBulk, DQTMA: e.TMA() && e.DQ == core.DQTMA, TMAStore: e.TMAStore, CTAs: e.CTAsPerSM}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
-// staging (select-async for shared tiles, stage-resident, tma-loads);
-// warp specialization goes here.
+// staging (select-async for shared tiles, stage-resident, tma-loads),
+// codegen/async's pipelining, and warp specialization.
 // tma-store (a kernel's tma_store argument, or tma-store=on) picks the
 // TMA stores before assign-layouts (their values keep their own layouts).
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, TMAReduces, core.AssignLayouts, core.PlanAsync, core.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
+	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, TMAReduces, core.AssignLayouts, core.PlanAsync, async.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM}
+}
+
+// OpNote: what --print-ir-after shows of the schedule's plan for op
+// (async.Scheduler.OpNote: the producer's share), and of sm90's own
+// phases': the stores tma-store writes by TMA, the atomic_adds tma-reduce
+// adds by TMA tensor reductions.
+func (t *Target) OpNote(l *core.Lowerer, op *tir.Op, st *core.Staged) string {
+	n := t.Scheduler.OpNote(l, op, st)
+	var own string
+	if s := t.tmaStores[op]; s != nil {
+		own = "TMA store into " + s.tensor
+	} else if r := t.tmaReduces[op]; r != nil {
+		own = "TMA tensor reductions into " + r.tensor
+	}
+	switch {
+	case own == "":
+		return n
+	case n == "":
+		return own
+	}
+	return n + ", " + own
 }
 
 // DotLayout: MMA v3 for dots on wgmma, else the mma.sync accumulator.

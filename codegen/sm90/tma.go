@@ -121,7 +121,7 @@ func (t *Target) planTMA(l *core.Lowerer) {
 	var loads []*tmaLoad
 	counters := map[*tir.Op]int{} // pipelined loop -> its release counters
 	l.Func().Body.Walk(func(op *tir.Op) bool {
-		st := l.StagedLoad(op)
+		st := l.Plan().StagedLoad(op)
 		if st == nil {
 			return true
 		}
@@ -147,7 +147,7 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			return true
 		}
 		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), counters: -1, empty: -1, again: loops[op] == 1 && st.PipeLoop() == nil}
-		tl.param = l.AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
+		tl.param = l.Plan().AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
 		if !slices.Contains(t.tmaMaps, tl.param) {
 			t.tmaMaps = append(t.tmaMaps, tl.param)
 		}
@@ -159,8 +159,8 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			// A consumer group's own tile: the producer fills every
 			// group's copy, each with its expect_tx.
 			n := 1
-			if l.IsGroupPrivate(st.ByteOff) {
-				n = l.Groups()
+			if t.IsGroupPrivate(st.ByteOff) {
+				n = t.Groups()
 			}
 			t.tmaBars = append(t.tmaBars, n)
 		}
@@ -184,7 +184,7 @@ func (t *Target) planTMA(l *core.Lowerer) {
 	})
 	if len(t.tmaBars) > 0 {
 		// All mbarriers in one place after the tiles.
-		t.tmaBase = l.ReserveShared(8 * len(t.tmaBars))
+		t.tmaBase = l.Plan().ReserveShared(8 * len(t.tmaBars))
 		for _, tl := range loads {
 			tl.bars += t.tmaBase
 			if tl.counters >= 0 {
@@ -428,14 +428,14 @@ func (t *Target) Prologue(l *core.Lowerer) {
 	if len(t.tmaBars) == 0 {
 		return
 	}
-	l.IfThen(l.Block().NewICmp(enum.IPredEQ, l.CTAThreadID(), core.ConstI32(0)), "mbar.init", func() {
+	l.IfThen(l.Block().NewICmp(enum.IPredEQ, t.CTAThreadID(l), core.ConstI32(0)), "mbar.init", func() {
 		for _, i := range t.tmaMaps {
 			l.Asm(types.Void, asmPrefetchTensorMap, "l,~{memory}", true, l.TensorMapParam(i))
 		}
 		for i, n := range t.tmaBars {
 			a := sharedAddr32(l, t.tmaBase+8*i, nil)
-			if n == 0 && l.WarpSpecialized() {
-				n = l.ConsumerWarps() / 4 // an empty mbarrier: one arrival per consumer warpgroup
+			if n == 0 && t.WarpSpecialized() {
+				n = t.ConsumerWarps(l) / 4 // an empty mbarrier: one arrival per consumer warpgroup
 			}
 			if n == 0 {
 				l.Asm(types.Void, asmCounterInit, "r,~{memory}", true, a)
@@ -479,7 +479,7 @@ func barOf(l *core.Lowerer, off int, buf value.Value) value.Value {
 // (core.TileWaiter).
 func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 	commit := func() { l.Call("llvm.nvvm.cp.async.commit.group", types.Void) }
-	if l.WarpSpecialized() && !l.InProducer() {
+	if t.WarpSpecialized() && !t.InProducer() {
 		commit() // the producer issues it
 		return
 	}
@@ -492,7 +492,7 @@ func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 			coords[i] = l.Scalar(c)
 		}
 	}
-	if tl.again && st.Resident && !l.WarpSpecialized() {
+	if tl.again && st.Resident && !t.WarpSpecialized() {
 		// Refilled by each iteration of the loop around: every thread
 		// is done with the previous fill (its dots, and the epilogue's
 		// scratch over it, through the generic proxy).
@@ -518,7 +518,7 @@ func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 			l.Asm(types.Void, text, cons, true, append(args, bar)...)
 		}
 	})
-	if !l.InProducer() {
+	if !t.InProducer() {
 		commit()
 	}
 }
@@ -581,7 +581,7 @@ func (t *Target) ReleasesBuffers(st *core.Staged) bool {
 // With a producer warpgroup, the buffer goes back on its empty mbarrier
 // instead, and the producer refills it (fill is not called).
 func (t *Target) ReleaseBuffer(l *core.Lowerer, tiles []*core.Staged, buf, cond value.Value, fill func()) {
-	if l.WarpSpecialized() {
+	if t.WarpSpecialized() {
 		t.arriveEmpty(l, tiles, buf, cond)
 		return
 	}

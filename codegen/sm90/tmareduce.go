@@ -9,6 +9,7 @@ import (
 	"github.com/llir/llvm/ir/value"
 
 	"github.com/fac-compiler/fac/artifact"
+	"github.com/fac-compiler/fac/codegen/async"
 	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/tir"
 )
@@ -25,7 +26,7 @@ import (
 // cp.reduce.async.bulk.tensor .add per panel through a tensor map of its
 // own, whose bound on the columns is the mask: TMA adds nothing past it.
 // The core double-buffers the staging tile and issues iteration k's adds
-// after the first CTA barrier of iteration k+1 (core/bulk.go), so the
+// after the first CTA barrier of iteration k+1 (codegen/async/bulk.go), so the
 // reduction costs the loop no barrier: a thread's 32 reds an iteration
 // become 16 shared stores and, in one thread, a few bulk instructions.
 
@@ -39,6 +40,7 @@ func asmTMAReduce(n int) (text, constraints string) {
 // tmaReduce is the TMA plan of one atomic_add.
 type tmaReduce struct {
 	t      *Target
+	tensor string       // the kernel tensor it adds to
 	param  int          // its tensor-map parameter (core.Lowerer.TensorMapParam)
 	coords []*tir.Value // the box's coordinate per dim (nil: 0)
 	tile   tile         // the staged f32 tile: the value's rows x cols
@@ -94,8 +96,8 @@ func (t *Target) planTMAReduce(l *core.Lowerer, op *tir.Op, inLoop bool) {
 		why(s)
 		return
 	}
-	r := &tmaReduce{t: t, coords: coords, tile: tl}
-	r.param = l.AddTensorMapParam("tma."+spec.Tensor, tir.F32, spec)
+	r := &tmaReduce{t: t, tensor: spec.Tensor, coords: coords, tile: tl}
+	r.param = l.Plan().AddTensorMapParam("tma."+spec.Tensor, tir.F32, spec)
 	t.tmaMaps = append(t.tmaMaps, r.param)
 	if t.tmaReduces == nil {
 		t.tmaReduces = map[*tir.Op]*tmaReduce{}
@@ -175,18 +177,18 @@ func matchReduceTile(l *core.Lowerer, ptrs, mask *tir.Value, rows, cols int) (*a
 	return spec, coords, tl, ""
 }
 
-// TensorReduce: core.TensorReduceTarget (tma-reduce planned op).
-func (t *Target) TensorReduce(op *tir.Op) core.TensorReducer {
+// TensorReduce: async.TensorReduceTarget (tma-reduce planned op).
+func (t *Target) TensorReduce(op *tir.Op) async.TensorReducer {
 	if r := t.tmaReduces[op]; r != nil {
 		return r
 	}
 	return nil
 }
 
-// Bytes: core.TensorReducer.
+// Bytes: async.TensorReducer.
 func (r *tmaReduce) Bytes() int { return r.tile.bytes() }
 
-// Stage: core.TensorReducer. The registers go to their swizzled places
+// Stage: async.TensorReducer. The registers go to their swizzled places
 // (runs of up to four consecutive along the columns as one vector), the
 // writes are fenced for the async proxy, and thread 0 writes the box's
 // coordinates into the header.
@@ -259,7 +261,7 @@ func (r *tmaReduce) Stage(l *core.Lowerer, base int, dyn value.Value, hdr int, d
 	})
 }
 
-// Issue: core.TensorReducer. One reduction per 32-column panel, the
+// Issue: async.TensorReducer. One reduction per 32-column panel, the
 // columns' coordinate advancing by 32, in one committed bulk group.
 func (r *tmaReduce) Issue(l *core.Lowerer, base int, dyn value.Value, hdr int, dyn16 value.Value) {
 	tl := r.tile

@@ -55,6 +55,7 @@ func asmTMAStore(n int) (text, constraints string) {
 
 // tmaStore is the TMA plan of one store.
 type tmaStore struct {
+	tensor string       // the kernel tensor it writes
 	param  int          // its tensor-map parameter (core.Lowerer.TensorMapParam)
 	coords []*tir.Value // coordinates of dims 1.. (nil: 0)
 	tile   tile         // the staged tile: the stored value's rows x cols
@@ -128,8 +129,8 @@ func (t *Target) planTMAStore(l *core.Lowerer, op *tir.Op, inLoop bool) {
 		why(s)
 		return
 	}
-	st := &tmaStore{coords: coords, tile: tl}
-	st.param = l.AddTensorMapParam("tma."+spec.Tensor, v.Elem, spec)
+	st := &tmaStore{tensor: spec.Tensor, coords: coords, tile: tl}
+	st.param = l.Plan().AddTensorMapParam("tma."+spec.Tensor, v.Elem, spec)
 	// The prologue prefetches its descriptor with the loads' (when there
 	// are any).
 	t.tmaMaps = append(t.tmaMaps, st.param)

@@ -8,13 +8,14 @@ import (
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
+	"github.com/fac-compiler/fac/codegen/async"
 	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/tir"
 )
 
 // WarpSpecialize is the phase that gives a kernel asking for it (the
 // compile-time argument warp_specialize) a producer warpgroup that issues
-// every TMA copy (core.PlanProducer): the release counters of its
+// every TMA copy (async.Scheduler.PlanProducer): the release counters of its
 // pipelined loop become empty mbarriers, one arrival per consumer
 // warpgroup, on which the producer waits before it refills a buffer.
 var WarpSpecialize = core.Phase{
@@ -22,8 +23,8 @@ var WarpSpecialize = core.Phase{
 	Doc:  "with warp_specialize: a producer warpgroup whose first thread issues the TMA copies after empty-barrier waits; setmaxnreg moves its registers to the consumers",
 	Run: func(l *core.Lowerer) error {
 		t, ok := l.Target().(*Target)
-		if n := l.CTAsPerSM(); n > 1 {
-			defer noteCTAs(l, n)
+		if n := l.CTAsPerSM(); n > 1 && ok {
+			defer t.noteCTAs(l, n)
 		}
 		if on, _ := l.Func().Attr("warp_specialize").(bool); !on || !ok {
 			return nil
@@ -35,10 +36,10 @@ var WarpSpecialize = core.Phase{
 		case !t.Release:
 			why = "release=barrier"
 		default:
-			why = l.PlanProducer(t)
+			why = t.PlanProducer(l, t)
 		}
-		if why != "" && l.Groups() > 1 {
-			return fmt.Errorf("consumer_groups = %d needs a producer warpgroup, and warp_specialize is off: %s", l.Groups(), why)
+		if why != "" && t.Groups() > 1 {
+			return fmt.Errorf("consumer_groups = %d needs a producer warpgroup, and warp_specialize is off: %s", t.Groups(), why)
 		}
 		if why != "" {
 			l.Note("warp_specialize: off: " + why)
@@ -52,15 +53,15 @@ var WarpSpecialize = core.Phase{
 // noteCTAs says what became of n CTAs a multiprocessor (the kernel's
 // ctas_per_sm, or the config's ctas-per-sm; core's lower.go writes the
 // annotation): a producer warpgroup keeps one.
-func noteCTAs(l *core.Lowerer, n int) {
-	if l.WarpSpecialized() {
+func (t *Target) noteCTAs(l *core.Lowerer, n int) {
+	if t.WarpSpecialized() {
 		l.Note(fmt.Sprintf("ctas_per_sm = %d: ignored: the producer warpgroup's setmaxnreg counts on one CTA a multiprocessor", n))
 		return
 	}
 	l.Note(fmt.Sprintf("ctas_per_sm = %d: ptxas is asked to fit %d CTAs a multiprocessor (minctasm)", n, n))
 }
 
-var _ core.ProducerTarget = (*Target)(nil)
+var _ async.ProducerTarget = (*Target)(nil)
 
 // CopyOperands: a TMA tile's coordinates.
 func (t *Target) CopyOperands(st *core.Staged) ([]*tir.Value, bool) {

@@ -75,7 +75,7 @@ func stagedOperand(l *core.Lowerer, op *tir.Op, i int) (*core.Staged, core.Stage
 	if y.Def == nil || y.Def.Kind != tir.OpLoad {
 		return nil, core.StagedUse{}
 	}
-	st := l.StagedLoad(y.Def)
+	st := l.Plan().StagedLoad(y.Def)
 	if st == nil {
 		return nil, core.StagedUse{}
 	}
@@ -117,7 +117,7 @@ func kDim(i int) int {
 func wgmmaOperandLayout(l *core.Lowerer, op *tir.Op, m core.MMA, i int) core.Layout {
 	x := op.Args[i]
 	own := func() core.Layout {
-		lay, flex := l.LayoutOf(x)
+		lay, flex := l.Layouts().LayoutOf(x)
 		if flex {
 			return core.DefaultBlocked(x.Type.Shape, l.NumWarps())
 		}
@@ -196,8 +196,8 @@ func rowCol(c []int, cd int) (int, int) { return c[1-cd], c[cd] }
 // contiguous under the swizzle), or on misaligned global addresses
 // scalar loads and stores into the same places; one commit group.
 func (t *Target) lowerTileLoad(l *core.Lowerer, op *tir.Op, st *core.Staged, p *tilePlan) {
-	lay, _ := l.LayoutOf(op.Result())
-	ws := l.OperandWants(op, lay)
+	lay, _ := l.Layouts().LayoutOf(op.Result())
+	ws := l.Layouts().OperandWants(op, lay)
 	ty := op.Result().Type
 	e := ty.Elem
 	ptrs := l.Get(op.Args[0], ws[0])

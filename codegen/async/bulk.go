@@ -1,4 +1,4 @@
-package core
+package async
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 
+	"github.com/fac-compiler/fac/codegen/core"
 	"github.com/fac-compiler/fac/tir"
 )
 
@@ -23,7 +24,8 @@ import (
 // that follows the writes is what makes every thread's rows complete. Two
 // staging buffers alternate; a buffer is written again two iterations
 // later, after a barrier before which the threads that issued its adds
-// waited for their reads (Barrier's cp.async.bulk.wait_group.read).
+// waited for their reads (core.Lowerer.Barrier's
+// cp.async.bulk.wait_group.read).
 // A form with a barrier of its own measured 14% slower than the
 // per-element reds, while without the reds the backward ran 58% faster, so
 // the reds are the cost to remove; this deferred form is not the default
@@ -68,10 +70,18 @@ type stagedBulk struct {
 	abs    int
 }
 
+// BulkReduceTarget is implemented by targets that can add a tile of f32 to
+// global memory from shared memory in bulk (sm90: cp.reduce.async.bulk).
+// BulkReduce reports whether atomic_add should take that path.
+type BulkReduceTarget interface {
+	BulkReduce(l *core.Lowerer) bool
+}
+
 // TensorReduceTarget is implemented by targets that add planned f32
 // atomic_add tiles by tensor reductions from a staging tile (sm90: TMA's
-// cp.reduce.async.bulk.tensor), which the core double-buffers and defers
-// as it does its bulk reductions. TensorReduce is op's reducer, or nil.
+// cp.reduce.async.bulk.tensor), which this package double-buffers and
+// defers as it does its bulk reductions. TensorReduce is op's reducer, or
+// nil.
 type TensorReduceTarget interface {
 	TensorReduce(op *tir.Op) TensorReducer
 }
@@ -84,153 +94,198 @@ type TensorReducer interface {
 	// staging buffer at absolute shared byte base + dyn (an i32), fences
 	// them for the async proxy, and has one thread write what Issue needs
 	// into the 16 bytes at absolute byte hdr + dyn16 (an i32).
-	Stage(l *Lowerer, base int, dyn value.Value, hdr int, dyn16 value.Value, vals []value.Value, lin *Linear)
+	Stage(l *core.Lowerer, base int, dyn value.Value, hdr int, dyn16 value.Value, vals []value.Value, lin *core.Linear)
 	// Issue, in thread 0 after a CTA barrier, adds the buffer at base +
 	// dyn to global memory with the header at hdr + dyn16 as Stage left it,
 	// and commits the bulk group.
-	Issue(l *Lowerer, base int, dyn value.Value, hdr int, dyn16 value.Value)
+	Issue(l *core.Lowerer, base int, dyn value.Value, hdr int, dyn16 value.Value)
 }
 
 // tensorReducer is op's tensor reducer when the target has one.
-func (l *Lowerer) tensorReducer(op *tir.Op) TensorReducer {
-	if t, ok := l.target.(TensorReduceTarget); ok {
+func tensorReducer(l *core.Lowerer, op *tir.Op) TensorReducer {
+	if t, ok := l.Target().(TensorReduceTarget); ok {
 		return t.TensorReduce(op)
 	}
 	return nil
 }
 
-// innerLoop is the innermost loop being lowered, or nil.
-func (l *Lowerer) innerLoop() *loopFrame {
-	if len(l.loops) == 0 {
-		return nil
+// bulkIn reports that b holds an atomic_add the target may lower to bulk
+// or tensor reductions (atomicAddBulk, atomicAddTensor).
+func bulkIn(l *core.Lowerer, b *tir.Block) bool {
+	bulk := false
+	if t, ok := l.Target().(BulkReduceTarget); ok {
+		bulk = t.BulkReduce(l)
 	}
-	return l.loops[len(l.loops)-1]
+	return b.Any(func(op *tir.Op) bool { return op.Kind == tir.OpAtomicAdd && (bulk || tensorReducer(l, op) != nil) })
 }
 
-// pushLoop starts the frame of a loop whose body is about to be lowered.
-func (l *Lowerer) pushLoop(body *tir.Block, iv, lo, hi, step value.Value) *loopFrame {
-	fr := &loopFrame{depth: l.depth, iv: iv, lo: lo, hi: hi}
+// bulkFrames are the for loops being lowered, innermost last, with what a
+// bulk reduction deferred in their bodies needs.
+type bulkFrames struct {
+	loops []*loopFrame
+}
+
+// atomicAdd lowers f32 atomic_add op by the target's tensor reductions,
+// else by bulk reductions, when either applies (core.ScheduleTarget's
+// AtomicAdd).
+func (bf *bulkFrames) atomicAdd(l *core.Lowerer, op *tir.Op, ws []core.Layout, ptrs, vals, mask []value.Value) bool {
+	if tr := tensorReducer(l, op); tr != nil {
+		if bf.atomicAddTensor(l, op, ws, vals, tr) {
+			return true
+		}
+		l.Note(fmt.Sprintf("atomic_add at %s: by red: a tensor reduction is deferred past the next iteration's first barrier, and this one is not directly in a loop body after one", op.Pos))
+	}
+	if t, ok := l.Target().(BulkReduceTarget); ok {
+		if t.BulkReduce(l) && bf.atomicAddBulk(l, op, ws, ptrs, vals, mask) {
+			return true
+		}
+	}
+	return false
+}
+
+// innerLoop is the innermost loop being lowered, or nil.
+func (bf *bulkFrames) innerLoop() *loopFrame {
+	if len(bf.loops) == 0 {
+		return nil
+	}
+	return bf.loops[len(bf.loops)-1]
+}
+
+// push starts the frame of a loop whose body is about to be lowered; a
+// producer's consumers (producer) defer no reductions.
+func (bf *bulkFrames) push(l *core.Lowerer, body *tir.Block, iv, lo, hi, step value.Value, producer bool) *loopFrame {
+	fr := &loopFrame{depth: l.Depth(), iv: iv, lo: lo, hi: hi}
 	if c, ok := step.(*constant.Int); ok && c.X.IsInt64() && c.X.Int64() == 1 {
 		fr.unit = true
 	}
-	fr.wantBulk = l.ws == nil && l.bulkIn(body) &&
+	fr.wantBulk = !producer && bulkIn(l, body) &&
 		slices.ContainsFunc(body.Ops, func(o *tir.Op) bool { return o.Kind == tir.OpAtomicAdd })
-	l.loops = append(l.loops, fr)
+	bf.loops = append(bf.loops, fr)
 	return fr
 }
 
-// bulkIssuePoint ends the current block after the first barrier of a body
+// issuePoint ends the current block after the first barrier of a body
 // that may stage a bulk reduction, leaving an empty block for its adds.
-func (l *Lowerer) bulkIssuePoint() {
-	fr := l.innerLoop()
-	if fr == nil || !fr.wantBulk || fr.issue != nil || l.depth != fr.depth || l.branchDepth != 0 {
+func (bf *bulkFrames) issuePoint(l *core.Lowerer) {
+	fr := bf.innerLoop()
+	if fr == nil || !fr.wantBulk || fr.issue != nil || l.Depth() != fr.depth || l.InBranch() {
 		return
 	}
-	fr.issue, fr.next = l.newBlock("bulk.issue"), l.newBlock("bulk.next")
-	l.b.NewBr(fr.issue)
-	l.b = fr.next
+	fr.issue, fr.next = l.NewBlock("bulk.issue"), l.NewBlock("bulk.next")
+	l.Block().NewBr(fr.issue)
+	l.SetBlock(fr.next)
 }
 
-// popLoop fills the issue block of the loop's body (the previous
+// pop fills the issue block of the loop's body (the previous
 // iteration's adds, in every iteration but the first) and, at the exit
 // (the current block), adds what the last iteration staged.
-func (l *Lowerer) popLoop(fr *loopFrame) {
-	l.loops = l.loops[:len(l.loops)-1]
+func (bf *bulkFrames) pop(l *core.Lowerer, fr *loopFrame) {
+	bf.loops = bf.loops[:len(bf.loops)-1]
 	if fr.issue == nil {
 		return
 	}
-	exit := l.b
-	l.b = fr.issue
+	exit := l.Block()
+	l.SetBlock(fr.issue)
 	if fr.bulk == nil {
-		l.b.NewBr(fr.next)
-		l.b = exit
+		fr.issue.NewBr(fr.next)
+		l.SetBlock(exit)
 		return
 	}
-	k := l.b.NewSub(fr.iv, fr.lo)
-	l.bulkIssueIf(fr.bulk, l.b.NewICmp(enum.IPredSGT, k, ConstI32(0)), l.b.NewSub(k, ConstI32(1)))
-	l.b.NewBr(fr.next)
-	l.b = exit
-	l.stagingFrom = 0
+	b := l.Block()
+	k := b.NewSub(fr.iv, fr.lo)
+	bf.bulkIssueIf(l, fr.bulk, b.NewICmp(enum.IPredSGT, k, core.ConstI32(0)), b.NewSub(k, core.ConstI32(1)))
+	l.Block().NewBr(fr.next)
+	l.SetBlock(exit)
+	l.PinScratch(0)
 	// The last iteration's rows are complete once every thread is here.
 	l.Barrier()
-	n := l.b.NewSub(fr.hi, fr.lo)
-	l.bulkIssueIf(fr.bulk, l.b.NewICmp(enum.IPredSGT, n, ConstI32(0)), l.b.NewSub(n, ConstI32(1)))
-	l.bulkPending, l.bulkUsed = true, true
-	l.smemDirty = true
+	b = l.Block()
+	n := b.NewSub(fr.hi, fr.lo)
+	bf.bulkIssueIf(l, fr.bulk, b.NewICmp(enum.IPredSGT, n, core.ConstI32(0)), b.NewSub(n, core.ConstI32(1)))
+	l.BulkReduceIssued()
 }
 
 // bulkIssueIf adds the rows of the buffer iteration k (i32) staged, when
 // cond holds, continuing in a new current block.
-func (l *Lowerer) bulkIssueIf(sb *stagedBulk, cond, k value.Value) {
-	do, done := l.newBlock("bulk.add"), l.newBlock("bulk.done")
-	l.b.NewCondBr(cond, do, done)
-	l.b = do
+func (bf *bulkFrames) bulkIssueIf(l *core.Lowerer, sb *stagedBulk, cond, k value.Value) {
+	do, done := l.NewBlock("bulk.add"), l.NewBlock("bulk.done")
+	l.Block().NewCondBr(cond, do, done)
+	l.SetBlock(do)
+	b := do
 	if sb.tensor != nil {
-		odd := l.b.NewAnd(k, ConstI32(1))
-		dyn, dyn16 := l.b.NewMul(odd, ConstI32(int64(4*sb.bufElems))), l.b.NewMul(odd, ConstI32(16))
-		l.IfThen(l.b.NewICmp(enum.IPredEQ, l.tid, ConstI32(0)), "tensor.reduce", func() {
+		odd := b.NewAnd(k, core.ConstI32(1))
+		dyn, dyn16 := b.NewMul(odd, core.ConstI32(int64(4*sb.bufElems))), b.NewMul(odd, core.ConstI32(16))
+		l.IfThen(b.NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0)), "tensor.reduce", func() {
 			sb.tensor.Issue(l, sb.abs, dyn, sb.abs+8*sb.bufElems, dyn16)
 		})
-		l.b.NewBr(done)
-		l.b = done
+		l.Block().NewBr(done)
+		l.SetBlock(done)
 		return
 	}
-	buf := l.b.NewMul(l.b.NewAnd(k, ConstI32(1)), ConstI32(int64(sb.bufElems)))
+	buf := b.NewMul(b.NewAnd(k, core.ConstI32(1)), core.ConstI32(int64(sb.bufElems)))
 	// Rows go to threads spread over the warps: thread t*(T/rows) takes
 	// row t, or thread t rows t, t+T, ….
 	threads := l.Threads()
+	tid := l.ThreadID()
 	type job struct{ row, on value.Value }
 	var jobs []job
 	if threads >= sb.rows {
 		every := int64(threads / sb.rows) // a power of two (atomicAddBulk)
 		jobs = append(jobs, job{
-			row: l.b.NewLShr(l.tid, ConstI32(int64(bits.TrailingZeros64(uint64(every))))),
-			on:  l.b.NewICmp(enum.IPredEQ, l.b.NewAnd(l.tid, ConstI32(every-1)), ConstI32(0)),
+			row: b.NewLShr(tid, core.ConstI32(int64(bits.TrailingZeros64(uint64(every))))),
+			on:  b.NewICmp(enum.IPredEQ, b.NewAnd(tid, core.ConstI32(every-1)), core.ConstI32(0)),
 		})
 	} else {
 		for i := 0; i < sb.rows/threads; i++ {
-			jobs = append(jobs, job{row: l.b.NewAdd(l.tid, ConstI32(int64(i*threads))), on: constant.True})
+			jobs = append(jobs, job{row: b.NewAdd(tid, core.ConstI32(int64(i*threads))), on: constant.True})
 		}
 	}
 	text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], %d;\n\t}", 4*sb.n)
 	for _, j := range jobs {
-		start := l.b.NewAdd(buf, l.b.NewMul(j.row, ConstI32(int64(sb.rowElems))))
-		pad := l.b.NewAdd(start, ConstI32(int64(sb.n)))
-		addr := l.b.NewLoad(types.I64, l.sharedAt(types.I64, sb.off, l.b.NewLShr(pad, ConstI32(1))))
-		flag := l.b.NewLoad(types.I32, l.sharedAt(types.I32, sb.off, l.b.NewAdd(pad, ConstI32(2))))
-		on := l.b.NewAnd(j.on, l.b.NewICmp(enum.IPredNE, flag, ConstI32(0)))
-		src := l.b.NewPtrToInt(l.sharedAt(types.Float, sb.off, start), types.I32)
-		l.asm(types.Void, text, "l,r,r,~{memory}", true, addr, src, l.b.NewZExt(on, types.I32))
+		start := b.NewAdd(buf, b.NewMul(j.row, core.ConstI32(int64(sb.rowElems))))
+		pad := b.NewAdd(start, core.ConstI32(int64(sb.n)))
+		addr := b.NewLoad(types.I64, sb.at(l, types.I64, b.NewLShr(pad, core.ConstI32(1))))
+		flag := b.NewLoad(types.I32, sb.at(l, types.I32, b.NewAdd(pad, core.ConstI32(2))))
+		on := b.NewAnd(j.on, b.NewICmp(enum.IPredNE, flag, core.ConstI32(0)))
+		src := b.NewPtrToInt(sb.at(l, types.Float, start), types.I32)
+		l.Asm(types.Void, text, "l,r,r,~{memory}", true, addr, src, b.NewZExt(on, types.I32))
 	}
-	l.asm(types.Void, "cp.async.bulk.commit_group;", "~{memory}", true)
-	l.b.NewBr(done)
-	l.b = done
+	l.Asm(types.Void, "cp.async.bulk.commit_group;", "~{memory}", true)
+	b.NewBr(done)
+	l.SetBlock(done)
+}
+
+// at is the address of element idx (i32) of a t array at the staging
+// area's start (in the scratch area).
+func (sb *stagedBulk) at(l *core.Lowerer, t types.Type, idx value.Value) value.Value {
+	return l.SharedAbs(t, l.Scratch()+sb.off, idx)
 }
 
 // atomicAddTensor stages the f32 tile of atomic_add op for its tensor
 // reducer tr in this iteration's buffer (as atomicAddBulk, with the
 // target's layout and issue). False (nothing emitted) where atomicAddBulk
 // could not defer it either.
-func (l *Lowerer) atomicAddTensor(op *tir.Op, ws []Layout, vals []value.Value, tr TensorReducer) bool {
-	fr := l.innerLoop()
-	if fr == nil || fr.issue == nil || fr.bulk != nil || !fr.unit || l.depth != fr.depth || l.branchDepth != 0 {
+func (bf *bulkFrames) atomicAddTensor(l *core.Lowerer, op *tir.Op, ws []core.Layout, vals []value.Value, tr TensorReducer) bool {
+	fr := bf.innerLoop()
+	if fr == nil || fr.issue == nil || fr.bulk != nil || !fr.unit || l.Depth() != fr.depth || l.InBranch() {
 		return false
 	}
 	n := tr.Bytes()
 	if n%1024 != 0 {
-		Fail("internal error: %s: tensor reduction staging of %d bytes", op.Pos, n)
+		core.Fail("internal error: %s: tensor reduction staging of %d bytes", op.Pos, n)
 	}
 	// Past every scratch use so far (a wgmma's operand still being read
 	// among them): the buffers live across iterations.
-	abs := roundUpTo(l.smemBytes, 1024)
+	abs := roundUpTo(l.SharedBytes(), 1024)
 	sb := &stagedBulk{tensor: tr, abs: abs, off: abs - l.Scratch(), bufElems: n / 4}
 	l.UseShared(sb.off + 2*n + 32)
-	l.stagingFrom = sb.off
+	l.PinScratch(sb.off)
 	fr.bulk = sb
-	odd := l.b.NewAnd(l.b.NewSub(fr.iv, fr.lo), ConstI32(1))
+	b := l.Block()
+	odd := b.NewAnd(b.NewSub(fr.iv, fr.lo), core.ConstI32(1))
 	lin := l.Lin(ws[1], op.Args[1].Type.Shape)
-	tr.Stage(l, abs, l.b.NewMul(odd, ConstI32(int64(n))), abs+2*n, l.b.NewMul(odd, ConstI32(16)), vals, lin)
-	l.smemDirty = true
+	tr.Stage(l, abs, b.NewMul(odd, core.ConstI32(int64(n))), abs+2*n, b.NewMul(odd, core.ConstI32(16)), vals, lin)
+	l.SetSharedDirty(true)
 	return true
 }
 
@@ -244,14 +299,14 @@ func (l *Lowerer) atomicAddTensor(op *tir.Op, ws []Layout, vals []value.Value, t
 // the layout's register bits are apart from its lane and warp bits, and
 // the threads are a power of two times the rows (or a divisor of them); false
 // otherwise (nothing emitted).
-func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []value.Value) bool {
-	fr := l.innerLoop()
-	if fr == nil || fr.issue == nil || fr.bulk != nil || !fr.unit || l.depth != fr.depth || l.branchDepth != 0 {
+func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layout, ptrs, vals, mask []value.Value) bool {
+	fr := bf.innerLoop()
+	if fr == nil || fr.issue == nil || fr.bulk != nil || !fr.unit || l.Depth() != fr.depth || l.InBranch() {
 		return false
 	}
 	p := op.Args[0]
 	shape := p.Type.Shape
-	strides, ok := l.a.affine(p)
+	strides, ok := l.Affine(p)
 	if !ok || len(strides) != len(shape) {
 		return false
 	}
@@ -264,16 +319,16 @@ func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []valu
 	if inner < 0 || 4*shape[inner]%16 != 0 {
 		return false
 	}
-	if len(op.Args) == 3 && l.a.axis(op.Args[2]).constancy[inner] < shape[inner] {
+	if len(op.Args) == 3 && l.Constancy(op.Args[2])[inner] < shape[inner] {
 		return false
 	}
 	lin := l.Lin(ws[1], shape)
 	for i, w := range ws {
-		if i < len(op.Args) && !l.Lin(w, shape).equal(lin) {
+		if i < len(op.Args) && !l.Lin(w, shape).Equal(lin) {
 			return false
 		}
 	}
-	if !regBitsApart(lin) {
+	if !core.RegBitsApart(lin) {
 		return false
 	}
 	// Staging strides in elements: rows of shape[inner] (padded), the
@@ -295,63 +350,55 @@ func (l *Lowerer) atomicAddBulk(op *tir.Op, ws []Layout, ptrs, vals, mask []valu
 	}
 	// Past every scratch use so far (a wgmma's operand still being read
 	// among them): the buffers live across iterations.
-	sb.off = roundUpTo(l.smemBytes-l.Scratch(), 128)
+	sb.off = roundUpTo(l.SharedBytes()-l.Scratch(), 128)
 	l.UseShared(sb.off + 2*4*sb.bufElems)
-	l.stagingFrom = sb.off
+	l.PinScratch(sb.off)
 	fr.bulk = sb
 
-	k := l.b.NewSub(fr.iv, fr.lo)
-	base := l.baseCoords(lin)
-	var idx0 value.Value = l.b.NewMul(l.b.NewAnd(k, ConstI32(1)), ConstI32(int64(sb.bufElems)))
+	b := l.Block()
+	k := b.NewSub(fr.iv, fr.lo)
+	base := l.BaseCoords(lin)
+	var idx0 value.Value = b.NewMul(b.NewAnd(k, core.ConstI32(1)), core.ConstI32(int64(sb.bufElems)))
 	for d, c := range base {
-		idx0 = l.b.NewAdd(idx0, l.b.NewMul(c, ConstI32(ss[d])))
+		idx0 = b.NewAdd(idx0, b.NewMul(c, core.ConstI32(ss[d])))
 	}
 	regIdx := func(r int) value.Value {
 		var k int64
 		for d, c := range lin.RegOffset(r) {
 			k += int64(c) * ss[d]
 		}
-		return l.b.NewAdd(idx0, ConstI32(k))
+		return l.Block().NewAdd(idx0, core.ConstI32(k))
 	}
 	for r, v := range vals {
-		l.b.NewStore(v, l.sharedAt(types.Float, sb.off, regIdx(r)))
+		b.NewStore(v, sb.at(l, types.Float, regIdx(r)))
 	}
 	// The row's first element is held by the threads whose coordinate
 	// along inner is 0 in a register with no offset along it; of copies,
 	// the first. They describe the row in its padding.
-	var first value.Value = l.b.NewICmp(enum.IPredEQ, base[inner], ConstI32(0))
-	if own := l.copyOwner(lin); own != nil {
-		first = l.b.NewAnd(first, own)
+	var first value.Value = b.NewICmp(enum.IPredEQ, base[inner], core.ConstI32(0))
+	if own := l.CopyOwner(lin); own != nil {
+		first = b.NewAnd(first, own)
 	}
-	desc, done := l.newBlock("bulk.row"), l.newBlock("bulk.staged")
-	l.b.NewCondBr(first, desc, done)
-	l.b = desc
+	desc, done := l.NewBlock("bulk.row"), l.NewBlock("bulk.staged")
+	b.NewCondBr(first, desc, done)
+	l.SetBlock(desc)
+	b = desc
 	for r := range vals {
 		if lin.RegOffset(r)[inner] != 0 {
 			continue
 		}
-		pad := l.b.NewAdd(regIdx(r), ConstI32(int64(sb.n)))
-		l.b.NewStore(l.b.NewPtrToInt(ptrs[r], types.I64), l.sharedAt(types.I64, sb.off, l.b.NewLShr(pad, ConstI32(1))))
-		var on value.Value = ConstI32(1)
+		pad := b.NewAdd(regIdx(r), core.ConstI32(int64(sb.n)))
+		b.NewStore(b.NewPtrToInt(ptrs[r], types.I64), sb.at(l, types.I64, b.NewLShr(pad, core.ConstI32(1))))
+		var on value.Value = core.ConstI32(1)
 		if mask != nil {
-			on = l.b.NewZExt(mask[r], types.I32)
+			on = b.NewZExt(mask[r], types.I32)
 		}
-		l.b.NewStore(on, l.sharedAt(types.I32, sb.off, l.b.NewAdd(pad, ConstI32(2))))
+		b.NewStore(on, sb.at(l, types.I32, b.NewAdd(pad, core.ConstI32(2))))
 	}
-	l.b.NewBr(done)
-	l.b = done
+	b.NewBr(done)
+	l.SetBlock(done)
 	// The bulk copies read through the async proxy.
-	l.asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
-	l.smemDirty = true
+	l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
+	l.SetSharedDirty(true)
 	return true
-}
-
-// BulkStoreIssued records that this thread's code issued bulk tensor
-// stores (TensorStoreTarget) reading the scratch area, in a committed bulk
-// group: the next CTA barrier waits for their reads first
-// (cp.async.bulk.wait_group.read, a no-op in threads that issued none), as
-// the kernel does before it exits, and shared memory counts as accessed.
-func (l *Lowerer) BulkStoreIssued() {
-	l.bulkPending, l.bulkStored = true, true
-	l.smemDirty = true
 }

@@ -36,23 +36,23 @@ type asyncGroup struct {
 // DeferWait records that v's registers (as LowerDot returns them) are
 // written asynchronously by the group just committed; the core waits
 // before they are read.
-func (l *Lowerer) DeferWait(v *tir.Value, wait AsyncWait) {
-	l.async = append(l.async, &asyncGroup{v: v, depth: l.depth, wait: wait})
+func (em *Emitter) DeferWait(v *tir.Value, wait AsyncWait) {
+	em.async = append(em.async, &asyncGroup{v: v, depth: em.depth, wait: wait})
 }
 
 // awaitUses waits for the pending results op reads, directly or inside
 // its regions.
-func (l *Lowerer) awaitUses(op *tir.Op) {
-	if len(l.async) == 0 {
+func (em *Emitter) awaitUses(op *tir.Op) {
+	if len(em.async) == 0 {
 		return
 	}
 	for _, a := range op.Args {
-		l.await(a)
+		em.await(a)
 	}
 	for _, r := range op.Regions {
 		r.Walk(func(o *tir.Op) bool {
 			for _, a := range o.Args {
-				l.await(a)
+				em.await(a)
 			}
 			return true
 		})
@@ -61,10 +61,10 @@ func (l *Lowerer) awaitUses(op *tir.Op) {
 
 // await waits for v when it is a pending result: every group up to v's
 // completes, later ones stay in flight.
-func (l *Lowerer) await(v *tir.Value) {
-	for i, g := range l.async {
+func (em *Emitter) await(v *tir.Value) {
+	for i, g := range em.async {
 		if g.v == v {
-			l.completeAsync(i+1, len(l.async)-1-i)
+			em.completeAsync(i+1, len(em.async)-1-i)
 			return
 		}
 	}
@@ -75,7 +75,7 @@ func (l *Lowerer) await(v *tir.Value) {
 // with the waited ones. Groups of enclosing blocks complete too but stay
 // listed: their registers must not be redefined inside this block (the
 // uses after it would not be dominated), so a later read waits again.
-func (l *Lowerer) completeAsync(n, inFlight int) {
+func (em *Emitter) completeAsync(n, inFlight int) {
 	type slot struct {
 		v   *tir.Value
 		key string
@@ -84,73 +84,50 @@ func (l *Lowerer) completeAsync(n, inFlight int) {
 	var slots []slot
 	var regs []value.Value
 	var keep []*asyncGroup
-	for i, g := range l.async {
-		if i >= n || g.depth < l.depth {
+	for i, g := range em.async {
+		if i >= n || g.depth < em.depth {
 			keep = append(keep, g)
 			continue
 		}
 		// In key order: the emitted IR must not depend on map order.
-		for _, k := range slices.Sorted(maps.Keys(l.env[g.v])) {
-			r := l.env[g.v][k]
+		for _, k := range slices.Sorted(maps.Keys(em.env[g.v])) {
+			r := em.env[g.v][k]
 			slots = append(slots, slot{g.v, k, len(r)})
 			regs = append(regs, r...)
 		}
 	}
-	out := l.async[n-1].wait(inFlight, regs)
+	out := em.async[n-1].wait(inFlight, regs)
 	for _, s := range slots {
-		l.env[s.v][s.key] = out[:s.n]
+		em.env[s.v][s.key] = out[:s.n]
 		out = out[s.n:]
 	}
-	l.async = keep
+	em.async = keep
 }
 
 // awaitBlockEnd waits for the groups issued in the block at the current
 // depth (its results may be read after the block, through phis).
-func (l *Lowerer) awaitBlockEnd() {
+func (em *Emitter) awaitBlockEnd() {
 	n := 0
-	for i, g := range l.async {
-		if g.depth >= l.depth {
+	for i, g := range em.async {
+		if g.depth >= em.depth {
 			n = i + 1
 		}
 	}
 	if n > 0 {
-		l.completeAsync(n, len(l.async)-n)
+		em.completeAsync(n, len(em.async)-n)
 	}
 }
 
 // awaitForBarrier orders every pending group before a barrier: nothing
 // written to shared memory after it can reach their operands. The results
 // stay pending (a later read still ties them through its own wait).
-func (l *Lowerer) awaitForBarrier() {
-	if len(l.async) > 0 {
-		l.async[len(l.async)-1].wait(0, nil)
+func (em *Emitter) awaitForBarrier() {
+	if len(em.async) > 0 {
+		em.async[len(em.async)-1].wait(0, nil)
 	}
 }
 
-// AsyncDotTarget is implemented by targets whose tensor-core dots may
-// complete asynchronously (they hand their results to DeferWait).
-type AsyncDotTarget interface {
-	AsyncDot(l *Lowerer, op *tir.Op) bool
-}
-
-// asyncDot reports whether op is a dot the target issues asynchronously.
-func (l *Lowerer) asyncDot(op *tir.Op) bool {
-	t, ok := l.target.(AsyncDotTarget)
-	return ok && op.Kind == tir.OpDot && t.AsyncDot(l, op)
-}
-
-// issueArmedPrefetch issues a pipelined loop's prefetch that the body's
-// barrier armed, before op (nil: at the end of the body). Asynchronous
-// dots go first: their issue does not wait for the prefetch's index loads
-// and address math, which then run while the tensor cores work.
-func (l *Lowerer) issueArmedPrefetch(op *tir.Op) {
-	f := l.armedPrefetch
-	if f == nil || l.depth != l.prefetchDepth || l.branchDepth != 0 || (op != nil && l.asyncDot(op)) {
-		return
-	}
-	l.armedPrefetch = nil
-	// Only asynchronous dots ran since the barrier, reading this iteration's
-	// buffers: the ones the prefetch writes are still free.
-	l.smemDirty = false
-	f()
-}
+// AwaitAllAsync waits for every pending asynchronous group, as a barrier
+// does (awaitForBarrier), where a buffer their operands read is handed
+// back without one.
+func (em *Emitter) AwaitAllAsync() { em.awaitForBarrier() }
