@@ -169,6 +169,33 @@ func (v view) mnAligned(m0 int) bool {
 	return m0%(v.w/2) == 0
 }
 
+// runAlong is the length of the runs, up to most, of a thread's registers
+// in layout x that are consecutive along dim cd of a 2-D tensor and start
+// at a multiple of that length (1 when there are none): what one vector
+// access of a staged tile may hold.
+func runAlong(x *core.Linear, cd, most int) int {
+	unit := func(n int) []int {
+		u := make([]int, 2)
+		u[cd] = n
+		return u
+	}
+	v := 1
+	for i, b := range x.RegBases() {
+		if v >= most || !core.EqualVec(b, unit(1<<i)) {
+			break
+		}
+		v *= 2
+	}
+	for _, bs := range [][][]int{x.RegBases()[log2(v):], x.LaneBases(), x.WarpBases()} {
+		for _, b := range bs {
+			if b[cd]%v != 0 {
+				return 1
+			}
+		}
+	}
+	return v
+}
+
 // ---- emission ----
 
 // runtimeOffset emits offset(r, c) for i32 coordinates in block-free form

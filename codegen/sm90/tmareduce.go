@@ -195,25 +195,7 @@ func (r *tmaReduce) Bytes() int { return r.tile.bytes() }
 func (r *tmaReduce) Stage(l *core.Lowerer, base int, dyn value.Value, hdr int, dyn16 value.Value, vals []value.Value, x *core.Linear) {
 	tl := r.tile
 	const cd = 1
-	unit := func(n int) []int {
-		u := make([]int, 2)
-		u[cd] = n
-		return u
-	}
-	v := 1
-	for i, b := range x.RegBases() {
-		if v >= 4 || !core.EqualVec(b, unit(1<<i)) {
-			break
-		}
-		v *= 2
-	}
-	for _, bs := range [][][]int{x.RegBases()[log2(v):], x.LaneBases(), x.WarpBases()} {
-		for _, b := range bs {
-			if b[cd]%v != 0 {
-				v = 1
-			}
-		}
-	}
+	v := runAlong(x, cd, 4)
 	b := l.Block()
 	// A register's offset is the thread's base XOR its own where the
 	// layout's coordinate bits are disjoint (tile.go), else computed.

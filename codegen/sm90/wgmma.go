@@ -222,25 +222,7 @@ func (t *Target) lowerTileLoad(l *core.Lowerer, op *tir.Op, st *core.Staged, p *
 // of registers consecutive along cd (up to one 16-byte chunk) are stored
 // as vectors.
 func (t *Target) storeTile(l *core.Lowerer, src []value.Value, x *core.Linear, tl tile, cd, byteOff int) {
-	unit := func(n int) []int {
-		u := make([]int, 2)
-		u[cd] = n
-		return u
-	}
-	v := 1
-	for i, b := range x.RegBases() {
-		if v >= 8 || !core.EqualVec(b, unit(1<<i)) {
-			break
-		}
-		v *= 2
-	}
-	for _, bs := range [][][]int{x.RegBases()[log2(v):], x.LaneBases(), x.WarpBases()} {
-		for _, b := range bs {
-			if b[cd]%v != 0 {
-				v = 1
-			}
-		}
-	}
+	v := runAlong(x, cd, 8)
 	base := t.tileBase(l, x, tl, cd)
 	b := l.Block()
 	for r := 0; r < len(src); r += v {
