@@ -112,11 +112,21 @@ const maskGenTail = `  %s = const {value = 1.5} : tensor<8x16xf32>
 // tile positions and scalars against the interpreter's run of the original.
 func TestMaskRangeMatchesInterpreter(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 8))
+	checkMaskRangeRandom(t, r, maskGenHead, func() int32 { return int32(r.IntN(41) - 20) }, "")
+}
+
+// checkMaskRangeRandom runs maskRange on 1500 random conditions of the
+// generator (with head as its kernel's head) and checks that each
+// rewritten kernel keeps what the original keeps on the interpreter, for
+// four draws of the tile positions and of the scalars a and b (scalar);
+// at least 100 conditions must be rewritten. what prefixes a failure.
+func checkMaskRangeRandom(t *testing.T, r *rand.Rand, head string, scalar func() int32, what string) {
+	t.Helper()
 	rewrote := 0
 	for i := range 1500 {
 		g := &maskGen{r: r}
 		keep := g.boolExpr(3)
-		src := maskGenHead + strings.Join(g.lines, "\n") + "\n" + strings.ReplaceAll(maskGenTail, "%KEEP", keep)
+		src := head + strings.Join(g.lines, "\n") + "\n" + strings.ReplaceAll(maskGenTail, "%KEEP", keep)
 		orig, err := tir.Parse("gen.tir", src)
 		if err != nil {
 			t.Fatalf("case %d: %v\n%s", i, err, src)
@@ -132,7 +142,7 @@ func TestMaskRangeMatchesInterpreter(t *testing.T) {
 			rewrote++
 		}
 		for range 4 {
-			args := []any{int32(r.IntN(61) - 20), int32(r.IntN(51) - 10), int32(r.IntN(41) - 20), int32(r.IntN(41) - 20), int32(r.IntN(61) - 20)}
+			args := []any{int32(r.IntN(61) - 20), int32(r.IntN(51) - 10), scalar(), scalar(), int32(r.IntN(61) - 20)}
 			run := func(m *tir.Module) []float64 {
 				b := cpu.FromF32("p", make([]float32, 128))
 				if err := cpu.Launch(m, "k", [3]int{1, 1, 1}, append([]any{b}, args...)...); err != nil {
@@ -141,7 +151,7 @@ func TestMaskRangeMatchesInterpreter(t *testing.T) {
 				return b.Vals
 			}
 			if want, got := run(orig), run(m); !sameBuffers([][]float64{got}, [][]float64{want}) {
-				t.Fatalf("case %d, (start, q0, a, b, n) = %v: rewritten mask keeps\n%v\nwant\n%v\nsource:\n%s\nrewritten:\n%s", i, args, got, want, src, m)
+				t.Fatalf("%scase %d, (start, q0, a, b, n) = %v: rewritten mask keeps\n%v\nwant\n%v\nsource:\n%s\nrewritten:\n%s", what, i, args, got, want, src, m)
 			}
 		}
 	}
@@ -173,41 +183,5 @@ func TestMaskRangeModValuesWrap(t *testing.T) {
 		}
 		return int32(r.IntN(41) - 20)
 	}
-	rewrote := 0
-	for i := range 1500 {
-		g := &maskGen{r: r}
-		keep := g.boolExpr(3)
-		src := head + strings.Join(g.lines, "\n") + "\n" + strings.ReplaceAll(maskGenTail, "%KEEP", keep)
-		orig, err := tir.Parse("gen.tir", src)
-		if err != nil {
-			t.Fatalf("case %d: %v\n%s", i, err, src)
-		}
-		m, _ := tir.Parse("gen.tir", src)
-		if err := maskRange(m); err != nil {
-			t.Fatal(err)
-		}
-		if err := tir.Verify(m); err != nil {
-			t.Fatalf("case %d: %v\n%s", i, err, m)
-		}
-		if m.String() != orig.String() {
-			rewrote++
-		}
-		for range 4 {
-			args := []any{int32(r.IntN(61) - 20), int32(r.IntN(51) - 10), extreme(), extreme(), int32(r.IntN(61) - 20)}
-			run := func(m *tir.Module) []float64 {
-				b := cpu.FromF32("p", make([]float32, 128))
-				if err := cpu.Launch(m, "k", [3]int{1, 1, 1}, append([]any{b}, args...)...); err != nil {
-					t.Fatalf("case %d: %v", i, err)
-				}
-				return b.Vals
-			}
-			if want, got := run(orig), run(m); !sameBuffers([][]float64{got}, [][]float64{want}) {
-				t.Fatalf("issue 46 item 4: case %d, (start, q0, a, b, n) = %v: rewritten mask keeps\n%v\nwant\n%v\nsource:\n%s\nrewritten:\n%s", i, args, got, want, src, m)
-			}
-		}
-	}
-	t.Logf("%d of 1500 random conditions rewritten", rewrote)
-	if rewrote < 100 {
-		t.Errorf("only %d of 1500 random conditions were rewritten", rewrote)
-	}
+	checkMaskRangeRandom(t, r, head, extreme, "issue 46 item 4: ")
 }
