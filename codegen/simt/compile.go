@@ -54,7 +54,6 @@ type block struct {
 	index int
 	rank  int // position in reverse postorder: lanes at the lowest rank run first
 	ops   []op
-	term  ir.Terminator
 	cond  int     // the condition's slot (conditional branch)
 	succ  []int   // successors: [target] or [true, false]
 	edges []*edge // phi copies per successor
@@ -150,11 +149,10 @@ func elemType(t types.Type, i int) types.Type {
 
 func (c *compiler) compile(fn *ir.Func) {
 	p := c.p
-	for i, par := range fn.Params {
+	for _, par := range fn.Params {
 		off := c.alloc(1)
 		c.slots[par] = off
 		p.params = append(p.params, off)
-		_ = i
 	}
 	for _, b := range fn.Blocks {
 		for _, inst := range b.Insts {
@@ -223,7 +221,6 @@ func succs(t ir.Terminator) []*ir.Block {
 }
 
 func (c *compiler) term(b *ir.Block, blk *block, index map[*ir.Block]int) {
-	blk.term = b.Term
 	switch t := b.Term.(type) {
 	case *ir.TermRet:
 		blk.ret = true
