@@ -307,16 +307,7 @@ func TestErrorsInline(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := checkFiles(map[string]string{"x.fa": c.src})
-			if err == nil {
-				t.Fatalf("checks, want an error at %d:%d", c.line, c.col)
-			}
-			text := err.Error()
-			lines := strings.Split(text, "\n")
-			wantHead := fmt.Sprintf("x.fa:%d:%d: ", c.line, c.col)
-			if !strings.HasPrefix(lines[0], wantHead) || !strings.Contains(lines[0], c.frag) {
-				t.Fatalf("got:\n%s\nwant %q and %q", text, wantHead, c.frag)
-			}
+			text, lines := errorAt(t, c.src, c.line, c.col, c.frag)
 			if len(lines) < 3 {
 				t.Fatalf("no excerpt:\n%s", text)
 			}
@@ -326,6 +317,24 @@ func TestErrorsInline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errorAt checks that src, as file x.fa, fails to check with an error
+// whose first line is at line:col and contains frag, and returns the
+// error's text and lines.
+func errorAt(t *testing.T, src string, line, col int, frag string) (string, []string) {
+	t.Helper()
+	err := checkFiles(map[string]string{"x.fa": src})
+	if err == nil {
+		t.Fatalf("checks, want an error at %d:%d", line, col)
+	}
+	text := err.Error()
+	lines := strings.Split(text, "\n")
+	wantHead := fmt.Sprintf("x.fa:%d:%d: ", line, col)
+	if !strings.HasPrefix(lines[0], wantHead) || !strings.Contains(lines[0], frag) {
+		t.Fatalf("got:\n%s\nwant %q and %q", text, wantHead, frag)
+	}
+	return text, lines
 }
 
 // TestErrorList checks that `fac check` style checking reports one error

@@ -217,16 +217,7 @@ func TestFnErrorsInline(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := checkFiles(map[string]string{"x.fa": c.src})
-			if err == nil {
-				t.Fatalf("checks, want an error at %d:%d", c.line, c.col)
-			}
-			text := err.Error()
-			lines := strings.Split(text, "\n")
-			wantHead := fmt.Sprintf("x.fa:%d:%d: ", c.line, c.col)
-			if !strings.HasPrefix(lines[0], wantHead) || !strings.Contains(lines[0], c.frag) {
-				t.Fatalf("got:\n%s\nwant %q and %q", text, wantHead, c.frag)
-			}
+			text, _ := errorAt(t, c.src, c.line, c.col, c.frag)
 			if strings.Contains(text, "internal compiler error") {
 				t.Errorf("not a user error:\n%s", text)
 			}
