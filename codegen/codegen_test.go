@@ -465,6 +465,9 @@ func simCases() []simCase {
 		bwdCaseTMA("frontend_bwd_32x128_w4_tma", 128, 4, 64, 2, 2, 1, 150, 200, false),
 		withTarget(bwdCaseTMA("frontend_bwd_64x128_tma", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=tma"),
 		withTarget(bwdCaseTMA("frontend_bwd_32x128_w4_tma", 128, 4, 64, 2, 2, 1, 150, 200, false), "dq=tma"),
+		// The same with a producer warpgroup issuing the TMA copies.
+		bwdCaseTMA("frontend_bwd_64x128_ws_tma", 128, 8, 128, 1, 2, 2, 200, 300, false),
+		withTarget(bwdCaseTMA("frontend_bwd_64x128_ws_tma", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=tma"),
 		// dQ added through shared memory by deferred cp.reduce.async.bulk.
 		withTarget(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=bulk"),
 		withTarget(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), "dq=bulk"),
