@@ -24,9 +24,9 @@ import "github.com/fac-compiler/fac/flash"
 // Each method is documented at flash.Backward.
 type Backward = flash.Backward
 
-// CompileBackward compiles the backward kernels for head dimension dim.
-// opts are the forward's: Mask, Score, Sources, DType and Passes apply to
-// every kernel; each of Consts goes to the kernels that declare it
+// CompileBackward compiles the backward kernels for head dimension dim
+// (V's: opts.DimV, or dim). opts are the forward's: Mask, Score, Sources,
+// DType, DimV and Passes apply to every kernel; each of Consts goes to the kernels that declare it
 // (BLOCK_M, BLOCK_N, SPARSE_Q, SPARSE_K, DETERMINISTIC, AUX_GRAD,
 // fold_scale), and one that no backward kernel declares is an error. The
 // block sizes SPARSE_Q × SPARSE_K must be the forward's for a block mask to
@@ -39,7 +39,7 @@ func CompileBackward(opts Options, dim int) (*Backward, error) {
 
 // BackwardInputs are the tensors of one backward call, contiguous
 // row-major: Q, K, V, Aux, Scalars, Scale and BlockMask as given to the
-// forward; O ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log) as it
+// forward; O ([B, H, SeqQ, DimV]) and LSE ([B, H, SeqQ], natural log) as it
 // returned them; DO = dL/dO, shaped like O. Sinks are the forward's sink
 // logits ([Heads]) for a backward compiled with Options.Sinks, and must be
 // nil otherwise.

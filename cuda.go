@@ -15,8 +15,9 @@ type CUDA = flash.CUDA
 func OpenCUDA(ordinal int) (*CUDA, error) { return flash.OpenCUDA(ordinal) }
 
 // DeviceTensors are device buffers for Forward.LaunchCUDA, as raw pointers
-// (a gorgonia.org/cu DevicePtr converts with uintptr(p)). Q and O are
-// [B, H, SeqQ, Dim], K and V [B, KVHeads, SeqK, Dim], in the kernel's DType,
+// (a gorgonia.org/cu DevicePtr converts with uintptr(p)). Q is [B, H, SeqQ,
+// Dim], O [B, H, SeqQ, DimV], K [B, KVHeads, SeqK, Dim] and V [B, KVHeads,
+// SeqK, DimV] (Shape.VDim), in the kernel's DType,
 // with the last dimension contiguous and the other strides (in elements)
 // given as {batch, head, seq}; a zero stride array means contiguous. LSE is
 // [B, H, SeqQ] f32, contiguous. Aux holds the mods' aux tensors by name in
@@ -37,15 +38,16 @@ type DeviceBlockMask = flash.DeviceBlockMask
 
 // ForwardWorkspace is split-KV's scratch memory on the device
 // (Forward.NewWorkspace): the partial outputs o_partial ([splits, B, H,
-// SeqQ, Dim]) and lse_partial ([splits, B, H, SeqQ]), f32. One workspace
+// SeqQ, DimV]) and lse_partial ([splits, B, H, SeqQ]), f32. One workspace
 // serves every launch whose partial outputs are no larger, on one stream
 // at a time; Free releases it.
 type ForwardWorkspace = flash.ForwardWorkspace
 
 // BackwardDeviceTensors are device buffers for Backward.LaunchCUDA, as raw
-// pointers, laid out as for the forward's DeviceTensors: Q, O, DO (dL/dO)
-// and DQ are [B, H, SeqQ, Dim], K, V, DK and DV [B, KVHeads, SeqK, Dim], in
-// the kernels' DType, strided by {batch, head, seq} (zero: contiguous); LSE
+// pointers, laid out as for the forward's DeviceTensors: Q and DQ are
+// [B, H, SeqQ, Dim], O and DO (dL/dO) [B, H, SeqQ, DimV], K and DK
+// [B, KVHeads, SeqK, Dim], V and DV [B, KVHeads, SeqK, DimV], in the
+// kernels' DType, strided by {batch, head, seq} (zero: contiguous); LSE
 // is the forward's [B, H, SeqQ] f32, contiguous. DAux holds the gradients
 // of the score's float aux tensors (Backward.AuxGrads), f32, which the
 // kernels add into: zero them first. Sinks and DSinks ([H] f32) are for a

@@ -2,9 +2,10 @@ package fac
 
 import "github.com/fac-compiler/fac/flash"
 
-// Shape is an attention problem: Q and O are [Batch, Heads, SeqQ, Dim], K and
-// V are [Batch, KVHeads, SeqK, Dim] (KVHeads = Heads unless grouped-query;
-// 0 means Heads).
+// Shape is an attention problem: Q is [Batch, Heads, SeqQ, Dim], K [Batch,
+// KVHeads, SeqK, Dim], V [Batch, KVHeads, SeqK, DimV] and O [Batch, Heads,
+// SeqQ, DimV] (KVHeads = Heads unless grouped-query, 0 means Heads; DimV,
+// V's head dim, 0 means Dim: DeepSeek's Dim 192, DimV 128).
 type Shape = flash.Shape
 
 // Options choose the kernel instance:
@@ -14,8 +15,9 @@ type Shape = flash.Shape
 //     declares forms of the caller's masks that the runtime may rely on
 //     (MaskForm).
 //   - Consts are other compile-time arguments (BLOCK_M: "32"); DType is the
-//     element type of Q, K, V and O: f32 (default), bf16 or f16; Passes
-//     steers the tile pass pipeline.
+//     element type of Q, K, V and O: f32 (default), bf16 or f16; DimV is the
+//     head dim of V and O where it differs from Q's and K's (the kernels'
+//     HEAD_DIM_V; 0: the same); Passes steers the tile pass pipeline.
 //   - Target is the GPU target: its Arch (e.g. "sm_90a") picks the tile
 //     arguments tuned for that GPU ("": the kernel's defaults, and the
 //     device's arch at run time), its switches (wgmma, tma, ...) the code;
@@ -30,7 +32,7 @@ type Options = flash.Options
 
 // Forward is a compiled forward kernel for one head dimension. Its methods:
 //   - RunCPU, RunCPUContext: run on the CPU reference device, returning O
-//     ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log);
+//     ([B, H, SeqQ, DimV]) and LSE ([B, H, SeqQ], natural log);
 //   - RunCUDA, RunCUDAContext, BenchCUDA: run (or time) on a GPU with host
 //     tensors; LaunchCUDA: launch on device buffers (DeviceTensors) on a
 //     stream, with NewWorkspace for split-KV's partial outputs;
@@ -47,11 +49,12 @@ type Options = flash.Options
 type Forward = flash.Forward
 
 // CompileForward compiles flash_fwd (flash_fwd_sinks with Options.Sinks)
-// for head dimension dim (1 to 256; the GPU back end needs a power of two)
-// with the mods and compile-time arguments of opts. Options no kernel can
-// be built or run with (an unknown Target.Arch, SMs, NumSplits or PackGQA
-// out of range, a DType other than f32, bf16 and f16, Consts that
-// contradict DType or dim) are refused before anything is compiled.
+// for head dimension dim (Q's and K's; V's is Options.DimV, or dim; each 1
+// to 256, and the GPU back end needs powers of two) with the mods and
+// compile-time arguments of opts. Options no kernel can be built or run
+// with (an unknown Target.Arch, SMs, NumSplits or PackGQA out of range, a
+// DType other than f32, bf16 and f16, Consts that contradict DType, dim or
+// DimV) are refused before anything is compiled.
 func CompileForward(opts Options, dim int) (*Forward, error) {
 	return flash.CompileForward(opts, dim)
 }

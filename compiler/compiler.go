@@ -271,6 +271,7 @@ func tunedFor(c *launch.Contract, req Request, cps []*lang.CParam, mods map[stri
 		Variants: req.Target.TuneVariants(),
 		DType:    dtypeArg(req.Consts["DTYPE"]),
 		HeadDim:  intArg(req.Consts["HEAD_DIM"]),
+		HeadDimV: headDimV(req.Consts),
 		Mods:     mods,
 		Args:     req.Consts,
 		Declared: func(name string) bool { return declared[name] },
@@ -290,6 +291,20 @@ func tunedFor(c *launch.Contract, req Request, cps []*lang.CParam, mods map[stri
 func dtypeArg(s string) tir.Elem {
 	e, _ := tir.ElemByName(s)
 	return e
+}
+
+// headDimV is the HEAD_DIM_V argument of consts for the tuned sets: 0
+// when not given, -1 when given as other text than an integer (no set is
+// then for it, as for a HEAD_DIM_V other than HEAD_DIM).
+func headDimV(consts map[string]string) int {
+	v, ok := consts["HEAD_DIM_V"]
+	if !ok {
+		return 0
+	}
+	if n := intArg(strings.TrimSpace(v)); n > 0 {
+		return n
+	}
+	return -1
 }
 
 // intArg is the integer an argument gives in its canonical form ("128");
@@ -347,6 +362,19 @@ func identOf(prog *lang.Program, req Request, res *Result) artifact.Ident {
 			var err error
 			c, err = prog.EvalConst(&lang.Expr{Pos: cp.Default.Pos, Left: &lang.AndExpr{Left: &lang.CmpExpr{Left: cp.Default}}})
 			ok = err == nil
+		}
+		if !ok {
+			// A default written from other parameters (HEAD_DIM_V =
+			// HEAD_DIM) has no value alone: the lowered kernel holds the
+			// value it took, as it holds every integer and bool argument.
+			if f := res.Module.Func(req.Kernel); f != nil {
+				switch v := f.Attr(cp.Name).(type) {
+				case int64:
+					c, ok = lang.Const{Kind: lang.CInt, I: v}, cp.Kind == "i32" || cp.Kind == "int"
+				case bool:
+					c, ok = lang.Const{Kind: lang.CBool, B: v}, cp.Kind == "bool"
+				}
+			}
 		}
 		if !ok {
 			continue

@@ -34,13 +34,14 @@ var scheduleRanges = []constRange{
 // attentionRanges are the ranges of the stdlib attention kernels' own
 // compile-time parameters (kernels with a launch contract): tile and mask
 // block sizes are counts of rows or columns (SPARSE_Q = 0 compiled, then
-// divided by zero at run time), the head dim is 1 to 256.
+// divided by zero at run time), the head dims are 1 to 256.
 var attentionRanges = []constRange{
 	{name: "BLOCK_M", lo: 1, hi: 1 << 12, means: "rows of a tile"},
 	{name: "BLOCK_N", lo: 1, hi: 1 << 12, means: "columns of a tile"},
 	{name: "SPARSE_Q", lo: 1, hi: 1 << 30, means: "query rows of a block-mask block"},
 	{name: "SPARSE_K", lo: 1, hi: 1 << 30, means: "key columns of a block-mask block"},
 	{name: "HEAD_DIM", lo: 1, hi: 256, means: "the head dimension"},
+	{name: "HEAD_DIM_V", lo: 1, hi: 256, means: "the head dimension of V and O"},
 	{name: "heads_group", lo: 0, hi: 1 << 30, means: "heads walked together (0: every head)"},
 	{name: "MAX_SPLITS", lo: 1, hi: 64, means: "split-KV splits merged"},
 }

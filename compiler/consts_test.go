@@ -20,6 +20,8 @@ func TestConstRangesIssue46Item12(t *testing.T) {
 		{map[string]string{"SPARSE_K": "-128"}, "SPARSE_K = -128"},
 		{map[string]string{"BLOCK_M": "0"}, "BLOCK_M = 0: want 1 to"},
 		{map[string]string{"HEAD_DIM": "512"}, "HEAD_DIM = 512: want 1 to 256"},
+		{map[string]string{"HEAD_DIM_V": "0"}, "HEAD_DIM_V = 0: want 1 to 256"},
+		{map[string]string{"HEAD_DIM": "32", "HEAD_DIM_V": "512"}, "HEAD_DIM_V = 512: want 1 to 256"},
 		{map[string]string{"num_warps": "3"}, "num_warps = 3: want a power of two from 1 to 32"},
 		{map[string]string{"num_stages": "0"}, "num_stages = 0: want 1 to 8"},
 		{map[string]string{"consumer_groups": "0"}, "consumer_groups = 0: want 1 to 4"},

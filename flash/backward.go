@@ -17,7 +17,7 @@ import (
 )
 
 // Backward is the compiled backward pass of attention for one head
-// dimension, with the same mods as the forward: the stdlib kernels
+// dimension (one pair: Q's and K's, V's), with the same mods as the forward: the stdlib kernels
 // flash_bwd_preprocess (Δ = rowsum(dO∘O)), flash_bwd (dK, dV; dQ through
 // f32 atomics) and flash_bwd_postprocess (dQ), or, with the compile-time
 // argument DETERMINISTIC=true, flash_bwd_dq in place of the atomics and the
@@ -26,7 +26,7 @@ import (
 // runs flash_bwd_sinks, the gradient of the sink logits (Grads.DSinks).
 type Backward struct {
 	opts          Options
-	dim           int
+	dim, dimV     int // Q's and K's head dim, V's and O's
 	deterministic bool
 	stages        []stage // in launch order
 	main          *stage  // flash_bwd
@@ -63,8 +63,9 @@ func backwardDType(opts Options, dim int) (string, error) {
 	return dt, opts.checkDTypeDim(dt, dim)
 }
 
-// CompileBackward compiles the backward kernels for head dimension dim.
-// opts are the forward's: Mask, Score, Sources, DType and Passes apply to
+// CompileBackward compiles the backward kernels for head dimension dim
+// (V's: opts.DimV, or dim). opts are the forward's: Mask, Score, Sources,
+// DType, DimV and Passes apply to
 // every kernel; each of Consts goes to the kernels that declare it (BLOCK_M,
 // BLOCK_N, SPARSE_Q, SPARSE_K, DETERMINISTIC, AUX_GRAD, fold_scale), and one that no
 // backward kernel declares is an error. The block sizes SPARSE_Q ×
@@ -77,7 +78,11 @@ func CompileBackward(opts Options, dim int) (*Backward, error) {
 	if err != nil {
 		return nil, err
 	}
-	bw := &Backward{opts: opts, dim: dim}
+	dimV, err := opts.dimV(dim)
+	if err != nil {
+		return nil, err
+	}
+	bw := &Backward{opts: opts, dim: dim, dimV: dimV}
 	if v, ok := opts.Consts["DETERMINISTIC"]; ok {
 		d, err := strconv.ParseBool(v)
 		if err != nil {
@@ -92,7 +97,7 @@ func CompileBackward(opts Options, dim int) (*Backward, error) {
 	if opts.Sinks {
 		kernels = append(kernels, attention.FlashBwdSinks) // after the preprocess: it reads Δ
 	}
-	stages, err := compileStages(opts, dt, dim, kernels)
+	stages, err := compileStages(opts, dt, dim, dimV, kernels)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +111,7 @@ func CompileBackward(opts Options, dim int) (*Backward, error) {
 			strings.Join(bw.AuxGrads(), ", "))
 	}
 	bw.dtype = bw.main.res.Func().Params[0].Type.Elem
-	bw.masker = &Forward{opts: opts, res: bw.main.res, contract: bw.main.contract, dim: dim, dtype: bw.dtype}
+	bw.masker = &Forward{opts: opts, res: bw.main.res, contract: bw.main.contract, dim: dim, dimV: dimV, dtype: bw.dtype}
 	return bw, nil
 }
 
@@ -165,7 +170,7 @@ func (bw *Backward) BlockMask(sh Shape, aux map[string]any) (*blockmask.BlockMas
 
 // BackwardInputs are the tensors of one backward call, contiguous
 // row-major: Q, K, V, Aux, Scalars, Scale and BlockMask as given to the
-// forward; O ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log) as it
+// forward; O ([B, H, SeqQ, DimV]) and LSE ([B, H, SeqQ], natural log) as it
 // returned them; DO = dL/dO, shaped like O. Sinks are the forward's sink
 // logits ([Heads]) for a backward compiled with Options.Sinks, and must be
 // nil otherwise.
@@ -379,6 +384,9 @@ func (bw *Backward) checkInputs(in BackwardInputs, sh Shape) error {
 	if err := bw.masker.checkScalars(in.Scalars); err != nil {
 		return err
 	}
+	if err := bw.masker.checkDims(sh); err != nil {
+		return err
+	}
 	p := launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs(), Scale: in.Scale}
 	c := bw.main.contract
 	for _, t := range []struct {
@@ -408,9 +416,10 @@ func (bw *Backward) checkSinks(sinks []float32, sh Shape) error {
 }
 
 // compileStages compiles kernels in order for the backward's opts, dtype
-// dt and head dim: each gets the mods and those of opts.Consts it
-// declares; a const that none declares is an error.
-func compileStages(opts Options, dt string, dim int, kernels []*launch.Contract) ([]stage, error) {
+// dt and head dims (dimV: V's and O's, for the kernels that read them):
+// each gets the mods and those of opts.Consts it declares; a const that
+// none declares is an error.
+func compileStages(opts Options, dt string, dim, dimV int, kernels []*launch.Contract) ([]stage, error) {
 	var stages []stage
 	prog, err := compiler.Load(opts.Sources)
 	if err != nil {
@@ -428,6 +437,8 @@ func compileStages(opts Options, dt string, dim int, kernels []*launch.Contract)
 			switch {
 			case cp.Name == "HEAD_DIM":
 				consts[cp.Name] = strconv.Itoa(dim)
+			case cp.Name == "HEAD_DIM_V" && dimV != dim:
+				consts[cp.Name] = strconv.Itoa(dimV)
 			case cp.Name == "DTYPE":
 				consts[cp.Name] = dt
 			case cp.Kind == "mask":
@@ -450,7 +461,7 @@ func compileStages(opts Options, dt string, dim int, kernels []*launch.Contract)
 		if err := c.CheckParams(res.Params()); err != nil {
 			return nil, fmt.Errorf("internal compiler error: %w", err)
 		}
-		p := launch.Problem{Shape: Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim}, Attrs: res.Attrs()}
+		p := launch.Problem{Shape: Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim, DimV: dimV}, Attrs: res.Attrs()}
 		if c.Check != nil {
 			if err := c.Check(p); err != nil {
 				return nil, err

@@ -171,9 +171,10 @@ func (bw *Backward) BenchCUDA(d *CUDA, in BackwardInputs, sh Shape, warmup, reps
 }
 
 // BackwardDeviceTensors are device buffers for Backward.LaunchCUDA, as raw
-// pointers, laid out as for the forward's DeviceTensors: Q, O, DO (dL/dO)
-// and DQ are [B, H, SeqQ, Dim], K, V, DK and DV [B, KVHeads, SeqK, Dim], in
-// the kernels' DType, the last dimension contiguous and the others strided
+// pointers, laid out as for the forward's DeviceTensors: Q and DQ are
+// [B, H, SeqQ, Dim], O and DO (dL/dO) [B, H, SeqQ, DimV], K and DK
+// [B, KVHeads, SeqK, Dim], V and DV [B, KVHeads, SeqK, DimV], in the
+// kernels' DType, the last dimension contiguous and the others strided
 // by the {batch, head, seq} strides (zero: contiguous); LSE is the
 // forward's [B, H, SeqQ] f32, contiguous.
 //

@@ -44,7 +44,7 @@ func (bw *Backward) Reference(in BackwardInputs, sh Shape) (reference.Grads, err
 		xs   []float32
 		n    int
 	}{{"Q", in.Q, sh.Batch * sh.Heads * sh.SeqQ * sh.Dim}, {"K", in.K, sh.Batch * sh.KV() * sh.SeqK * sh.Dim},
-		{"V", in.V, sh.Batch * sh.KV() * sh.SeqK * sh.Dim}, {"DO", in.DO, sh.Batch * sh.Heads * sh.SeqQ * sh.Dim}} {
+		{"V", in.V, sh.Batch * sh.KV() * sh.SeqK * sh.VDim()}, {"DO", in.DO, sh.Batch * sh.Heads * sh.SeqQ * sh.VDim()}} {
 		if len(t.xs) != t.n {
 			return reference.Grads{}, fmt.Errorf("tensor %s has %d elements, shape %+v needs %d", t.name, len(t.xs), sh, t.n)
 		}
@@ -89,8 +89,7 @@ func (bw *Backward) Reference(in BackwardInputs, sh Shape) (reference.Grads, err
 			sinks[i] = float64(x)
 		}
 	}
-	g := reference.AttentionGradSinks(q, k, v, do, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim},
-		scale, mask, score, deriv, gradLens, sinks)
+	g := reference.AttentionGradSinks(q, k, v, do, refShape(sh), scale, mask, score, deriv, gradLens, sinks)
 	return g, evalErr.get()
 }
 

@@ -22,9 +22,9 @@ import (
 // (the same VarlenBlockMask as the forward's). dQ goes through f32
 // atomics; there is no DETERMINISTIC mode yet.
 type BackwardVarlen struct {
-	opts   Options
-	dim    int
-	stages []stage // preprocess, flash_bwd_varlen, postprocess
+	opts      Options
+	dim, dimV int     // Q's and K's head dim, V's and O's
+	stages    []stage // preprocess, flash_bwd_varlen, postprocess
 	// masker builds and checks block masks and the mods' inputs, with
 	// flash_bwd_varlen's mods and block sizes.
 	masker   *ForwardVarlen
@@ -33,8 +33,9 @@ type BackwardVarlen struct {
 }
 
 // CompileBackwardVarlen compiles the varlen backward kernels for head
-// dimension dim, with the forward's opts (Mask, Score, Sources, DType,
-// Passes; Consts to the kernels that declare them). SPARSE_Q × SPARSE_K
+// dimension dim (V's: opts.DimV, or dim), with the forward's opts (Mask,
+// Score, Sources, DType, DimV, Passes; Consts to the kernels that declare
+// them). SPARSE_Q × SPARSE_K
 // must be the forward's for one VarlenBlockMask to serve both.
 func CompileBackwardVarlen(opts Options, dim int) (*BackwardVarlen, error) {
 	dt, err := backwardDType(opts, dim)
@@ -47,7 +48,11 @@ func CompileBackwardVarlen(opts Options, dim int) (*BackwardVarlen, error) {
 	if v, ok := opts.Consts["DETERMINISTIC"]; ok {
 		return nil, fmt.Errorf("DETERMINISTIC = %s: the varlen backward has no deterministic mode yet (dQ goes through atomics)", v)
 	}
-	stages, err := compileStages(opts, dt, dim, []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwdVarlen, attention.FlashBwdPostprocess})
+	dimV, err := opts.dimV(dim)
+	if err != nil {
+		return nil, err
+	}
+	stages, err := compileStages(opts, dt, dim, dimV, []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwdVarlen, attention.FlashBwdPostprocess})
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +70,8 @@ func CompileBackwardVarlen(opts Options, dim int) (*BackwardVarlen, error) {
 			}
 		}
 	}
-	bw := &BackwardVarlen{opts: opts, dim: dim, stages: stages, dtype: main.Func().Params[0].Type.Elem}
-	bw.masker = &ForwardVarlen{f: &Forward{opts: opts, res: main, contract: attention.FlashBwdVarlen, dim: dim, dtype: bw.dtype}}
+	bw := &BackwardVarlen{opts: opts, dim: dim, dimV: dimV, stages: stages, dtype: main.Func().Params[0].Type.Elem}
+	bw.masker = &ForwardVarlen{f: &Forward{opts: opts, res: main, contract: attention.FlashBwdVarlen, dim: dim, dimV: dimV, dtype: bw.dtype}}
 	return bw, nil
 }
 
@@ -93,7 +98,7 @@ func (bw *BackwardVarlen) BlockMask(in VarlenInputs, heads int) (*VarlenBlockMas
 
 // VarlenBackwardInputs are a varlen backward call's tensors: the forward's
 // inputs (Q, K, V, cu_seqlens, Aux, Scalars, Scale, BlockMask), O
-// ([total_q, H, D]) and LSE ([H, total_q]) as the forward returned them,
+// ([total_q, H, Dv], Dv V's head dim) and LSE ([H, total_q]) as the forward returned them,
 // and DO = dL/dO, shaped like O.
 type VarlenBackwardInputs struct {
 	VarlenInputs
@@ -101,8 +106,8 @@ type VarlenBackwardInputs struct {
 }
 
 // RunCPU runs the varlen backward on the CPU reference device: dQ like Q
-// ([total_q, H, D]), dK and dV like K and V ([total_k, Hkv, D]), and the
-// score's aux gradients by name.
+// ([total_q, H, D]), dK and dV like K and V ([total_k, Hkv, D] and
+// [total_k, Hkv, Dv]), and the score's aux gradients by name.
 func (bw *BackwardVarlen) RunCPU(in VarlenBackwardInputs, heads, kvHeads int) (*Grads, error) {
 	return bw.RunCPUContext(context.Background(), in, heads, kvHeads)
 }
@@ -148,23 +153,22 @@ type varlenBound struct {
 
 // bind checks a call and binds its three kernels.
 func (bw *BackwardVarlen) bind(in VarlenBackwardInputs, heads, kvHeads int) (*varlenBound, error) {
-	f, d := bw.masker.f, bw.dim
+	f, d, dv := bw.masker.f, bw.dim, bw.dimV
 	if kvHeads == 0 {
 		kvHeads = heads
 	}
 	if heads <= 0 || kvHeads <= 0 {
 		return nil, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
 	}
-	if len(in.Q)%(heads*d) != 0 || len(in.K)%(kvHeads*d) != 0 || len(in.V) != len(in.K) {
-		return nil, fmt.Errorf("q has %d elements, k %d, v %d: want [total_q, %d, %d] and twice [total_k, %d, %d]",
-			len(in.Q), len(in.K), len(in.V), heads, d, kvHeads, d)
+	totalQ, totalK, err := f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads)
+	if err != nil {
+		return nil, err
 	}
-	totalQ, totalK := len(in.Q)/(heads*d), len(in.K)/(kvHeads*d)
-	if len(in.O) != len(in.Q) || len(in.DO) != len(in.Q) || len(in.LSE) != heads*totalQ {
-		return nil, fmt.Errorf("O has %d elements, DO %d, LSE %d: want O and DO like Q (%d) and LSE [%d, %d]",
-			len(in.O), len(in.DO), len(in.LSE), len(in.Q), heads, totalQ)
+	if no := totalQ * heads * dv; len(in.O) != no || len(in.DO) != no || len(in.LSE) != heads*totalQ {
+		return nil, fmt.Errorf("O has %d elements, DO %d, LSE %d: want O and DO [%d, %d, %d] and LSE [%d, %d]",
+			len(in.O), len(in.DO), len(in.LSE), totalQ, heads, dv, heads, totalQ)
 	}
-	sh, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d)
+	sh, err := varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d, dv)
 	if err != nil {
 		return nil, err
 	}
@@ -202,14 +206,16 @@ func (bw *BackwardVarlen) bind(in VarlenBackwardInputs, heads, kvHeads int) (*va
 	lens := map[string]int{}
 	bm.q.hostData(attention.VarlenQLists, b.host, lens)
 	// The pre- and postprocess see one batch of totalQ positions: packed
-	// [total_q, H, D] is [1, H, total_q, D] with these strides.
-	packed := Shape{Batch: 1, Heads: heads, KVHeads: heads, SeqQ: totalQ, SeqK: 1, Dim: d}
+	// [total_q, H, D] is [1, H, total_q, D] with these strides (and O, dO
+	// with Dv for D).
+	packed := Shape{Batch: 1, Heads: heads, KVHeads: heads, SeqQ: totalQ, SeqK: 1, Dim: d, DimV: sh.DimV}
 	strides := []int{totalQ * heads * d, d, heads * d}
+	stridesV := []int{totalQ * heads * dv, dv, heads * dv}
 	for i, st := range bw.stages {
 		req := launch.Request{Problem: launch.Problem{Shape: packed, Attrs: st.res.Attrs(), Scale: in.Scale}}
 		switch i {
 		case 0:
-			req.Strides = map[string][]int{"o": strides, "dout": strides}
+			req.Strides = map[string][]int{"o": stridesV, "dout": stridesV}
 		case 1:
 			req.Problem = launch.Problem{Shape: sh, Attrs: st.res.Attrs(), Scale: in.Scale, TotalQ: totalQ, TotalK: totalK, Lens: lens}
 			req.Aux = maps.Clone(auxLen)
@@ -238,16 +244,21 @@ func (bw *BackwardVarlen) bind(in VarlenBackwardInputs, heads, kvHeads int) (*va
 // b = its index), in RunCPU's layouts. O and LSE are recomputed (in.O,
 // in.LSE and in.BlockMask are not read).
 func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int) (reference.Grads, error) {
-	f, d := bw.masker.f, bw.dim
+	f, d, dv := bw.masker.f, bw.dim, bw.dimV
 	if kvHeads == 0 {
 		kvHeads = heads
 	}
-	if heads <= 0 || kvHeads <= 0 || len(in.Q)%(heads*d) != 0 || len(in.K)%(kvHeads*d) != 0 || len(in.V) != len(in.K) || len(in.DO) != len(in.Q) {
-		return reference.Grads{}, fmt.Errorf("q has %d elements, k %d, v %d, do %d: want [total_q, %d, %d], twice [total_k, %d, %d] and dO like q",
-			len(in.Q), len(in.K), len(in.V), len(in.DO), heads, d, kvHeads, d)
+	if heads <= 0 || kvHeads <= 0 {
+		return reference.Grads{}, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
 	}
-	totalQ, totalK := len(in.Q)/(heads*d), len(in.K)/(kvHeads*d)
-	sh, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d)
+	totalQ, totalK, err := f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads)
+	if err != nil {
+		return reference.Grads{}, err
+	}
+	if len(in.DO) != totalQ*heads*dv {
+		return reference.Grads{}, fmt.Errorf("do has %d elements: want [%d, %d, %d], like O", len(in.DO), totalQ, heads, dv)
+	}
+	sh, err := varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d, dv)
 	if err != nil {
 		return reference.Grads{}, err
 	}
@@ -266,7 +277,7 @@ func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int)
 	q, k, v, do := roundTo(in.Q, bw.dtype), roundTo(in.K, bw.dtype), roundTo(in.V, bw.dtype), roundTo(in.DO, bw.dtype)
 	// gather takes a sequence's rows [n, hs, d] at start to [1, hs, n, d];
 	// scatter adds them back.
-	gather := func(xs []float64, start, n, hs int) []float64 {
+	gather := func(xs []float64, start, n, hs, d int) []float64 {
 		out := make([]float64, hs*n*d)
 		for t := range n {
 			for h := range hs {
@@ -275,7 +286,7 @@ func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int)
 		}
 		return out
 	}
-	scatter := func(dst, xs []float64, start, n, hs int) {
+	scatter := func(dst, xs []float64, start, n, hs, d int) {
 		for t := range n {
 			for h := range hs {
 				copy(dst[((start+t)*hs+h)*d:][:d], xs[(h*n+t)*d:][:d])
@@ -297,7 +308,7 @@ func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int)
 		if sq == 0 || sk == 0 {
 			continue // no query, or no key: no gradient
 		}
-		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: sk, Dim: d}
+		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: sk, Dim: d, DimV: sh.DimV}
 		maskFn, err := modFunc(f.res.Program, f.res.Mask, seq, vals)
 		if err != nil {
 			return reference.Grads{}, err
@@ -309,17 +320,17 @@ func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int)
 		mask, score := refMods(maskFn, scoreFn, b, &evalErr)
 		var deriv reference.ScoreDerivFunc
 		if scoreFn != nil {
-			dv, _, err := scoreDeriv(f.res.Program, f.res.Score, seq, vals, bw.AuxGrads(), evalErr.note)
+			ds, _, err := scoreDeriv(f.res.Program, f.res.Score, seq, vals, bw.AuxGrads(), evalErr.note)
 			if err != nil {
 				return reference.Grads{}, err
 			}
-			deriv = func(s float64, _, h, i, j int, aux func(string, int, float64)) float64 { return dv(s, b, h, i, j, aux) }
+			deriv = func(s float64, _, h, i, j int, aux func(string, int, float64)) float64 { return ds(s, b, h, i, j, aux) }
 		}
-		sg := reference.AttentionGrad(gather(q, qs, sq, heads), gather(k, ks, sk, kvHeads), gather(v, ks, sk, kvHeads), gather(do, qs, sq, heads),
-			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d}, scale, mask, score, deriv, gradLens)
-		scatter(g.DQ, sg.DQ, qs, sq, heads)
-		scatter(g.DK, sg.DK, ks, sk, kvHeads)
-		scatter(g.DV, sg.DV, ks, sk, kvHeads)
+		sg := reference.AttentionGrad(gather(q, qs, sq, heads, d), gather(k, ks, sk, kvHeads, d), gather(v, ks, sk, kvHeads, dv), gather(do, qs, sq, heads, dv),
+			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d, DV: dv}, scale, mask, score, deriv, gradLens)
+		scatter(g.DQ, sg.DQ, qs, sq, heads, d)
+		scatter(g.DK, sg.DK, ks, sk, kvHeads, d)
+		scatter(g.DV, sg.DV, ks, sk, kvHeads, dv)
 		for a, xs := range sg.DAux {
 			for i, x := range xs {
 				g.DAux[a][i] += x

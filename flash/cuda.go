@@ -132,8 +132,9 @@ func (f *Forward) BenchCUDA(d *CUDA, in Inputs, sh Shape, warmup, reps int) ([]f
 }
 
 // DeviceTensors are device buffers for LaunchCUDA, as raw pointers (a
-// gorgonia.org/cu DevicePtr converts with uintptr(p)). Q and O are
-// [B, H, SeqQ, Dim], K and V [B, KVHeads, SeqK, Dim], in the kernel's DType,
+// gorgonia.org/cu DevicePtr converts with uintptr(p)). Q is [B, H, SeqQ,
+// Dim], O [B, H, SeqQ, DimV], K [B, KVHeads, SeqK, Dim] and V [B, KVHeads,
+// SeqK, DimV] (Shape.VDim), in the kernel's DType,
 // with the last dimension contiguous and the other strides (in elements)
 // given as {batch, head, seq}; a zero stride array means contiguous. LSE is
 // [B, H, SeqQ] f32, contiguous. Aux holds the mods' aux tensors by name,

@@ -230,13 +230,13 @@ func (f *Forward) Plan(sh Shape, sms int) (DecodePlan, error) {
 	programs := tiles * sh.Batch * sh.Heads / p.Pack
 	iters := launch.CeilDiv(sh.SeqK, sk) * (sk / bn)
 	// o_partial must stay addressable with 32-bit offsets.
-	rowElems := sh.Batch * sh.Heads * sh.SeqQ * sh.Dim
+	rowElems := sh.Batch * sh.Heads * sh.SeqQ * sh.VDim()
 	most := min(MaxSplits, math.MaxInt32/rowElems)
 	switch {
 	case ns == 0:
 		p.NumSplits = min(chooseSplits(programs, iters*bn/minKeysPerSplit, sms), most)
 	case ns > most:
-		return p, fmt.Errorf("NumSplits %d: the partial outputs of %d splits of B·H·Sq·D = %d elements exceed 32-bit offsets", ns, ns, rowElems)
+		return p, fmt.Errorf("NumSplits %d: the partial outputs of %d splits of B·H·Sq·Dv = %d elements exceed 32-bit offsets", ns, ns, rowElems)
 	default:
 		p.NumSplits = ns
 	}
@@ -320,7 +320,7 @@ func (f *Forward) splitBlockN() (int, error) {
 }
 
 // splitKernel compiles (once per BLOCK_M) flash_fwd_splitkv with f's mods,
-// dtype, head dim and mask block sizes, and DecodeConsts.
+// dtype, head dims and mask block sizes, and DecodeConsts.
 func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
@@ -331,8 +331,8 @@ func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
 	consts := map[string]string{}
 	for k, v := range f.opts.DecodeConsts {
 		switch k {
-		case "HEAD_DIM", "DTYPE", "SPARSE_Q", "SPARSE_K", "mask", "score":
-			return nil, fmt.Errorf("DecodeConsts %s: flash_fwd_splitkv takes it from the forward kernel (Options.Consts, Mask, Score, DType)", k)
+		case "HEAD_DIM", "HEAD_DIM_V", "DTYPE", "SPARSE_Q", "SPARSE_K", "mask", "score":
+			return nil, fmt.Errorf("DecodeConsts %s: flash_fwd_splitkv takes it from the forward kernel (Options.Consts, DimV, Mask, Score, DType)", k)
 		}
 		consts[k] = v
 	}
@@ -343,6 +343,9 @@ func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
 	consts["BLOCK_M"] = strconv.Itoa(blockM)
 	consts["BLOCK_N"] = strconv.Itoa(bn)
 	consts["HEAD_DIM"] = strconv.Itoa(f.dim)
+	if f.dimV != f.dim {
+		consts["HEAD_DIM_V"] = strconv.Itoa(f.dimV)
+	}
 	consts["DTYPE"] = f.dtype.String()
 	consts["SPARSE_Q"] = strconv.FormatInt(a["SPARSE_Q"], 10)
 	consts["SPARSE_K"] = strconv.FormatInt(a["SPARSE_K"], 10)
@@ -365,8 +368,8 @@ func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
 }
 
 // combineKernel compiles (once per width) flash_fwd_combine for f's dtype
-// and head dim, merging up to combineWidth(splits) splits: a program loads
-// a [MAX_SPLITS, HEAD_DIM] tile, so 64 rows for 4 splits would be 16 times
+// and head dims, merging up to combineWidth(splits) splits: a program loads
+// a [MAX_SPLITS, HEAD_DIM_V] tile, so 64 rows for 4 splits would be 16 times
 // the registers, masked loads and reduction work the row needs.
 func (f *Forward) combineKernel(splits int) (*compiler.Result, error) {
 	w := combineWidth(splits)
@@ -375,8 +378,12 @@ func (f *Forward) combineKernel(splits int) (*compiler.Result, error) {
 	if r, ok := f.combineRes[w]; ok {
 		return r, nil
 	}
+	consts := map[string]string{"HEAD_DIM": strconv.Itoa(f.dim), "DTYPE": f.dtype.String(), "MAX_SPLITS": strconv.Itoa(w)}
+	if f.dimV != f.dim {
+		consts["HEAD_DIM_V"] = strconv.Itoa(f.dimV)
+	}
 	res, err := compiler.Compile(compiler.Request{Kernel: attention.FlashFwdCombine.Kernel, Passes: f.opts.Passes, Target: f.opts.target(),
-		Consts: map[string]string{"HEAD_DIM": strconv.Itoa(f.dim), "DTYPE": f.dtype.String(), "MAX_SPLITS": strconv.Itoa(w)}})
+		Consts: consts})
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ func (f *Forward) prepareDecode(ctx context.Context, d *CUDA, plan DecodePlan, i
 }
 
 // ForwardWorkspace is split-KV's scratch memory on the device: the partial
-// outputs o_partial ([splits, B, H, SeqQ, Dim]) and lse_partial ([splits,
+// outputs o_partial ([splits, B, H, SeqQ, DimV]) and lse_partial ([splits,
 // B, H, SeqQ]), f32. One workspace serves every launch whose partial
 // outputs are no larger, on one stream at a time.
 type ForwardWorkspace struct {
@@ -148,7 +148,7 @@ func workspaceLens(plan DecodePlan, sh Shape) (o, lse int) {
 		return 0, 0
 	}
 	rows := plan.NumSplits * sh.Batch * sh.Heads * sh.SeqQ
-	return rows * sh.Dim, rows
+	return rows * sh.VDim(), rows
 }
 
 // launchDecode is LaunchCUDA's split-KV path: dm is the call's block mask

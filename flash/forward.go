@@ -22,8 +22,9 @@ import (
 	"github.com/fac-compiler/fac/tir"
 )
 
-// Shape is an attention problem: Q and O are [Batch, Heads, SeqQ, Dim], K and
-// V are [Batch, KVHeads, SeqK, Dim] (KVHeads = Heads unless grouped-query).
+// Shape is an attention problem: Q is [Batch, Heads, SeqQ, Dim], K [Batch,
+// KVHeads, SeqK, Dim], V [Batch, KVHeads, SeqK, DimV] and O [Batch, Heads,
+// SeqQ, DimV] (KVHeads = Heads unless grouped-query; DimV 0 means Dim).
 type Shape = launch.Shape
 
 // Options choose the kernel instance.
@@ -33,7 +34,12 @@ type Options struct {
 	Sources map[string]string // user source files (name → text) defining mods
 	Consts  map[string]string // other compile-time arguments, e.g. BLOCK_M: "32"
 	DType   string            // element type of Q, K, V, O: f32 (default), bf16, f16
-	Passes  passes.Options
+	// DimV is the head dim of V and O (the kernels' HEAD_DIM_V) where it
+	// differs from the head dim of Q and K that the kernel is compiled for
+	// (DeepSeek's 128 beside 192); 0: the same. Calls then give it as
+	// Shape.DimV.
+	DimV   int
+	Passes passes.Options
 	// Target is the GPU target the kernels are built for. Its Arch, when
 	// set (e.g. "sm_90a"), is the GPU: compile-time arguments not set in
 	// Consts then take the values the kernel's contract tunes for it (on
@@ -64,8 +70,8 @@ type Options struct {
 	// count for the auto choice (0: the GPU's, DefaultSMs on the CPU).
 	// DecodeConsts are compile-time arguments of flash_fwd_splitkv
 	// (BLOCK_N, num_warps; BLOCK_M fixes the tile rows, else 16 or 64 by
-	// the call); its HEAD_DIM, DTYPE, SPARSE_Q, SPARSE_K and mods are the
-	// forward's. Plan says what a call runs. Sinks kernels have no
+	// the call); its HEAD_DIM, HEAD_DIM_V, DTYPE, SPARSE_Q, SPARSE_K and
+	// mods are the forward's. Plan says what a call runs. Sinks kernels have no
 	// split-KV form.
 	NumSplits    int
 	PackGQA      PackGQA
@@ -73,12 +79,14 @@ type Options struct {
 	DecodeConsts map[string]string
 }
 
-// Forward is a compiled forward kernel for one head dimension.
+// Forward is a compiled forward kernel for one head dimension (one pair:
+// Q's and K's, V's).
 type Forward struct {
 	opts     Options
 	res      *compiler.Result
 	contract *launch.Contract
 	dim      int
+	dimV     int // V's and O's head dim (dim unless Options.DimV)
 	dtype    tir.Elem
 
 	clsOnce sync.Once // the block-classification kernel, made on first use
@@ -99,7 +107,8 @@ type Forward struct {
 // Options are the options f was compiled with.
 func (f *Forward) Options() Options { return f.opts }
 
-// CompileForward compiles flash_fwd for head dimension dim.
+// CompileForward compiles flash_fwd for head dimension dim (Q's and K's;
+// V's is Options.DimV, or dim).
 func CompileForward(opts Options, dim int) (*Forward, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -125,6 +134,13 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 	if err := opts.checkDTypeDim(dt, dim); err != nil {
 		return nil, err
 	}
+	dimV, err := opts.dimV(dim)
+	if err != nil {
+		return nil, err
+	}
+	if dimV != dim {
+		consts["HEAD_DIM_V"] = strconv.Itoa(dimV)
+	}
 	consts["DTYPE"] = dt
 	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),
 		Score: opts.Score, Consts: consts, Passes: opts.Passes})
@@ -134,7 +150,7 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 	if err := checkMaskForms(opts.MaskForms, res.Program, res.Mask); err != nil {
 		return nil, err
 	}
-	f := &Forward{opts: opts, res: res, contract: c, dim: dim}
+	f := &Forward{opts: opts, res: res, contract: c, dim: dim, dimV: dimV}
 	k := res.Func()
 	if k == nil {
 		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
@@ -142,7 +158,7 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 	if err := c.CheckParams(res.Params()); err != nil {
 		return nil, fmt.Errorf("internal compiler error: %w", err)
 	}
-	if err := c.Check(f.problem(Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim}, 0)); err != nil {
+	if err := c.Check(f.problem(Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim, DimV: dimV}, 0)); err != nil {
 		return nil, err
 	}
 	f.dtype = k.Params[0].Type.Elem
@@ -359,6 +375,20 @@ func (f *Forward) checkScalars(vals map[string]any) error {
 	return nil
 }
 
+// checkDims refuses a shape whose head dims are not those f was compiled
+// for, before the tensors' sizes, which follow from the shape, are
+// checked: a call that leaves Shape.DimV at 0 for a kernel compiled with
+// Options.DimV is told so, not that V has the wrong size.
+func (f *Forward) checkDims(sh Shape) error {
+	if sh.Dim != f.dim {
+		return fmt.Errorf("shape: head dim %d, but the kernel was compiled for %d", sh.Dim, f.dim)
+	}
+	if sh.VDim() != f.dimV {
+		return fmt.Errorf("shape: value head dim %d (Shape.DimV; 0 is the head dim), but the kernel was compiled for %d (Options.DimV)", sh.VDim(), f.dimV)
+	}
+	return nil
+}
+
 // checkInputs checks the host tensors' sizes against the shape, and the
 // mods' aux tensors and run-time parameters against their declarations.
 func (f *Forward) checkInputs(in Inputs, sh Shape) error {
@@ -373,6 +403,9 @@ func (f *Forward) checkInputs(in Inputs, sh Shape) error {
 		return fmt.Errorf("sinks has %d values, want one per head (%d)", len(in.Sinks), sh.Heads)
 	case !f.opts.Sinks && in.Sinks != nil:
 		return fmt.Errorf("inputs have sinks, but the kernel was compiled without them (Options.Sinks)")
+	}
+	if err := f.checkDims(sh); err != nil {
+		return err
 	}
 	p := f.problem(sh, in.Scale)
 	for _, t := range []struct {
@@ -391,7 +424,7 @@ func (f *Forward) checkInputs(in Inputs, sh Shape) error {
 }
 
 // RunCPU runs the kernel on the CPU reference device and returns O
-// ([B, H, SeqQ, Dim]) and LSE ([B, H, SeqQ], natural log).
+// ([B, H, SeqQ, DimV]) and LSE ([B, H, SeqQ], natural log).
 func (f *Forward) RunCPU(in Inputs, sh Shape) (o, lse []float32, err error) {
 	return f.RunCPUContext(context.Background(), in, sh)
 }
@@ -628,5 +661,5 @@ func (f *Forward) FullVariant() (*Forward, error) {
 	c.Kernel = name
 	opts := f.opts
 	opts.NumSplits, opts.PackGQA = 1, PackGQAOff // the variant has no split-KV form
-	return &Forward{opts: opts, res: &res, contract: &c, dim: f.dim, dtype: f.dtype}, nil
+	return &Forward{opts: opts, res: &res, contract: &c, dim: f.dim, dimV: f.dimV, dtype: f.dtype}, nil
 }

@@ -57,5 +57,29 @@ func (o Options) checkDTypeDim(dtype string, dim int) error {
 	if v, ok := o.Consts["HEAD_DIM"]; ok && strings.TrimSpace(v) != strconv.Itoa(dim) {
 		return fmt.Errorf("Options.Consts HEAD_DIM=%s contradicts the head dim %d the kernel is compiled for", v, dim)
 	}
+	if v, ok := o.Consts["HEAD_DIM_V"]; ok && o.DimV != 0 && strings.TrimSpace(v) != strconv.Itoa(o.DimV) {
+		return fmt.Errorf("Options.Consts HEAD_DIM_V=%s contradicts Options.DimV %d: give it once", v, o.DimV)
+	}
 	return nil
+}
+
+// dimV is the head dim of V and O the kernels are compiled for beside Q's
+// and K's dim: Options.DimV, or Consts HEAD_DIM_V (the same setting), or
+// dim. Like dim it is 1 to 256; any value runs on the CPU device, the GPU
+// back end needs a power of two.
+func (o Options) dimV(dim int) (int, error) {
+	dv := o.DimV
+	if v, ok := o.Consts["HEAD_DIM_V"]; ok && dv == 0 {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return 0, fmt.Errorf("Options.Consts HEAD_DIM_V=%s: want an integer head dim (or set Options.DimV)", v)
+		}
+		dv = n
+	} else if dv == 0 {
+		return dim, nil
+	}
+	if dv <= 0 || dv > 256 {
+		return 0, fmt.Errorf("unsupported value head dim %d (Options.DimV): want 1..256 (the GPU back end needs a power of two), or 0 for the head dim %d", dv, dim)
+	}
+	return dv, nil
 }

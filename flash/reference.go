@@ -41,8 +41,13 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 			sinks[i] = float64(x)
 		}
 	}
-	o, lse = reference.AttentionSinks(q, k, v, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}, scale, mask, score, sinks)
+	o, lse = reference.AttentionSinks(q, k, v, refShape(sh), scale, mask, score, sinks)
 	return o, lse, evalErr.get()
+}
+
+// refShape is sh as the float64 reference takes it.
+func refShape(sh Shape) reference.Shape {
+	return reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim, DV: sh.VDim()}
 }
 
 func roundTo(xs []float32, e tir.Elem) []float64 {

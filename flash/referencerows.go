@@ -18,7 +18,7 @@ type RefRow = reference.Row
 // refChunk is how many keys ReferenceRows hands the mods at once.
 const refChunk = 1024
 
-// ReferenceRows is Reference on some query rows only: O's row (Dim values)
+// ReferenceRows is Reference on some query rows only: O's row (DimV values)
 // and LSE of each of rows, in order, exactly the values Reference gives for
 // them. A row costs O(SeqK·Dim) and no O(SeqQ·SeqK) memory, so a check can
 // sample rows of a problem whose full reference would take hours (a
@@ -45,8 +45,8 @@ func (f *Forward) ReferenceRows(in Inputs, sh Shape, rows []RefRow) (o, lse []fl
 		return nil, nil, err
 	}
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
-	d, group := sh.Dim, sh.Heads/sh.KV()
-	o, lse = make([]float64, len(rows)*d), make([]float64, len(rows))
+	d, dv, group := sh.Dim, sh.VDim(), sh.Heads/sh.KV()
+	o, lse = make([]float64, len(rows)*dv), make([]float64, len(rows))
 	var errs firstError
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -54,7 +54,7 @@ func (f *Forward) ReferenceRows(in Inputs, sh Shape, rows []RefRow) (o, lse []fl
 	for range min(runtime.GOMAXPROCS(0), len(rows)) {
 		wg.Go(func() {
 			s, keep := make([]float64, sh.SeqK), make([]bool, sh.SeqK)
-			qrow, krow, vbuf, tile := make([]float64, d), make([]float64, d), make([]float64, d), make([]float64, refChunk)
+			qrow, krow, vbuf, tile := make([]float64, d), make([]float64, d), make([]float64, dv), make([]float64, refChunk)
 			for {
 				mu.Lock()
 				n := next
@@ -113,10 +113,10 @@ func (f *Forward) ReferenceRows(in Inputs, sh Shape, rows []RefRow) (o, lse []fl
 					sink = float64(in.Sinks[r.H])
 				}
 				vrow := func(j int) []float64 {
-					toF64(vbuf, in.V[(kvBase+j)*d:][:d], f.dtype)
+					toF64(vbuf, in.V[(kvBase+j)*dv:][:dv], f.dtype)
 					return vbuf
 				}
-				lse[n] = reference.SoftmaxRow(s, keep, sink, vrow, o[n*d:][:d])
+				lse[n] = reference.SoftmaxRow(s, keep, sink, vrow, o[n*dv:][:dv])
 			}
 		})
 	}

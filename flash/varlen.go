@@ -26,7 +26,8 @@ type ForwardVarlen struct {
 }
 
 // VarlenInputs are a varlen call's tensors, contiguous row-major: Q is
-// [total_q, Heads, Dim], K and V [total_k, KVHeads, Dim]; sequence b is
+// [total_q, Heads, Dim], K [total_k, KVHeads, Dim] and V [total_k, KVHeads,
+// DimV] (DimV: Options.DimV, else Dim); sequence b is
 // rows CuSeqlensQ[b] .. CuSeqlensQ[b+1] of Q (CuSeqlensK for K and V),
 // both [num_seqs + 1], from 0, non-decreasing. Aux, Scalars and Scale are
 // Inputs'; mods index aux tensors with positions within the sequence (aux
@@ -43,8 +44,8 @@ type VarlenInputs struct {
 	BlockMask              *VarlenBlockMask
 }
 
-// CompileForwardVarlen compiles flash_fwd_varlen for head dimension dim.
-// opts.Sinks is not supported yet. SPARSE_Q and SPARSE_K (opts.Consts,
+// CompileForwardVarlen compiles flash_fwd_varlen for head dimension dim
+// (V's: opts.DimV, or dim). opts.Sinks is not supported yet. SPARSE_Q and SPARSE_K (opts.Consts,
 // default 128) are the blocks of each sequence's block mask.
 func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
 	if err := opts.check(); err != nil {
@@ -67,7 +68,14 @@ func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
 	if err := opts.checkDTypeDim(dt, dim); err != nil {
 		return nil, err
 	}
+	dimV, err := opts.dimV(dim)
+	if err != nil {
+		return nil, err
+	}
 	consts := map[string]string{"HEAD_DIM": strconv.Itoa(dim), "DTYPE": dt}
+	if dimV != dim {
+		consts["HEAD_DIM_V"] = strconv.Itoa(dimV)
+	}
 	for k, v := range opts.Consts {
 		consts[k] = v
 	}
@@ -98,7 +106,7 @@ func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
 			}
 		}
 	}
-	f := &Forward{opts: opts, res: res, contract: c, dim: dim, dtype: k.Params[0].Type.Elem}
+	f := &Forward{opts: opts, res: res, contract: c, dim: dim, dimV: dimV, dtype: k.Params[0].Type.Elem}
 	return &ForwardVarlen{f: f}, nil
 }
 
@@ -115,8 +123,14 @@ func (v *ForwardVarlen) RuntimeParams() []string { return v.f.RuntimeParams() }
 // callers check a call with it before they allocate its tensors: heads,
 // kv heads and dim must be positive, and the packed tensors
 // ([total, heads, dim]) and the padded problem ([num_seqs, heads,
-// longest, dim]) addressable with 32-bit offsets.
+// longest, dim]) addressable with 32-bit offsets. V's head dim is dim: a
+// call with another (Options.DimV) sets the shape's DimV.
 func VarlenShape(cuQ, cuK []int32, totalQ, totalK, heads, kvHeads, dim int) (Shape, error) {
+	return varlenShape(cuQ, cuK, totalQ, totalK, heads, kvHeads, dim, dim)
+}
+
+// varlenShape is VarlenShape with V's head dim dimV.
+func varlenShape(cuQ, cuK []int32, totalQ, totalK, heads, kvHeads, dim, dimV int) (Shape, error) {
 	if len(cuQ) < 2 || len(cuQ) != len(cuK) {
 		return Shape{}, fmt.Errorf("cu_seqlens_q and cu_seqlens_k must have the same length num_seqs + 1 ≥ 2, got %d and %d", len(cuQ), len(cuK))
 	}
@@ -126,7 +140,7 @@ func VarlenShape(cuQ, cuK []int32, totalQ, totalK, heads, kvHeads, dim int) (Sha
 	for _, d := range []struct {
 		name string
 		v    int
-	}{{"heads", heads}, {"kv heads", kvHeads}, {"head dim", dim}} {
+	}{{"heads", heads}, {"kv heads", kvHeads}, {"head dim", dim}, {"value head dim", dimV}} {
 		if d.v <= 0 {
 			return Shape{}, fmt.Errorf("varlen: %s must be positive, got %d", d.name, d.v)
 		}
@@ -156,19 +170,22 @@ func VarlenShape(cuQ, cuK []int32, totalQ, totalK, heads, kvHeads, dim int) (Sha
 		return Shape{}, err
 	}
 	for _, t := range []struct {
-		name         string
-		total, heads int
-	}{{"q", totalQ, heads}, {"k", totalK, kvHeads}} {
-		if n, ok := launch.Product(t.total, t.heads, dim); !ok || n > math.MaxInt32 {
-			return Shape{}, fmt.Errorf("varlen: %s has %d×%d×%d elements (total tokens × heads × head dim), more than 32-bit offsets address", t.name, t.total, t.heads, dim)
+		name              string
+		total, heads, dim int
+	}{{"q", totalQ, heads, dim}, {"k", totalK, kvHeads, dim}, {"v", totalK, kvHeads, dimV}, {"o", totalQ, heads, dimV}} {
+		if n, ok := launch.Product(t.total, t.heads, t.dim); !ok || n > math.MaxInt32 {
+			return Shape{}, fmt.Errorf("varlen: %s has %d×%d×%d elements (total tokens × heads × head dim), more than 32-bit offsets address", t.name, t.total, t.heads, t.dim)
 		}
 	}
 	sh := Shape{Batch: len(cuQ) - 1, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: sk, Dim: dim}
+	if dimV != dim {
+		sh.DimV = dimV
+	}
 	return sh, sh.Validate()
 }
 
 // RunCPU runs the kernel on the CPU reference device and returns O
-// ([total_q, Heads, Dim]) and LSE ([Heads, total_q], natural log). A row
+// ([total_q, Heads, DimV]) and LSE ([Heads, total_q], natural log). A row
 // that keeps no key (an empty k sequence, or the mask) gets O = 0 and
 // LSE = -inf.
 func (v *ForwardVarlen) RunCPU(in VarlenInputs, heads, kvHeads int) (o, lse []float32, err error) {
@@ -198,12 +215,11 @@ func (v *ForwardVarlen) bind(in VarlenInputs, heads, kvHeads int) (*launch.Call,
 	if heads <= 0 || kvHeads <= 0 {
 		return nil, nil, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
 	}
-	if len(in.Q)%(heads*f.dim) != 0 || len(in.K)%(kvHeads*f.dim) != 0 || len(in.V) != len(in.K) {
-		return nil, nil, fmt.Errorf("q has %d elements, k %d, v %d: want [total_q, %d, %d] and twice [total_k, %d, %d]",
-			len(in.Q), len(in.K), len(in.V), heads, f.dim, kvHeads, f.dim)
+	totalQ, totalK, err := f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads)
+	if err != nil {
+		return nil, nil, err
 	}
-	totalQ, totalK := len(in.Q)/(heads*f.dim), len(in.K)/(kvHeads*f.dim)
-	sh, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, f.dim)
+	sh, err := varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, f.dim, f.dimV)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -245,12 +261,15 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 	if kvHeads == 0 {
 		kvHeads = heads
 	}
-	if heads <= 0 || kvHeads <= 0 || len(in.Q)%(heads*f.dim) != 0 || len(in.K)%(kvHeads*f.dim) != 0 || len(in.V) != len(in.K) {
-		return nil, nil, fmt.Errorf("q has %d elements, k %d, v %d: want [total_q, %d, %d] and twice [total_k, %d, %d]",
-			len(in.Q), len(in.K), len(in.V), heads, f.dim, kvHeads, f.dim)
+	if heads <= 0 || kvHeads <= 0 {
+		return nil, nil, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
 	}
-	d, totalQ, totalK := f.dim, len(in.Q)/(heads*f.dim), len(in.K)/(kvHeads*f.dim)
-	sh, err := VarlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d)
+	totalQ, totalK, err := f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, dv := f.dim, f.dimV
+	sh, err := varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d, dv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -258,7 +277,7 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
 	// The reference sees the inputs at the kernel's storage precision.
 	q, k, vv := roundTo(in.Q, f.dtype), roundTo(in.K, f.dtype), roundTo(in.V, f.dtype)
-	gather := func(xs []float64, start, n, hs int) []float64 {
+	gather := func(xs []float64, start, n, hs, d int) []float64 {
 		out := make([]float64, hs*n*d)
 		for t := 0; t < n; t++ {
 			for h := 0; h < hs; h++ {
@@ -267,7 +286,7 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 		}
 		return out
 	}
-	o, lse = make([]float64, len(in.Q)), make([]float64, heads*totalQ)
+	o, lse = make([]float64, totalQ*heads*dv), make([]float64, heads*totalQ)
 	var evalErr firstError
 	for b := 0; b < sh.Batch; b++ {
 		qs, ks := int(in.CuSeqlensQ[b]), int(in.CuSeqlensK[b])
@@ -277,7 +296,7 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 		}
 		// The mods see this sequence's lengths; they are compiled for
 		// positive ones, and with no keys no mod is called.
-		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: max(sk, 1), Dim: d}
+		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: max(sk, 1), Dim: d, DimV: sh.DimV}
 		maskFn, err := modFunc(f.res.Program, f.res.Mask, seq, vals)
 		if err != nil {
 			return nil, nil, err
@@ -287,14 +306,26 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 			return nil, nil, err
 		}
 		mask, score := refMods(maskFn, scoreFn, b, &evalErr)
-		so, slse := reference.Attention(gather(q, qs, sq, heads), gather(k, ks, sk, kvHeads), gather(vv, ks, sk, kvHeads),
-			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d}, scale, mask, score)
+		so, slse := reference.Attention(gather(q, qs, sq, heads, d), gather(k, ks, sk, kvHeads, d), gather(vv, ks, sk, kvHeads, dv),
+			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d, DV: dv}, scale, mask, score)
 		for h := 0; h < heads; h++ {
 			for t := 0; t < sq; t++ {
 				lse[h*totalQ+qs+t] = slse[h*sq+t]
-				copy(o[((qs+t)*heads+h)*d:][:d], so[(h*sq+t)*d:][:d])
+				copy(o[((qs+t)*heads+h)*dv:][:dv], so[(h*sq+t)*dv:][:dv])
 			}
 		}
 	}
 	return o, lse, evalErr.get()
+}
+
+// varlenTotals are the packed token counts of a varlen call's tensors: q
+// [total_q, heads, Dim], k [total_k, kvHeads, Dim] and v [total_k, kvHeads,
+// DimV].
+func (f *Forward) varlenTotals(q, k, v []float32, heads, kvHeads int) (totalQ, totalK int, err error) {
+	d, dv := f.dim, f.dimV
+	if len(q)%(heads*d) != 0 || len(k)%(kvHeads*d) != 0 || len(v) != len(k)/d*dv {
+		return 0, 0, fmt.Errorf("q has %d elements, k %d, v %d: want [total_q, %d, %d], [total_k, %d, %d] and [total_k, %d, %d]",
+			len(q), len(k), len(v), heads, d, kvHeads, d, kvHeads, dv)
+	}
+	return len(q) / (heads * d), len(k) / (kvHeads * d), nil
 }

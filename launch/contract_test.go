@@ -12,7 +12,7 @@ import (
 // must hold for the request's mods (never for a user's own); a kernel
 // that lacks an argument of a set skips it; a variant's own sets come
 // before those of the one it extends, and a variant with sets does not
-// fall back to another's.
+// fall back to another's; none applies where V's head dim is not Q's.
 func TestTunedFor(t *testing.T) {
 	on := func(v string, d int) TuneCond {
 		return TuneCond{Variants: []string{v}, DTypes: []tir.Elem{tir.BF16}, HeadDims: []int{d}}
@@ -51,6 +51,7 @@ func TestTunedFor(t *testing.T) {
 	delete(noScore.Mods, "score")
 	f16 := req(w, 64, "none", "identity")
 	f16.DType = tir.F16
+	dv := func(d, v int) TuneRequest { r := req(w, d, "none", "identity"); r.HeadDimV = v; return r }
 	for _, tc := range []struct {
 		name string
 		req  TuneRequest
@@ -81,6 +82,9 @@ func TestTunedFor(t *testing.T) {
 		{"no set for the dtype", f16, nil},
 		{"no set for the head dim", req(w, 96, "none", "identity"), nil},
 		{"no set for the variant", req([]string{""}, 64, "none", "identity"), nil},
+		{"V's head dim the same", dv(128, 128), d128},
+		{"no set for another V head dim", dv(128, 64), nil},
+		{"no set for a wider V", dv(64, 128), nil},
 	} {
 		got := c.TunedFor(tc.req)
 		if !maps.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {

@@ -11,10 +11,22 @@ import (
 	"math/bits"
 )
 
-// Shape is an attention problem: Q and O are [Batch, Heads, SeqQ, Dim], K and
-// V are [Batch, KVHeads, SeqK, Dim] (KVHeads = Heads unless grouped-query).
+// Shape is an attention problem: Q is [Batch, Heads, SeqQ, Dim], K is
+// [Batch, KVHeads, SeqK, Dim], V is [Batch, KVHeads, SeqK, DimV] and O is
+// [Batch, Heads, SeqQ, DimV] (KVHeads = Heads unless grouped-query; DimV =
+// Dim unless V's head dim differs, as DeepSeek's 192 for Q and K, 128 for V).
 type Shape struct {
 	Batch, Heads, KVHeads, SeqQ, SeqK, Dim int
+	// DimV is the head dim of V and O; 0 means Dim.
+	DimV int
+}
+
+// VDim is the head dim of V and O (Dim when DimV is 0).
+func (s Shape) VDim() int {
+	if s.DimV == 0 {
+		return s.Dim
+	}
+	return s.DimV
 }
 
 // KV is the number of kv heads (Heads when KVHeads is 0).
@@ -31,7 +43,7 @@ func (s Shape) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"batch", s.Batch}, {"heads", s.Heads}, {"kv heads", s.KV()}, {"seqlen_q", s.SeqQ}, {"seqlen_k", s.SeqK}, {"head dim", s.Dim}} {
+	}{{"batch", s.Batch}, {"heads", s.Heads}, {"kv heads", s.KV()}, {"seqlen_q", s.SeqQ}, {"seqlen_k", s.SeqK}, {"head dim", s.Dim}, {"value head dim", s.VDim()}} {
 		if f.v <= 0 {
 			return fmt.Errorf("shape: %s must be positive, got %d", f.name, f.v)
 		}
@@ -42,7 +54,8 @@ func (s Shape) Validate() error {
 	for _, t := range []struct {
 		name string
 		dims []int
-	}{{"q", []int{s.Batch, s.Heads, s.SeqQ, s.Dim}}, {"k", []int{s.Batch, s.KV(), s.SeqK, s.Dim}}} {
+	}{{"q", []int{s.Batch, s.Heads, s.SeqQ, s.Dim}}, {"k", []int{s.Batch, s.KV(), s.SeqK, s.Dim}},
+		{"v", []int{s.Batch, s.KV(), s.SeqK, s.VDim()}}, {"o", []int{s.Batch, s.Heads, s.SeqQ, s.VDim()}}} {
 		n, ok := Product(t.dims...)
 		if !ok || n > math.MaxInt32 {
 			return fmt.Errorf("shape: %s has %d×%d×%d×%d elements, more than 32-bit offsets address", t.name, t.dims[0], t.dims[1], t.dims[2], t.dims[3])

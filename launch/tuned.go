@@ -82,6 +82,9 @@ type TuneRequest struct {
 	// tir.Invalid and 0 when it gives none.
 	DType   tir.Elem
 	HeadDim int
+	// HeadDimV is the request's HEAD_DIM_V argument (V's and O's head
+	// dim); 0 when it gives none (the kernel then takes HEAD_DIM's).
+	HeadDimV int
 	// Mods are the kernel's mod parameters' mods, by role ("mask",
 	// "score").
 	Mods map[string]ModInfo
@@ -101,7 +104,13 @@ type TuneRequest struct {
 // TunedAlone names it: a tile shape and its warp count go together, the
 // pipeline's depth does not), by a mod that the set's conditions do not
 // hold for, or by a kernel that does not declare one of its arguments.
+// Every set was measured with V's head dim equal to Q's and K's: a request
+// for another HEAD_DIM_V gets none (the kernel's defaults, which fit any
+// pair, where a set's buffers and registers were sized for one head dim).
 func (c *Contract) TunedFor(r TuneRequest) map[string]string {
+	if r.HeadDimV != 0 && r.HeadDimV != r.HeadDim {
+		return nil
+	}
 	for _, v := range r.Variants {
 		candidates := false
 		for _, s := range c.Tuned {

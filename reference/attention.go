@@ -9,9 +9,18 @@ import (
 	"sync"
 )
 
-// Shape is the problem size. Tensors are contiguous: q and o are
-// [B, H, Sq, D], k and v are [B, HKV, Sk, D], lse is [B, H, Sq].
-type Shape struct{ B, H, HKV, Sq, Sk, D int }
+// Shape is the problem size. Tensors are contiguous: q is [B, H, Sq, D],
+// k [B, HKV, Sk, D], v [B, HKV, Sk, DV], o [B, H, Sq, DV] and lse
+// [B, H, Sq]. DV is V's head dim; 0 means D.
+type Shape struct{ B, H, HKV, Sq, Sk, D, DV int }
+
+// VD is V's and O's head dim: DV, or D when DV is 0.
+func (s Shape) VD() int {
+	if s.DV == 0 {
+		return s.D
+	}
+	return s.DV
+}
 
 // MaskFunc reports whether query i of (b, h) may attend to key j.
 type MaskFunc func(b, h, i, j int) bool
@@ -32,7 +41,7 @@ func Attention(q, k, v []float64, sh Shape, scale float64, mask MaskFunc, score 
 // and LSE = log(e^sink + Σ_j e^(s_ij)). A row that keeps no key gets O = 0
 // and LSE = sink. nil sinks is Attention.
 func AttentionSinks(q, k, v []float64, sh Shape, scale float64, mask MaskFunc, score ScoreFunc, sinks []float64) (o, lse []float64) {
-	o = make([]float64, sh.B*sh.H*sh.Sq*sh.D)
+	o = make([]float64, sh.B*sh.H*sh.Sq*sh.VD())
 	lse = make([]float64, sh.B*sh.H*sh.Sq)
 	group := sh.H / sh.HKV
 	// Heads are independent: compute them in parallel.
@@ -59,7 +68,8 @@ func head(q, k, v, o, lse []float64, sh Shape, scale float64, mask MaskFunc, sco
 	}
 	s := make([]float64, sh.Sk)
 	keep := make([]bool, sh.Sk)
-	vrow := func(j int) []float64 { return v[((b*sh.HKV+hk)*sh.Sk+j)*sh.D:][:sh.D] }
+	dv := sh.VD()
+	vrow := func(j int) []float64 { return v[((b*sh.HKV+hk)*sh.Sk+j)*dv:][:dv] }
 	for i := 0; i < sh.Sq; i++ {
 		qrow := q[((b*sh.H+h)*sh.Sq+i)*sh.D:][:sh.D]
 		for j := 0; j < sh.Sk; j++ {
@@ -72,7 +82,7 @@ func head(q, k, v, o, lse []float64, sh Shape, scale float64, mask MaskFunc, sco
 				s[j] = score(s[j], b, h, i, j)
 			}
 		}
-		orow := o[((b*sh.H+h)*sh.Sq+i)*sh.D:][:sh.D]
+		orow := o[((b*sh.H+h)*sh.Sq+i)*dv:][:dv]
 		lse[(b*sh.H+h)*sh.Sq+i] = SoftmaxRow(s, keep, sink, vrow, orow)
 	}
 }

@@ -26,7 +26,8 @@ type Grads struct {
 }
 
 // AttentionGrad computes the gradients of Attention(q, k, v, sh, scale,
-// mask, score) for the output gradient do ([B, H, Sq, D]) in float64:
+// mask, score) for the output gradient do ([B, H, Sq, DV], like O) in
+// float64:
 //
 //	P = softmax(score(scale·q·kᵀ)) over kept pairs, O = P·v,
 //	dP = dO·vᵀ, Δ = rowsum(dO∘O), dS = P∘(dP − Δ),
@@ -132,12 +133,17 @@ func headGrad(q, k, v, do []float64, g Grads, daux map[string][]float64, sh Shap
 	raw := make([]float64, sh.Sk) // scale·q·k, the score mod's input
 	p := make([]float64, sh.Sk)
 	keep := make([]bool, sh.Sk)
+	// Rows of Q, K and their gradients are D long; of V, dO and dV, DV.
 	row := func(x []float64, heads, seq, hh, i int) []float64 {
 		return x[((b*heads+hh)*seq+i)*sh.D:][:sh.D]
 	}
+	dv := sh.VD()
+	vrowOf := func(x []float64, heads, seq, hh, i int) []float64 {
+		return x[((b*heads+hh)*seq+i)*dv:][:dv]
+	}
 	for i := 0; i < sh.Sq; i++ {
 		qrow := row(q, sh.H, sh.Sq, h, i)
-		dorow := row(do, sh.H, sh.Sq, h, i)
+		dorow := vrowOf(do, sh.H, sh.Sq, h, i)
 		m := math.Inf(-1)
 		for j := 0; j < sh.Sk; j++ {
 			keep[j] = mask == nil || mask(b, h, i, j)
@@ -177,7 +183,7 @@ func headGrad(q, k, v, do []float64, g Grads, daux map[string][]float64, sh Shap
 				continue
 			}
 			p[j] /= sum
-			vrow := row(v, sh.HKV, sh.Sk, hk, j)
+			vrow := vrowOf(v, sh.HKV, sh.Sk, hk, j)
 			for d := range vrow {
 				dp[j] += dorow[d] * vrow[d]
 			}
@@ -190,7 +196,7 @@ func headGrad(q, k, v, do []float64, g Grads, daux map[string][]float64, sh Shap
 			if p[j] == 0 {
 				continue
 			}
-			dvrow := row(g.DV, sh.HKV, sh.Sk, hk, j)
+			dvrow := vrowOf(g.DV, sh.HKV, sh.Sk, hk, j)
 			for d := range dvrow {
 				dvrow[d] += p[j] * dorow[d]
 			}

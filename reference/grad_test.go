@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -9,9 +10,19 @@ import (
 // TestAttentionGradFiniteDifferences checks AttentionGrad against central
 // differences of L = Σ O∘dO, for every element of q, k, v and of a learned
 // bias table, on a small problem with grouped-query heads, Sq ≠ Sk, a mask
-// that empties a row and a nonlinear score mod reading the table.
+// that empties a row and a nonlinear score mod reading the table; with V's
+// head dim equal to Q's and K's, larger and smaller.
 func TestAttentionGradFiniteDifferences(t *testing.T) {
-	sh := Shape{B: 2, H: 4, HKV: 2, Sq: 5, Sk: 7, D: 3}
+	for _, sh := range []Shape{
+		{B: 2, H: 4, HKV: 2, Sq: 5, Sk: 7, D: 3},
+		{B: 2, H: 4, HKV: 2, Sq: 5, Sk: 7, D: 3, DV: 5},
+		{B: 1, H: 2, HKV: 1, Sq: 6, Sk: 4, D: 4, DV: 2},
+	} {
+		t.Run(fmt.Sprintf("D=%d,DV=%d", sh.D, sh.VD()), func(t *testing.T) { gradFiniteDifferences(t, sh) })
+	}
+}
+
+func gradFiniteDifferences(t *testing.T, sh Shape) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	randn := func(n int) []float64 {
 		x := make([]float64, n)
@@ -20,8 +31,8 @@ func TestAttentionGradFiniteDifferences(t *testing.T) {
 		}
 		return x
 	}
-	q, k, v := randn(sh.B*sh.H*sh.Sq*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.D)
-	do := randn(sh.B * sh.H * sh.Sq * sh.D)
+	q, k, v := randn(sh.B*sh.H*sh.Sq*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.VD())
+	do := randn(sh.B * sh.H * sh.Sq * sh.VD())
 	bias := randn(4)
 	const scale = 0.7
 	// Row 0 keeps nothing; the rest see keys up to two past the diagonal.
@@ -119,9 +130,14 @@ func abs(x int) int {
 // of q, k, v and of the sinks (dsink[h] = −Σ_{b,i} P_sink·Δ), with grouped
 // heads, Sq ≠ Sk, a softcap score, and rows that keep nothing (P_sink = 1
 // there, and O = 0, so they add nothing): one sink far above the scores,
-// one far below.
+// one far below; with V's head dim equal to Q's and K's, and not.
 func TestAttentionGradSinksFiniteDifferences(t *testing.T) {
-	sh := Shape{B: 2, H: 4, HKV: 2, Sq: 5, Sk: 7, D: 3}
+	for _, sh := range []Shape{{B: 2, H: 4, HKV: 2, Sq: 5, Sk: 7, D: 3}, {B: 2, H: 4, HKV: 2, Sq: 5, Sk: 7, D: 3, DV: 2}} {
+		t.Run(fmt.Sprintf("D=%d,DV=%d", sh.D, sh.VD()), func(t *testing.T) { gradSinksFiniteDifferences(t, sh) })
+	}
+}
+
+func gradSinksFiniteDifferences(t *testing.T, sh Shape) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	randn := func(n int) []float64 {
 		x := make([]float64, n)
@@ -130,8 +146,8 @@ func TestAttentionGradSinksFiniteDifferences(t *testing.T) {
 		}
 		return x
 	}
-	q, k, v := randn(sh.B*sh.H*sh.Sq*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.D)
-	do := randn(sh.B * sh.H * sh.Sq * sh.D)
+	q, k, v := randn(sh.B*sh.H*sh.Sq*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.D), randn(sh.B*sh.HKV*sh.Sk*sh.VD())
+	do := randn(sh.B * sh.H * sh.Sq * sh.VD())
 	sinks := []float64{0.3, 6, -1.5, -20}
 	const scale = 0.7
 	// Row 0 keeps nothing; the others a window of up to three keys.
@@ -180,8 +196,8 @@ func TestAttentionGradSinksFiniteDifferences(t *testing.T) {
 			for i := range sh.Sq {
 				r := (b*sh.H+h)*sh.Sq + i
 				delta := 0.0
-				for d := range sh.D {
-					delta += o[r*sh.D+d] * do[r*sh.D+d]
+				for d := range sh.VD() {
+					delta += o[r*sh.VD()+d] * do[r*sh.VD()+d]
 				}
 				want -= math.Exp(sinks[h]-lse[r]) * delta
 			}

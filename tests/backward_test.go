@@ -91,9 +91,8 @@ func (c gradCase) run(t *testing.T, seed uint64) (emptyRows int, g *fac.Grads) {
 	for _, a := range c.bwd.AuxGrads() {
 		auxLens[a] = len(g.DAux[a])
 	}
-	rsh := reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}
 	scale := float64(float32(1 / math.Sqrt(float64(sh.Dim))))
-	ref := reference.AttentionGrad(to64(c.in.Q), to64(c.in.K), to64(c.in.V), to64(do), rsh, scale, c.mask, c.score, c.deriv, auxLens)
+	ref := reference.AttentionGrad(to64(c.in.Q), to64(c.in.K), to64(c.in.V), to64(do), refShape(sh), scale, c.mask, c.score, c.deriv, auxLens)
 	// dQ and dK vanish by cancellation where a row keeps one key (P = 1
 	// makes dS = P∘(dP − Δ) = 0): their errors are measured against at
 	// least the scale of dV = Pᵀ·dO, which never cancels.

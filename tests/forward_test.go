@@ -85,7 +85,7 @@ func normals(rng *rand.Rand) func(n int) []float32 {
 func inputs(sh fac.Shape, seed uint64) fac.Inputs {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	randn := normals(rng)
-	nq, nk := sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, sh.Batch*sh.KVHeads*sh.SeqK*sh.Dim
+	nq, nk, nv := sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, sh.Batch*sh.KVHeads*sh.SeqK*sh.Dim, sh.Batch*sh.KVHeads*sh.SeqK*sh.VDim()
 	n := max(sh.SeqQ, sh.SeqK)
 	doc := make([]int32, n)
 	for i := range doc {
@@ -95,7 +95,7 @@ func inputs(sh fac.Shape, seed uint64) fac.Inputs {
 	for h := range slopes {
 		slopes[h] = float32(math.Exp2(-8 * float64(h+1) / float64(sh.Heads)))
 	}
-	return fac.Inputs{Q: randn(nq), K: randn(nk), V: randn(nk), Aux: map[string]any{"doc": doc, "slopes": slopes}}
+	return fac.Inputs{Q: randn(nq), K: randn(nk), V: randn(nv), Aux: map[string]any{"doc": doc, "slopes": slopes}}
 }
 
 // only keeps the aux tensors fwd's mods read: a kernel refuses others.
@@ -133,9 +133,9 @@ func check(t *testing.T, name string, o, lse []float32, ro, rlse []float64, sh f
 			if !math.IsInf(x, -1) {
 				t.Errorf("%s: row %d keeps nothing, LSE = %v, want -inf", name, r, x)
 			}
-			for d := 0; d < sh.Dim; d++ {
-				if o[r*sh.Dim+d] != 0 {
-					t.Fatalf("%s: row %d keeps nothing, O[%d] = %v, want 0", name, r, d, o[r*sh.Dim+d])
+			for d := 0; d < sh.VDim(); d++ {
+				if o[r*sh.VDim()+d] != 0 {
+					t.Fatalf("%s: row %d keeps nothing, O[%d] = %v, want 0", name, r, d, o[r*sh.VDim()+d])
 				}
 			}
 			continue
@@ -158,7 +158,12 @@ func goReference(in fac.Inputs, sh fac.Shape, m goMask, s goScore) ([]float64, [
 	}
 	q, k, v := to64(in.Q), to64(in.K), to64(in.V)
 	scale := 1 / math.Sqrt(float64(sh.Dim))
-	return reference.Attention(q, k, v, reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KVHeads, Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}, float64(float32(scale)), mf, sf)
+	return reference.Attention(q, k, v, refShape(sh), float64(float32(scale)), mf, sf)
+}
+
+// refShape is sh as the float64 reference takes it.
+func refShape(sh fac.Shape) reference.Shape {
+	return reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim, DV: sh.VDim()}
 }
 
 func to64(xs []float32) []float64 {

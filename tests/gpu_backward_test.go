@@ -135,7 +135,7 @@ func gpuBackwardCase(t *testing.T, gpu *fac.CUDA, c bwdGPUCase, sh fac.Shape, se
 	in := roundInputs(onlyBackward(c.bwd, inputs(sh, seed)), c.dtype)
 	round := func(xs []float32) []float32 { return roundInputs(fac.Inputs{Q: xs, K: xs, V: xs}, c.dtype).Q }
 	rng := rand.New(rand.NewPCG(seed, 17))
-	do := make([]float32, len(in.Q))
+	do := make([]float32, sh.Batch*sh.Heads*sh.SeqQ*sh.VDim()) // like O
 	for i := range do {
 		do[i] = float32(rng.NormFloat64())
 	}
@@ -150,7 +150,7 @@ func gpuBackwardCase(t *testing.T, gpu *fac.CUDA, c bwdGPUCase, sh fac.Shape, se
 		score = fn(sh, in.Aux)
 		deriv = derivs[scores[c.si].expr](sh, in.Aux)
 	}
-	rsh := reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}
+	rsh := refShape(sh)
 	scale := float64(float32(1 / math.Sqrt(float64(sh.Dim))))
 	q, k, v := to64(in.Q), to64(in.K), to64(in.V)
 	ro, rlse := reference.Attention(q, k, v, rsh, scale, mask, score)

@@ -82,7 +82,7 @@ func gpuSinksCase(t *testing.T, gpu *fac.CUDA, bwd *fac.Backward, dtype string, 
 	sinks := sinkValues(sh.Heads, seed)
 	sinks[sh.Heads-1] = 0.5
 	rng := rand.New(rand.NewPCG(seed, 17))
-	do := make([]float32, len(in.Q))
+	do := make([]float32, sh.Batch*sh.Heads*sh.SeqQ*sh.VDim()) // like O
 	for i := range do {
 		do[i] = float32(rng.NormFloat64())
 	}
@@ -91,7 +91,7 @@ func gpuSinksCase(t *testing.T, gpu *fac.CUDA, bwd *fac.Backward, dtype string, 
 	if m != nil {
 		mask = m(sh, in.Aux)
 	}
-	rsh := reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}
+	rsh := refShape(sh)
 	scale := float64(float32(1 / math.Sqrt(float64(sh.Dim))))
 	q, k, v := to64(in.Q), to64(in.K), to64(in.V)
 	ro, rlse := reference.AttentionSinks(q, k, v, rsh, scale, mask, nil, to64(sinks))

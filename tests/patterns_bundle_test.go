@@ -98,8 +98,8 @@ func varlenBenchConsts(d int) []map[string]string {
 // addSuiteKernels adds to b, for arch, the kernels of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
 // TestGPUVarlenMatchesReference, TestGPUVarlenUnpacked,
-// TestGPUVarlenNoProducer, TestGPUVarlenLong and TestGPUVarlenBackward
-// compile (keep the lists in step with them), and
+// TestGPUVarlenNoProducer, TestGPUVarlenLong, TestGPUVarlenBackward and
+// TestGPUDimV compile (keep the lists in step with them), and
 // `fac bench --varlen-len`'s, each as compiled without an arch and tuned for
 // arch (RunCUDA tunes for the device).
 func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool) {
@@ -122,6 +122,24 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 		}
 	}
 	for _, dtype := range []string{"bf16", "f16"} {
+		// TestGPUDimV: V's head dim unlike Q's (Options.DimV).
+		for _, p := range gpuDimPairs {
+			fwd := func(o fac.Options) (bundler, error) { return fac.CompileForward(o, p[0]) }
+			bwd := func(o fac.Options) (bundler, error) { return fac.CompileBackward(o, p[0]) }
+			vfwd := func(o fac.Options) (bundler, error) { return fac.CompileForwardVarlen(o, p[0]) }
+			vbwd := func(o fac.Options) (bundler, error) { return fac.CompileBackwardVarlen(o, p[0]) }
+			for _, mc := range gpuDimVMods {
+				opts := fac.Options{Mask: masks[mc.mask].expr, Score: scores[mc.score].expr, DType: dtype, DimV: p[1]}
+				add("dimv forward", fwd, opts)
+				add("dimv backward", bwd, opts)
+			}
+			add("dimv decode", fwd, fac.Options{Mask: "causal_bottom_right", DType: dtype, DimV: p[1], NumSplits: 3, PackGQA: fac.PackGQAOn})
+			sinks := fac.Options{Mask: "causal_bottom_right", DType: dtype, DimV: p[1], Sinks: true}
+			add("dimv sinks forward", fwd, sinks)
+			add("dimv sinks backward", bwd, sinks)
+			add("dimv varlen forward", vfwd, fac.Options{Mask: "causal", DType: dtype, DimV: p[1]})
+			add("dimv varlen backward", vbwd, fac.Options{Mask: "causal", DType: dtype, DimV: p[1]})
+		}
 		for _, d := range []int{64, 128} {
 			bwd := func(o fac.Options) (bundler, error) { return fac.CompileBackward(o, d) }
 			for _, m := range []string{"causal", "sliding_window(20, 3)", "document", "causal_bottom_right"} {

@@ -83,9 +83,8 @@ func sinksGradCase(t *testing.T, fwd *fac.Forward, bwd *fac.Backward, sh fac.Sha
 	if m != nil {
 		mf = m(sh, in.Aux)
 	}
-	rsh := reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KV(), Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim}
 	scale := float64(float32(1 / math.Sqrt(float64(sh.Dim))))
-	ref := reference.AttentionGradSinks(to64(in.Q), to64(in.K), to64(in.V), to64(do), rsh, scale, mf, nil, nil, nil, to64(in.Sinks))
+	ref := reference.AttentionGradSinks(to64(in.Q), to64(in.K), to64(in.V), to64(do), refShape(sh), scale, mf, nil, nil, nil, to64(in.Sinks))
 	floor := maxAbs(ref.DV)
 	for _, c := range []struct {
 		what  string

@@ -33,9 +33,7 @@ func sinksReference(in fac.Inputs, sh fac.Shape, m goMask) (o, lse []float64) {
 		mf = m(sh, in.Aux)
 	}
 	scale := 1 / math.Sqrt(float64(sh.Dim))
-	return reference.AttentionSinks(to64(in.Q), to64(in.K), to64(in.V),
-		reference.Shape{B: sh.Batch, H: sh.Heads, HKV: sh.KVHeads, Sq: sh.SeqQ, Sk: sh.SeqK, D: sh.Dim},
-		float64(float32(scale)), mf, nil, to64(in.Sinks))
+	return reference.AttentionSinks(to64(in.Q), to64(in.K), to64(in.V), refShape(sh), float64(float32(scale)), mf, nil, to64(in.Sinks))
 }
 
 // TestSinksMatchNaive runs flash_fwd_sinks on the CPU against the float64

@@ -35,10 +35,10 @@ type backwardFlags struct {
 
 func (b *backwardFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&b.on, "backward", false, "run the backward pass too (dQ, dK, dV for dL/dO = --do) and check the gradients against float64 ones")
-	fs.StringVar(&b.doF, "do", "", "with --backward: dL/dO .npy [B, H, Sq, D] (random if absent)")
+	fs.StringVar(&b.doF, "do", "", "with --backward: dL/dO .npy [B, H, Sq, Dv], shaped like O (random if absent)")
 	fs.StringVar(&b.dqOut, "dq-out", "", "with --backward: write dQ [B, H, Sq, D] to this .npy file (- = stdout)")
 	fs.StringVar(&b.dkOut, "dk-out", "", "with --backward: write dK [B, Hkv, Sk, D] to this .npy file (- = stdout)")
-	fs.StringVar(&b.dvOut, "dv-out", "", "with --backward: write dV [B, Hkv, Sk, D] to this .npy file (- = stdout)")
+	fs.StringVar(&b.dvOut, "dv-out", "", "with --backward: write dV [B, Hkv, Sk, Dv] to this .npy file (- = stdout)")
 	fs.StringVar(&b.dsinksOut, "dsinks-out", "", "with --backward --sinks: write the sinks' gradient [H] to this .npy file (- = stdout)")
 }
 
@@ -59,12 +59,12 @@ func (b *backwardFlags) check(outF, lseF string) error {
 	return nil // the outputs are checked with the forward's (checkOutputs)
 }
 
-// noteTensors reads --do, whose shape is q's, and notes its sizes.
+// noteTensors reads --do, whose shape is O's, and notes its sizes.
 func (b *backwardFlags) noteTensors(shp *shapeFlags) error {
 	if !b.on || b.doF == "" {
 		return nil
 	}
-	a, err := shp.noteTensor("do", b.doF, false)
+	a, err := shp.noteTensor("do", b.doF, roleO)
 	b.do = a
 	return err
 }
@@ -148,8 +148,7 @@ func (b *backwardFlags) run(r backwardRun) error {
 		return err
 	}
 	compileTime := time.Since(t0)
-	nq := sh.Batch * sh.Heads * sh.SeqQ * sh.Dim
-	do := tensorArg(b.do, nq, r.rng)
+	do := tensorArg(b.do, sh.Batch*sh.Heads*sh.SeqQ*sh.VDim(), r.rng)
 	bin := fac.BackwardInputs{Q: r.in.Q, K: r.in.K, V: r.in.V, O: r.o, LSE: r.lse, DO: do,
 		Aux: r.in.Aux, Scalars: r.in.Scalars, Scale: r.in.Scale, BlockMask: r.in.BlockMask, Sinks: r.in.Sinks}
 	var names []string
@@ -204,7 +203,7 @@ func (b *backwardFlags) run(r backwardRun) error {
 		xs    []float32
 	}{{b.dqOut, []int{sh.Batch, sh.Heads, sh.SeqQ, sh.Dim}, g.DQ},
 		{b.dkOut, []int{sh.Batch, sh.KV(), sh.SeqK, sh.Dim}, g.DK},
-		{b.dvOut, []int{sh.Batch, sh.KV(), sh.SeqK, sh.Dim}, g.DV},
+		{b.dvOut, []int{sh.Batch, sh.KV(), sh.SeqK, sh.VDim()}, g.DV},
 		{b.dsinksOut, []int{sh.Heads}, g.DSinks}} {
 		if o.path == "" {
 			continue
@@ -298,7 +297,8 @@ func gradVerdict(reps []gradReport, t tolerance, dtype string) error {
 // benchBackwardOne times the backward pass of one anchor configuration:
 // the forward runs once on the GPU for O and LSE, then the backward's
 // kernels are timed as one sequence. TFLOPS count the kept pairs' five
-// matmuls (S = QKᵀ, dP = dO·Vᵀ, dV, dK, dQ): 10 · pairs · D / t.
+// matmuls (S = QKᵀ, dP = dO·Vᵀ, dV, dK, dQ): 10 · pairs · D / t
+// (matmulFlops).
 func benchBackwardOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, warmup, reps int) (benchResult, error) {
 	fwdConsts, bwdConsts, err := splitConsts(opts.Sources, opts.Consts)
 	if err != nil {
@@ -315,7 +315,7 @@ func benchBackwardOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, w
 	if err != nil {
 		return benchResult{}, err
 	}
-	sh := fac.Shape{Batch: b, Heads: h, KVHeads: h, SeqQ: s, SeqK: s, Dim: d}
+	sh := fac.Shape{Batch: b, Heads: h, KVHeads: h, SeqQ: s, SeqK: s, Dim: d, DimV: opts.DimV}
 	in, randn, err := benchInputs(fwd, opts.Mask, sh, docLen)
 	if err != nil {
 		return benchResult{}, err
@@ -324,7 +324,7 @@ func benchBackwardOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, w
 	if err != nil {
 		return benchResult{}, err
 	}
-	bin := fac.BackwardInputs{Q: in.Q, K: in.K, V: in.V, O: o, LSE: lse, DO: randn(len(in.Q)), Aux: in.Aux}
+	bin := fac.BackwardInputs{Q: in.Q, K: in.K, V: in.V, O: o, LSE: lse, DO: randn(len(o)), Aux: in.Aux}
 	times, err := bwd.BenchCUDA(gpu, bin, sh, warmup, reps)
 	if err != nil {
 		return benchResult{}, err
@@ -336,7 +336,7 @@ func benchBackwardOne(gpu *fac.CUDA, opts fac.Options, s, b, h, d int, docLen, w
 	sorted := slices.Clone(times)
 	slices.Sort(sorted)
 	med := sorted[len(sorted)/2]
-	tf := 10 * float64(pairs) * float64(d) * float64(b*h) / (med * 1e-3) / 1e12
-	return benchResult{Pass: "backward", Mask: opts.Mask, SeqLen: s, Batch: b, Heads: h, Dim: d, DType: opts.DType, Pairs: pairs,
+	tf := matmulFlops("backward", sh) * float64(pairs) * float64(b*h) / (med * 1e-3) / 1e12
+	return benchResult{Pass: "backward", Mask: opts.Mask, SeqLen: s, Batch: b, Heads: h, Dim: d, DimV: sh.DimV, DType: opts.DType, Pairs: pairs,
 		MedianMs: med, TFLOPS: tf, TimesMs: times}, nil
 }

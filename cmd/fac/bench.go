@@ -22,25 +22,28 @@ import (
 
 // benchResult is one row of `fac bench`, also written as JSON.
 type benchResult struct {
-	Pass     string  `json:"pass"` // forward, backward or step
-	Mask     string  `json:"mask"`
-	SeqLen   int     `json:"seqlen"` // the key length (= the query length unless --seqlen-q)
-	SeqLenQ  int     `json:"seqlen_q"`
-	SeqLenK  int     `json:"seqlen_k"`
-	Batch    int     `json:"batch"`
-	Heads    int     `json:"heads"`
-	KVHeads  int     `json:"kv_heads"`
-	Dim      int     `json:"dim"`
+	Pass    string `json:"pass"` // forward, backward or step
+	Mask    string `json:"mask"`
+	SeqLen  int    `json:"seqlen"` // the key length (= the query length unless --seqlen-q)
+	SeqLenQ int    `json:"seqlen_q"`
+	SeqLenK int    `json:"seqlen_k"`
+	Batch   int    `json:"batch"`
+	Heads   int    `json:"heads"`
+	KVHeads int    `json:"kv_heads"`
+	Dim     int    `json:"dim"`
+	// DimV is V's and O's head dim where it is not Dim (--dim-v).
+	DimV     int     `json:"dim_v,omitempty"`
 	DType    string  `json:"dtype"`
 	Pairs    int64   `json:"pairs"` // kept (q, kv) pairs per head
 	MedianMs float64 `json:"median_ms"`
-	TFLOPS   float64 `json:"tflops"` // forward 4, backward 10, step 14 × pairs * D * B * H / t
+	TFLOPS   float64 `json:"tflops"` // forward 4, backward 10, step 14 × pairs * D * B * H / t (matmulFlops)
 	// FwdMs and BwdMs are a step's forward and backward medians, whose
 	// sum is its MedianMs.
 	FwdMs float64 `json:"fwd_ms,omitempty"`
 	BwdMs float64 `json:"bwd_ms,omitempty"`
-	// KVTBps is the K and V bytes read per second, 2·B·Hkv·Sk·D·(element
-	// size) / t in TB/s: decode_bench.py's kv_tbps, the bound for decoding.
+	// KVTBps is the K and V bytes read per second, B·Hkv·Sk·(D + Dv)·
+	// (element size) / t in TB/s (2·B·Hkv·Sk·D when Dv = D): decode_bench.py's
+	// kv_tbps, the bound for decoding.
 	KVTBps float64 `json:"kv_tbps"`
 	// NumSplits and PackGQA are the forward's plan (docs/decoding.md): 1
 	// and 1 when flash_fwd ran alone.
@@ -56,7 +59,7 @@ var anchorMasks = []string{"none", "causal", "sliding_window(1023, 0)", "documen
 func benchCmd() *cobra.Command {
 	var masks, bundles, files, constFlags []string
 	var seqlens, seqQs, seqKs []int
-	var tokens, batch, heads, kvHeads, dim, warmup, reps, docLen, block, varlenLen int
+	var tokens, batch, heads, kvHeads, dim, dimV, warmup, reps, docLen, block, varlenLen int
 	var dtype, jsonOut, device string
 	var backward, decode, step bool
 	var df decodeFlags
@@ -76,10 +79,11 @@ flush and with a synchronization after each launch (fac's earlier timing, kept f
 TFLOPS = 10 * pairs * D / t (2.5 times the forward's matmul work). --step times a training step's
 attention: the forward as fac bench times it, then the backward as --backward does, each mask's
 step time the sum of the two medians (as the anchors' step is the sum of their forward and
-backward times), TFLOPS = 14 * pairs * D / t.
+backward times), TFLOPS = 14 * pairs * D / t. With --dim-v (V's and O's head dim, where it is not
+--dim) the matmuls count 2 * pairs * (D + Dv) forward and 2 * pairs * (3D + 2Dv) backward.
 
 Every row also gives KV TB/s, the bytes of K and V read per second (2 * B * Hkv * Sk * D * element
-size / t), the measure of decoding. --decode times the decoding anchors (decode_bench.py, one of the
+size / t; with --dim-v, B * Hkv * Sk * (D + Dv) * element size / t), the measure of decoding. --decode times the decoding anchors (decode_bench.py, one of the
 anchor scripts that scripts/gpu runs): B=8, 32 query heads, 8 kv heads, D=128, bf16, no mask, Sq in {1, 16},
 Sk in {8192, 32768} (each overridable by its flag); --seqlen-q/--seqlen-k give any other lengths
 (every Sk with every Sq), --batch and --kv-heads the rest of the shape. --num-splits and --pack-gqa
@@ -109,7 +113,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 			}
 			cf := &compileFlags{consts: constFlags}
 			dtypes, dims := []string{dtype}, []int{dim}
-			if err := listConstsAsFlags(cmd, cf, &dtypes, &dims); err != nil {
+			if err := listConstsAsFlags(cmd, cf, &dtypes, &dims, &dimV); err != nil {
 				return err
 			}
 			dtype, dim = dtypes[0], dims[0]
@@ -145,7 +149,10 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 					}
 				}
 			}
-			shapes, err := benchShapes(seqlens, seqQs, seqKs, tokens, batch, heads, kvHeads, dim)
+			if dimV == dim {
+				dimV = 0
+			}
+			shapes, err := benchShapes(seqlens, seqQs, seqKs, tokens, batch, heads, kvHeads, dim, dimV)
 			if err != nil {
 				return err
 			}
@@ -159,13 +166,13 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 				if varlenLen < 0 || backward || step || decode || len(seqQs) > 0 || len(seqKs) > 0 || fl.Changed("seqlen") || fl.Changed("batch") || df.changed() {
 					return fmt.Errorf("--varlen-len %d: want a positive length, with --tokens, --heads, --kv-heads (no --backward, --decode, --seqlen, --seqlen-q, --seqlen-k, --batch or split-KV flags)", varlenLen)
 				}
-				shapes = []fac.Shape{{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: tokens, SeqK: tokens, Dim: dim}}
+				shapes = []fac.Shape{{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: tokens, SeqK: tokens, Dim: dim, DimV: dimV}}
 			}
 			target, err := tf.config("")
 			if err != nil {
 				return err
 			}
-			fwdOpts := fac.Options{Target: target}
+			fwdOpts := fac.Options{Target: target, DimV: dimV}
 			if err := df.apply(&fwdOpts); err != nil {
 				return err
 			}
@@ -183,7 +190,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 				fmt.Fprintln(w, "backward pass: flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess timed as one; TFLOPS = 10 * pairs * D / t")
 			} else if step {
 				fmt.Fprintln(w, "training step: the forward's median plus the backward's (its kernels timed as one); TFLOPS = 14 * pairs * D / t")
-			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, Sources: srcs, Consts: consts, Target: fwdOpts.Target}, dim, bundles); err != nil {
+			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, DimV: dimV, Sources: srcs, Consts: consts, Target: fwdOpts.Target}, dim, bundles); err != nil {
 				fmt.Fprintf(w, "compile times: %v\n", err)
 			}
 			var rows []benchResult
@@ -235,6 +242,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	df.add(fs)
 	tf.add(fs)
 	fs.IntVar(&dim, "dim", 128, "head dim")
+	fs.IntVar(&dimV, "dim-v", 0, "head dim of v and o where it differs from --dim (0: --dim)")
 	fs.StringVar(&dtype, "dtype", "bf16", "bf16 or f16")
 	addBlockFlag(fs, &block)
 	fs.StringArrayVar(&constFlags, "const", nil, "compile-time argument NAME=VALUE for the kernels, e.g. BLOCK_N=32 or (--backward) num_warps=4 (repeatable)")
@@ -265,7 +273,7 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 		return out
 	}
 	nq, nk := sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, sh.Batch*sh.KV()*sh.SeqK*sh.Dim
-	in := fac.Inputs{Q: randn(nq), K: randn(nk), V: randn(nk), Aux: map[string]any{}}
+	in := fac.Inputs{Q: randn(nq), K: randn(nk), V: randn(nk / sh.Dim * sh.VDim()), Aux: map[string]any{}}
 	doc := make([]int32, max(sh.SeqQ, sh.SeqK))
 	for i := range doc {
 		doc[i] = int32(i / docLen)
@@ -289,7 +297,7 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 // benchShapes are the shapes fac bench times, in order: each --seqlen as
 // Sq = Sk, or, with --seqlen-q or --seqlen-k, every Sk with every Sq (the
 // other list defaulting to --seqlen); batch is tokens / Sk unless given.
-func benchShapes(seqlens, seqQs, seqKs []int, tokens, batch, heads, kvHeads, dim int) ([]fac.Shape, error) {
+func benchShapes(seqlens, seqQs, seqKs []int, tokens, batch, heads, kvHeads, dim, dimV int) ([]fac.Shape, error) {
 	if kvHeads == 0 {
 		kvHeads = heads
 	}
@@ -323,7 +331,7 @@ func benchShapes(seqlens, seqQs, seqKs []int, tokens, batch, heads, kvHeads, dim
 		if b == 0 {
 			b = max(1, tokens/p[1])
 		}
-		sh := fac.Shape{Batch: b, Heads: heads, KVHeads: kvHeads, SeqQ: p[0], SeqK: p[1], Dim: dim}
+		sh := fac.Shape{Batch: b, Heads: heads, KVHeads: kvHeads, SeqQ: p[0], SeqK: p[1], Dim: dim, DimV: dimV}
 		if err := sh.Validate(); err != nil {
 			return nil, err
 		}
@@ -339,8 +347,22 @@ func kvTBps(sh fac.Shape, dtype string, ms float64) float64 {
 	if dtype == "f32" {
 		size = 4
 	}
-	bytes := 2 * float64(sh.Batch) * float64(sh.KV()) * float64(sh.SeqK) * float64(sh.Dim) * size
+	bytes := float64(sh.Batch) * float64(sh.KV()) * float64(sh.SeqK) * float64(sh.Dim+sh.VDim()) * size
 	return bytes / ms / 1e9
+}
+
+// matmulFlops are a pass's matmul flops per kept pair: forward S = Q·Kᵀ
+// and O = P·V, 2·(D + Dv); backward S, dP = dO·Vᵀ, dV = Pᵀ·dO, dK = dSᵀ·Q,
+// dQ = dS·K, 2·(3D + 2Dv); a step both. With Dv = D: 4, 10 and 14 · D.
+func matmulFlops(pass string, sh fac.Shape) float64 {
+	d, dv := float64(sh.Dim), float64(sh.VDim())
+	switch pass {
+	case "backward":
+		return 2 * (3*d + 2*dv)
+	case "step":
+		return 2 * (4*d + 3*dv)
+	}
+	return 2 * (d + dv)
 }
 
 // stepRow is a training step's row: the forward on shape sh, timed as
@@ -359,7 +381,7 @@ func stepRow(gpu *fac.CUDA, opts fac.Options, sh fac.Shape, docLen, warmup, reps
 	r := bwd
 	r.Pass, r.FwdMs, r.BwdMs = "step", fwd.MedianMs, bwd.MedianMs
 	r.MedianMs = fwd.MedianMs + bwd.MedianMs
-	r.TFLOPS = 14 * float64(bwd.Pairs) * float64(sh.Dim) * float64(sh.Batch*sh.Heads) / (r.MedianMs * 1e-3) / 1e12
+	r.TFLOPS = matmulFlops("step", sh) * float64(bwd.Pairs) * float64(sh.Batch*sh.Heads) / (r.MedianMs * 1e-3) / 1e12
 	r.TimesMs = nil
 	return r, nil
 }
@@ -398,9 +420,9 @@ func benchShape(gpu *fac.CUDA, opts fac.Options, sh fac.Shape, docLen, warmup, r
 	sorted := append([]float64(nil), times...)
 	sort.Float64s(sorted)
 	med := sorted[len(sorted)/2]
-	tf := 4 * float64(pairs) * float64(sh.Dim) * float64(sh.Batch*sh.Heads) / (med * 1e-3) / 1e12
+	tf := matmulFlops("forward", sh) * float64(pairs) * float64(sh.Batch*sh.Heads) / (med * 1e-3) / 1e12
 	return benchResult{Pass: "forward", Mask: opts.Mask, SeqLen: sh.SeqK, SeqLenQ: sh.SeqQ, SeqLenK: sh.SeqK, Batch: sh.Batch, Heads: sh.Heads,
-		KVHeads: sh.KV(), Dim: sh.Dim, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf, KVTBps: kvTBps(sh, opts.DType, med),
+		KVHeads: sh.KV(), Dim: sh.Dim, DimV: sh.DimV, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf, KVTBps: kvTBps(sh, opts.DType, med),
 		NumSplits: plan.NumSplits, PackGQA: plan.Pack, TimesMs: times}, nil
 }
 

@@ -44,7 +44,7 @@ func benchVarlen(gpu *fac.CUDA, opts fac.Options, seqLen int, sh fac.Shape, warm
 		}
 		return out
 	}
-	in := fac.VarlenInputs{Q: randn(sh.SeqQ * sh.Heads * sh.Dim), K: randn(sh.SeqK * sh.KV() * sh.Dim), V: randn(sh.SeqK * sh.KV() * sh.Dim),
+	in := fac.VarlenInputs{Q: randn(sh.SeqQ * sh.Heads * sh.Dim), K: randn(sh.SeqK * sh.KV() * sh.Dim), V: randn(sh.SeqK * sh.KV() * sh.VDim()),
 		CuSeqlensQ: cu, CuSeqlensK: cu}
 	times, err := fwd.BenchCUDA(gpu, in, sh.Heads, sh.KV(), warmup, reps)
 	if err != nil {
@@ -53,10 +53,10 @@ func benchVarlen(gpu *fac.CUDA, opts fac.Options, seqLen int, sh fac.Shape, warm
 	sorted := slices.Clone(times)
 	slices.Sort(sorted)
 	med := sorted[len(sorted)/2]
-	tf := 4 * float64(pairs) * float64(sh.Dim) * float64(sh.Heads) / (med * 1e-3) / 1e12
+	tf := matmulFlops("forward", sh) * float64(pairs) * float64(sh.Heads) / (med * 1e-3) / 1e12
 	// Pairs: per head, over every sequence (B is the sequence count, not a
 	// factor); KV TB/s over the packed K and V.
 	return benchResult{Pass: "forward varlen", Mask: opts.Mask, SeqLen: seqLen, SeqLenQ: seqLen, SeqLenK: seqLen, Batch: len(lens),
-		Heads: sh.Heads, KVHeads: sh.KV(), Dim: sh.Dim, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf,
+		Heads: sh.Heads, KVHeads: sh.KV(), Dim: sh.Dim, DimV: sh.DimV, DType: opts.DType, Pairs: pairs, MedianMs: med, TFLOPS: tf,
 		KVTBps: kvTBps(sh, opts.DType, med), NumSplits: 1, PackGQA: 1, TimesMs: times}, nil
 }

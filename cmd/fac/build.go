@@ -17,7 +17,7 @@ import (
 func buildCmd() *cobra.Command {
 	var files, masks, scores, consts, dtypes, archs []string
 	var dims []int
-	var block int
+	var block, dimV int
 	var out, cacheDir string
 	var verbose, backward bool
 	var df decodeFlags
@@ -30,7 +30,8 @@ func buildCmd() *cobra.Command {
   # then, in Go: b, _ := bundle.Read("attn.bundle"); gpu.AddBundle(b)  (or go:embed the file and bundle.Parse it)
   fac build mymask.fa --mask my_mask -o - | ssh gpu-host 'cat > my.bundle'   # "wrote" goes to stderr
   fac build --mask none --decode-const BLOCK_N=64 -o decode-n64.bundle   # split-KV kernels with 64-key tiles
-  fac build --num-splits 1 --pack-gqa off -o fwd.bundle   # no split-KV kernels: flash_fwd alone, always`,
+  fac build --num-splits 1 --pack-gqa off -o fwd.bundle   # no split-KV kernels: flash_fwd alone, always
+  fac build --backward --mask causal --dim 128 --dim-v 64 -o dv64.bundle   # v and o with head dim 64, q and k 128`,
 		Long: `Compiles flash_fwd for every mask × score × dtype × head dim × arch, with the block classifier and,
 unless --num-splits 1 --pack-gqa off, the split-KV kernels a decoding call may run (flash_fwd_splitkv
 with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward the backward's.
@@ -53,7 +54,7 @@ are then those of that variant, which a device finds with the same switches.`,
 				}
 			}
 			cf := compileFlags{consts: consts}
-			if err := listConstsAsFlags(cmd, &cf, &dtypes, &dims); err != nil {
+			if err := listConstsAsFlags(cmd, &cf, &dtypes, &dims, &dimV); err != nil {
 				return err
 			}
 			cm, err := cf.constMap()
@@ -100,11 +101,11 @@ are then those of that variant, which a device finds with the same switches.`,
 								var bwd *fac.Backward
 								if backward {
 									var err error
-									if bwd, err = fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt, Target: t}, d); err != nil {
+									if bwd, err = fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt, DimV: dimV, Target: t}, d); err != nil {
 										return err
 									}
 								}
-								fopts := fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt, Target: t}
+								fopts := fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt, DimV: dimV, Target: t}
 								if err := df.apply(&fopts); err != nil {
 									return err
 								}
@@ -159,6 +160,7 @@ are then those of that variant, which a device finds with the same switches.`,
 	fs.StringArrayVar(&consts, "const", nil, "compile-time argument NAME=VALUE (repeatable)")
 	fs.StringSliceVar(&dtypes, "dtype", []string{"bf16"}, "element types (comma-separated): bf16, f16, f32")
 	fs.IntSliceVar(&dims, "dim", []int{128}, "head dims (comma-separated)")
+	fs.IntVar(&dimV, "dim-v", 0, "head dim of v and o for every --dim, where it differs (0: each --dim); the kernels' HEAD_DIM_V")
 	fs.StringSliceVar(&archs, "arch", []string{"sm_90a"}, "GPU targets (comma-separated)")
 	addBlockFlag(fs, &block)
 	fs.StringVarP(&out, "out", "o", "", "bundle file to write (- = stdout)")

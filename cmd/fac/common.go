@@ -272,15 +272,17 @@ func openGPU(bundles []string) (*fac.CUDA, error) {
 	return gpu, nil
 }
 
-// dtypeDimArgs sets the request's DTYPE and HEAD_DIM from --dtype and
-// --dim, for the commands that build a compiler.Request themselves
-// (compile, ir), so that they take the flags run, build and bench take:
-// --const DTYPE/HEAD_DIM are the same settings (given both ways they must
-// agree). With withDefaults the flags' defaults are given to a kernel that
-// declares the parameter (compile: what it compiles is then what build
-// builds, tuned sets included, since they are keyed by the request's DTYPE
-// and HEAD_DIM); else only flags the user set are.
-func dtypeDimArgs(cmd *cobra.Command, req *compiler.Request, dtype string, dim int, withDefaults bool) error {
+// dtypeDimArgs sets the request's DTYPE, HEAD_DIM and HEAD_DIM_V from
+// --dtype, --dim and --dim-v, for the commands that build a
+// compiler.Request themselves (compile, ir), so that they take the flags
+// run, build and bench take: --const DTYPE/HEAD_DIM/HEAD_DIM_V are the same
+// settings (given both ways they must agree). With withDefaults the flags'
+// defaults are given to a kernel that declares the parameter (compile: what
+// it compiles is then what build builds, tuned sets included, since they
+// are keyed by the request's DTYPE and HEAD_DIM); else only flags the user
+// set are. --dim-v has no default of its own: unset or 0, the kernel's
+// HEAD_DIM_V is its HEAD_DIM.
+func dtypeDimArgs(cmd *cobra.Command, req *compiler.Request, dtype string, dim, dimV int, withDefaults bool) error {
 	fs := cmd.Flags()
 	declared := map[string]bool{}
 	if prog, err := compiler.Load(req.Sources); err == nil {
@@ -289,15 +291,21 @@ func dtypeDimArgs(cmd *cobra.Command, req *compiler.Request, dtype string, dim i
 			declared[cp.Name] = true
 		}
 	}
-	for _, a := range []struct{ name, flag, v string }{{"DTYPE", "dtype", dtype}, {"HEAD_DIM", "dim", strconv.Itoa(dim)}} {
+	for _, a := range []struct{ name, flag, v string }{{"DTYPE", "dtype", dtype}, {"HEAD_DIM", "dim", strconv.Itoa(dim)}, {"HEAD_DIM_V", "dim-v", strconv.Itoa(dimV)}} {
+		if fs.Lookup(a.flag) == nil {
+			continue
+		}
 		if v, ok := req.Consts[a.name]; ok {
 			if fs.Changed(a.flag) && v != a.v {
 				return fmt.Errorf("--const %s=%s contradicts --%s %s: they are one setting, give it once", a.name, v, a.flag, a.v)
 			}
 			continue
 		}
+		if a.flag == "dim-v" && dimV == 0 {
+			continue // the kernel's default: HEAD_DIM
+		}
 		switch {
-		case declared[a.name] && (withDefaults || fs.Changed(a.flag)):
+		case declared[a.name] && (withDefaults && a.flag != "dim-v" || fs.Changed(a.flag)):
 			req.Consts[a.name] = a.v
 		case !declared[a.name] && fs.Changed(a.flag):
 			return fmt.Errorf("--%s %s: kernel %s has no compile-time parameter %s", a.flag, a.v, req.Kernel, a.name)

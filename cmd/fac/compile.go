@@ -23,14 +23,16 @@ func compileCmd() *cobra.Command {
 	var cf compileFlags
 	var tf targetFlags
 	var arch, emit, out, cacheDir, dtype string
-	var dim int
+	var dim, dimV int
 	var verbose, noCache bool
 	cmd := &cobra.Command{
 		Use:   "compile [FILE...]",
 		Short: "compile a kernel to tile IR, LLVM IR or PTX",
 		Long: "Compiles a kernel for --arch to tile IR (after the tile passes), LLVM IR or PTX (through llc and the kernel cache).\n" +
 			"--dtype and --dim set the kernel's DTYPE and HEAD_DIM (--const DTYPE=, HEAD_DIM= are the same settings), bf16 and 128 unless\n" +
-			"given, as fac build: what it compiles is what a bundle holds, with the arch's tuned arguments (-v prints them). A GPU\n" +
+			"given, as fac build: what it compiles is what a bundle holds, with the arch's tuned arguments (-v prints them); --dim-v sets\n" +
+			"HEAD_DIM_V, the head dim of v and o, where it differs (the arch's tuned arguments are then not applied: they were measured\n" +
+			"with equal head dims). A GPU\n" +
 			"compile whose code has no tensor-core instruction (f32) warns; an arch that runs another's code path (sm_89, sm_100a)\n" +
 			"warns, and one fac has no target for is an error.\n\n" + targetHelp(),
 		Example: `  fac compile --mask causal --dtype bf16 --dim 64 --arch sm_90a --emit ptx -o fwd.ptx -v   # -v: stage times, tuned arguments
@@ -47,7 +49,7 @@ func compileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := dtypeDimArgs(cmd, &req, dtype, dim, true); err != nil {
+			if err := dtypeDimArgs(cmd, &req, dtype, dim, dimV, true); err != nil {
 				return err
 			}
 			// Tile IR runs no GPU phase, but shows the kernel the same flags
@@ -141,6 +143,7 @@ func compileCmd() *cobra.Command {
 	fs.StringVar(&arch, "arch", "sm_90a", "GPU target: sm_80, sm_90a (their own code paths), sm_86 to sm_89, sm_90, sm_100 and later (each on a fallback path, with a warning)")
 	fs.StringVar(&dtype, "dtype", "bf16", "element type of q, k, v, o (the kernel's DTYPE): bf16, f16 or f32 (f32 has no tensor-core path)")
 	fs.IntVar(&dim, "dim", 128, "head dimension (the kernel's HEAD_DIM)")
+	fs.IntVar(&dimV, "dim-v", 0, "head dimension of v and o (the kernel's HEAD_DIM_V; 0: --dim)")
 	tf.add(fs)
 	fs.StringVar(&emit, "emit", "ptx", "output: tir, llvm or ptx")
 	fs.StringVarP(&out, "out", "o", "", "output file (default or - = stdout)")

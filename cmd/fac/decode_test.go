@@ -33,7 +33,7 @@ func TestRunDecode(t *testing.T) {
 // them) and its KV bandwidth, which must match decode_bench.py's
 // kv_bytes / ms / 1e9.
 func TestBenchShapes(t *testing.T) {
-	sh, err := benchShapes([]int{2048, 8192}, []int{1, 16}, []int{8192, 32768}, 16384, 8, 32, 8, 128)
+	sh, err := benchShapes([]int{2048, 8192}, []int{1, 16}, []int{8192, 32768}, 16384, 8, 32, 8, 128, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +46,14 @@ func TestBenchShapes(t *testing.T) {
 			t.Errorf("shape %d: %+v", i, s)
 		}
 	}
-	sh, err = benchShapes([]int{2048, 8192}, nil, nil, 16384, 0, 16, 0, 128)
+	sh, err = benchShapes([]int{2048, 8192}, nil, nil, 16384, 0, 16, 0, 128, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sh) != 2 || sh[0].Batch != 8 || sh[1].Batch != 2 || sh[1].SeqQ != 8192 || sh[1].KV() != 16 {
 		t.Errorf("Sq = Sk shapes %+v", sh)
 	}
-	if _, err := benchShapes([]int{8}, []int{0}, nil, 16, 0, 4, 0, 16); err == nil {
+	if _, err := benchShapes([]int{8}, []int{0}, nil, 16, 0, 4, 0, 16, 0); err == nil {
 		t.Error("Sq = 0: no error")
 	}
 	// decode_bench.py: kv_bytes = 2 * k.numel() * 2 (bf16), kv_tbps = kv_bytes / ms / 1e9.

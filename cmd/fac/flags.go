@@ -246,8 +246,9 @@ func checkArch(w io.Writer, flag, arch string) error {
 }
 
 // listConstsAsFlags takes --const DTYPE and HEAD_DIM as build's --dtype
-// and --dim lists (constAsFlag): as a const, one value.
-func listConstsAsFlags(cmd *cobra.Command, cf *compileFlags, dtypes *[]string, dims *[]int) error {
+// and --dim lists (constAsFlag): as a const, one value; and HEAD_DIM_V as
+// --dim-v.
+func listConstsAsFlags(cmd *cobra.Command, cf *compileFlags, dtypes *[]string, dims *[]int, dimV *int) error {
 	fs := cmd.Flags()
 	if v, ok := cf.takeConst("DTYPE"); ok {
 		if err := constAsFlag(fs, "DTYPE", v, "dtype", strings.Join(*dtypes, ","), func(s string) error {
@@ -268,6 +269,18 @@ func listConstsAsFlags(cmd *cobra.Command, cf *compileFlags, dtypes *[]string, d
 				return fmt.Errorf("want a positive head dim")
 			}
 			*dims = []int{n}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if v, ok := cf.takeConst("HEAD_DIM_V"); ok {
+		if err := constAsFlag(fs, "HEAD_DIM_V", v, "dim-v", strconv.Itoa(*dimV), func(s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return fmt.Errorf("want a positive head dim")
+			}
+			*dimV = n
 			return nil
 		}); err != nil {
 			return err

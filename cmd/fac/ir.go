@@ -13,7 +13,7 @@ import (
 func irCmd() *cobra.Command {
 	var cf compileFlags
 	var out, dtype string
-	var dim int
+	var dim, dimV int
 	cmd := &cobra.Command{
 		Use:   "ir [FILE...]",
 		Short: "print a kernel's tile IR after the pass pipeline",
@@ -28,7 +28,7 @@ func irCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := dtypeDimArgs(cmd, &req, dtype, dim, false); err != nil {
+			if err := dtypeDimArgs(cmd, &req, dtype, dim, dimV, false); err != nil {
 				return err
 			}
 			res, err := compiler.Compile(req)
@@ -47,6 +47,7 @@ func irCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write the IR to this file instead of stdout (- = stdout)")
 	cmd.Flags().StringVar(&dtype, "dtype", "f32", "element type of q, k, v, o (the kernel's DTYPE): f32, bf16, f16 (unset: the kernel's default)")
 	cmd.Flags().IntVar(&dim, "dim", 64, "head dimension (the kernel's HEAD_DIM; unset: the kernel's default)")
+	cmd.Flags().IntVar(&dimV, "dim-v", 0, "head dimension of v and o (the kernel's HEAD_DIM_V; unset or 0: its HEAD_DIM)")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
 }

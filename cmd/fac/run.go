@@ -78,7 +78,8 @@ lists the switches).`,
   fac run --mask document --random-aux --doc-len 32 --out - > o.npy
   fac run --mask "sliding_window(127, 0)" --sinks sinks.npy --heads 8 --kv-heads 1
   fac run --backward --mask causal --q q.npy --k k.npy --v v.npy --do do.npy --dq-out dq.npy --dk-out dk.npy --dv-out dv.npy
-  fac run --mask causal_bottom_right --heads 32 --kv-heads 8 --seqlen-q 1 --seqlen-k 8192 --dim 128 --dtype bf16 --num-splits 4`,
+  fac run --mask causal_bottom_right --heads 32 --kv-heads 8 --seqlen-q 1 --seqlen-k 8192 --dim 128 --dtype bf16 --num-splits 4
+  fac run --mask causal --dim 192 --dim-v 128 --backward          # DeepSeek's head dims: q, k 192, v 128`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if err := checkDevice(device, "cpu", "cuda"); err != nil {
 				return err
@@ -127,12 +128,12 @@ lists the switches).`,
 			tensors := map[string]*npy.Array{}
 			for _, t := range []struct {
 				flag, path string
-				kv         bool
-			}{{"q", qf, false}, {"k", kf, true}, {"v", vf, true}} {
+				role       tensorRole
+			}{{"q", qf, roleQ}, {"k", kf, roleK}, {"v", vf, roleV}} {
 				if t.path == "" {
 					continue
 				}
-				a, err := shp.noteTensor(t.flag, t.path, t.kv)
+				a, err := shp.noteTensor(t.flag, t.path, t.role)
 				if err != nil {
 					return err
 				}
@@ -200,7 +201,7 @@ lists the switches).`,
 			if err != nil {
 				return err
 			}
-			fwdOpts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: fwdConsts, DType: dtype, Passes: req.Passes,
+			fwdOpts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: fwdConsts, DType: dtype, DimV: sh.DimV, Passes: req.Passes,
 				Sinks: sinks != nil, Target: target}
 			if err := df.apply(&fwdOpts); err != nil {
 				return err
@@ -222,7 +223,7 @@ lists the switches).`,
 				name string
 				dst  *[]float32
 				n    int
-			}{{"q", &in.Q, sh.Batch * sh.Heads * sh.SeqQ * sh.Dim}, {"k", &in.K, sh.Batch * sh.KV() * sh.SeqK * sh.Dim}, {"v", &in.V, sh.Batch * sh.KV() * sh.SeqK * sh.Dim}} {
+			}{{"q", &in.Q, sh.Batch * sh.Heads * sh.SeqQ * sh.Dim}, {"k", &in.K, sh.Batch * sh.KV() * sh.SeqK * sh.Dim}, {"v", &in.V, sh.Batch * sh.KV() * sh.SeqK * sh.VDim()}} {
 				*t.dst = tensorArg(tensors[t.name], t.n, rng)
 			}
 			aux, notes, err := ax.load(fwd, sh)
@@ -234,7 +235,7 @@ lists the switches).`,
 				return err
 			}
 			fmt.Fprintf(w, "kernel %s mask=%s score=%s dtype=%s on %s\n", fwd.Result().Kernel, modName(fwd.Mask()), modName(fwd.Score()), dtype, device)
-			fmt.Fprintf(w, "shape B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d\n", sh.Batch, sh.Heads, sh.KV(), sh.SeqQ, sh.SeqK, sh.Dim)
+			fmt.Fprintf(w, "shape B=%d H=%d Hkv=%d Sq=%d Sk=%d D=%d%s\n", sh.Batch, sh.Heads, sh.KV(), sh.SeqQ, sh.SeqK, sh.Dim, dvNote(sh))
 			if sinks != nil {
 				fmt.Fprintf(w, "sinks %s: %d per-head logits\n", sinksF, len(sinks))
 			}
@@ -283,7 +284,7 @@ lists the switches).`,
 			if bwf.on {
 				return bwf.run(backwardRun{w: w, in: in, o: o, lse: lse, sh: sh, dtype: dtype, device: device, gpu: gpu, rng: rng, tol: t,
 					noCheck: noCheck, fwdCompile: compileTime, fwdRun: time.Since(t1), stderr: stderr, terminal: term,
-					opts: fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: bwdConsts, DType: dtype, Passes: req.Passes, Target: target}})
+					opts: fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: bwdConsts, DType: dtype, DimV: sh.DimV, Passes: req.Passes, Target: target}})
 			}
 			fmt.Fprintf(w, "compile %.1f ms, run %.1f ms\n", ms(compileTime), ms(time.Since(t1)))
 			if noCheck {
@@ -300,7 +301,7 @@ lists the switches).`,
 				fmt.Fprintf(w, "check passed (tolerance for %s: %.3g relative on O, %.3g on LSE)\n", dtype, t.o, t.lse)
 			}
 			if outF != "" {
-				if err := writeNpy(outF, []int{sh.Batch, sh.Heads, sh.SeqQ, sh.Dim}, o); err != nil {
+				if err := writeNpy(outF, []int{sh.Batch, sh.Heads, sh.SeqQ, sh.VDim()}, o); err != nil {
 					return err
 				}
 			}
@@ -325,7 +326,7 @@ lists the switches).`,
 	addBlockFlag(fs, &block)
 	fs.StringVar(&qf, "q", "", "query .npy [B, H, Sq, D] (random if absent; gives the sizes)")
 	fs.StringVar(&kf, "k", "", "key .npy [B, Hkv, Sk, D] (random if absent)")
-	fs.StringVar(&vf, "v", "", "value .npy [B, Hkv, Sk, D] (random if absent)")
+	fs.StringVar(&vf, "v", "", "value .npy [B, Hkv, Sk, Dv] (random if absent; Dv, its head dim, may differ from q's and k's: --dim-v)")
 	fs.StringVarP(&outF, "out", "o", "", "write O to this .npy file (- = stdout; the report then goes to stderr)")
 	fs.StringVar(&lseF, "lse-out", "", "write LSE to this .npy file (- = stdout)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the random inputs")
@@ -431,9 +432,9 @@ func writeNpy(path string, shape []int, vals []float32) error {
 	return outfile.Write(path, b)
 }
 
-// dtypeDimConsts takes --const DTYPE and --const HEAD_DIM as run's --dtype
-// and --dim (constAsFlag); HEAD_DIM is a size like the others, which the
-// tensor files must agree with.
+// dtypeDimConsts takes --const DTYPE, --const HEAD_DIM and --const
+// HEAD_DIM_V as run's --dtype, --dim and --dim-v (constAsFlag); the head
+// dims are sizes like the others, which the tensor files must agree with.
 func dtypeDimConsts(cmd *cobra.Command, cf *compileFlags, dtype *string, shp *shapeFlags) error {
 	fs := cmd.Flags()
 	if v, ok := cf.takeConst("DTYPE"); ok {
@@ -458,5 +459,24 @@ func dtypeDimConsts(cmd *cobra.Command, cf *compileFlags, dtype *string, shp *sh
 			return err
 		}
 	}
+	if v, ok := cf.takeConst("HEAD_DIM_V"); ok {
+		if err := constAsFlag(fs, "HEAD_DIM_V", v, "dim-v", strconv.Itoa(shp.dimV), func(s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return fmt.Errorf("want a positive head dim")
+			}
+			return shp.note("dim-v", n, "--const HEAD_DIM_V="+s)
+		}); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// dvNote is ", Dv=N" for a shape whose V has its own head dim, else "".
+func dvNote(sh fac.Shape) string {
+	if sh.VDim() == sh.Dim {
+		return ""
+	}
+	return fmt.Sprintf(" Dv=%d", sh.VDim())
 }

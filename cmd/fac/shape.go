@@ -16,8 +16,11 @@ import (
 // value before its default.
 type shapeFlags struct {
 	batch, heads, kvHeads, seqQ, seqK, dim int
-	fs                                     *pflag.FlagSet
-	withKV                                 bool // run: --kv-heads and --dim exist
+	// dimV is V's (and O's) head dim: 0 until --dim-v, --const HEAD_DIM_V
+	// or a V- or O-shaped file gives it, then the head dim of Q and K.
+	dimV   int
+	fs     *pflag.FlagSet
+	withKV bool // run: --kv-heads, --dim and --dim-v exist
 
 	known map[string]dimSource // by flag name
 }
@@ -44,7 +47,8 @@ func (s *shapeFlags) add(cmd *cobra.Command, seqDefault int, withKV bool) {
 	fs.IntVar(&s.seqK, "seqlen-k", seqDefault, "key sequence length"+from("--k or --blockmask"))
 	if withKV {
 		fs.IntVar(&s.kvHeads, "kv-heads", 0, "key/value heads, grouped-query attention (when not given: from --k, else = heads)")
-		fs.IntVar(&s.dim, "dim", 64, "head dimension (when not given: from --q)")
+		fs.IntVar(&s.dim, "dim", 64, "head dimension of q and k (when not given: from --q)")
+		fs.IntVar(&s.dimV, "dim-v", 0, "head dimension of v and o, where it differs from --dim (DeepSeek's 192 and 128; when not given: from --v or --do, else --dim)")
 	}
 }
 
@@ -63,6 +67,8 @@ func (s *shapeFlags) ptr(name string) *int {
 		return &s.seqK
 	case "dim":
 		return &s.dim
+	case "dim-v":
+		return &s.dimV
 	}
 	panic("shapeFlags: no size " + name)
 }
@@ -73,7 +79,7 @@ func (s *shapeFlags) note(name string, v int, from string) error {
 	if s.known == nil {
 		s.known = map[string]dimSource{}
 		// Flags the user set come first: they are what the user said.
-		for _, n := range []string{"batch", "heads", "kv-heads", "seqlen-q", "seqlen-k", "dim"} {
+		for _, n := range []string{"batch", "heads", "kv-heads", "seqlen-q", "seqlen-k", "dim", "dim-v"} {
 			if f := s.fs.Lookup(n); f != nil && f.Changed {
 				s.known[n] = dimSource{*s.ptr(n), fmt.Sprintf("--%s is %d", n, *s.ptr(n))}
 			}
@@ -90,24 +96,35 @@ func (s *shapeFlags) note(name string, v int, from string) error {
 	return nil
 }
 
-// noteTensor reads a [B, H, S, D] tensor file and notes its sizes; kv
-// says it is k or v ([B, Hkv, Sk, D]).
-func (s *shapeFlags) noteTensor(flag, path string, kv bool) (*npy.Array, error) {
+// tensorRole is which of attention's tensors a file holds, for the sizes
+// it gives: q [B, H, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv] or o
+// (O, dO: [B, H, Sq, Dv]).
+type tensorRole int
+
+const (
+	roleQ tensorRole = iota
+	roleK
+	roleV
+	roleO
+)
+
+// noteTensor reads a [B, H, S, D] tensor file of the given role and notes
+// its sizes.
+func (s *shapeFlags) noteTensor(flag, path string, role tensorRole) (*npy.Array, error) {
 	a, err := npy.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
+	want := [...]string{roleQ: "[B, H, Sq, D]", roleK: "[B, Hkv, Sk, D]", roleV: "[B, Hkv, Sk, Dv]", roleO: "[B, H, Sq, Dv]"}[role]
 	if len(a.Shape) != 4 {
-		want := "[B, H, Sq, D]"
-		if kv {
-			want = "[B, Hkv, Sk, D]"
-		}
 		return nil, fmt.Errorf("--%s %s: shape %v, want 4 dims %s", flag, path, a.Shape, want)
 	}
-	names := []string{"batch", "heads", "seqlen-q", "dim"}
-	if kv {
-		names = []string{"batch", "kv-heads", "seqlen-k", "dim"}
-	}
+	names := [...][]string{
+		roleQ: {"batch", "heads", "seqlen-q", "dim"},
+		roleK: {"batch", "kv-heads", "seqlen-k", "dim"},
+		roleV: {"batch", "kv-heads", "seqlen-k", "dim-v"},
+		roleO: {"batch", "heads", "seqlen-q", "dim-v"},
+	}[role]
 	from := fmt.Sprintf("--%s %s has shape %v", flag, path, a.Shape)
 	for i, n := range names {
 		if err := s.note(n, a.Shape[i], from); err != nil {
@@ -117,7 +134,11 @@ func (s *shapeFlags) noteTensor(flag, path string, kv bool) (*npy.Array, error) 
 	return a, nil
 }
 
-// shape is the resolved problem.
+// shape is the resolved problem (DimV 0 when V's head dim is Q's).
 func (s *shapeFlags) shape() fac.Shape {
-	return fac.Shape{Batch: s.batch, Heads: s.heads, KVHeads: s.kvHeads, SeqQ: s.seqQ, SeqK: s.seqK, Dim: s.dim}
+	sh := fac.Shape{Batch: s.batch, Heads: s.heads, KVHeads: s.kvHeads, SeqQ: s.seqQ, SeqK: s.seqK, Dim: s.dim}
+	if s.dimV != 0 && s.dimV != s.dim {
+		sh.DimV = s.dimV
+	}
+	return sh
 }

@@ -203,7 +203,7 @@ func TestRunShapeFromFiles(t *testing.T) {
 	wantFail(t, runFac(t, dir, append(qkv, "--dim", "32")...), "--dim is 32, but --q q.npy has shape [1 4 40 16] (dim 16)")
 	wantFail(t, runFac(t, dir, append(qkv, "--kv-heads", "4")...), "--kv-heads is 4, but --k k.npy has shape [1 2 24 16] (kv-heads 2)")
 	wantFail(t, runFac(t, dir, "run", "--k", "k.npy", "--v", "q.npy"), "--k k.npy has shape [1 2 24 16], but --v q.npy has shape [1 4 40 16] (kv-heads 4)")
-	wantFail(t, runFac(t, dir, "run", "--v", "v3.npy"), "--v v3.npy: shape [1 2 24], want 4 dims [B, Hkv, Sk, D]")
+	wantFail(t, runFac(t, dir, "run", "--v", "v3.npy"), "--v v3.npy: shape [1 2 24], want 4 dims [B, Hkv, Sk, Dv]")
 }
 
 // TestSharedFlags: positional source files, --device checks, - for

@@ -78,7 +78,7 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 	if len(cuQ) == 0 || len(cuK) == 0 {
 		return fmt.Errorf("--cu-seqlens-q/-k must not be empty")
 	}
-	heads, kvHeads, dim := a.shp.heads, a.shp.kvHeads, a.shp.dim
+	heads, kvHeads, dim, dimV := a.shp.heads, a.shp.kvHeads, a.shp.dim, a.shp.dimV
 	totalQ, totalK := int(cuQ[len(cuQ)-1]), int(cuK[len(cuK)-1])
 	// The lengths first (from 0, non-decreasing), so that no size below
 	// comes from a bad one.
@@ -89,10 +89,11 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 	tensors := map[string]*npy.Array{}
 	from := map[string]string{} // size flag → the file that gave it
 	for _, t := range []struct {
-		flag, path, hflag string
-		total             int
-		heads             *int
-	}{{"q", a.qf, "heads", totalQ, &heads}, {"k", a.kf, "kv-heads", totalK, &kvHeads}, {"v", a.vf, "kv-heads", totalK, &kvHeads}} {
+		flag, path, hflag, dflag string
+		total                    int
+		heads, dim               *int
+	}{{"q", a.qf, "heads", "dim", totalQ, &heads, &dim}, {"k", a.kf, "kv-heads", "dim", totalK, &kvHeads, &dim},
+		{"v", a.vf, "kv-heads", "dim-v", totalK, &kvHeads, &dimV}} {
 		if t.path == "" {
 			continue
 		}
@@ -107,8 +108,10 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 			flag string
 			dst  *int
 			v    int
-		}{{t.hflag, t.heads, arr.Shape[1]}, {"dim", &dim, arr.Shape[2]}} {
-			if (cmd.Flags().Changed(d.flag) || from[d.flag] != "") && *d.dst != d.v {
+		}{{t.hflag, t.heads, arr.Shape[1]}, {t.dflag, t.dim, arr.Shape[2]}} {
+			// --dim-v is unset at 0 (V then takes q's head dim).
+			given := cmd.Flags().Changed(d.flag) || from[d.flag] != "" || d.flag == "dim-v" && *d.dst != 0
+			if given && *d.dst != d.v {
 				by := from[d.flag]
 				if by == "" {
 					by = "the flag"
@@ -122,30 +125,41 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 	if kvHeads == 0 {
 		kvHeads = heads
 	}
+	if dimV == 0 {
+		dimV = dim
+	}
 	// The whole shape is checked before anything is allocated for it
 	// (issue 46 item 2: --heads -1 panicked in makeslice, and
-	// cu_seqlens [0, 2147483647] ran out of memory).
-	if _, err := fac.VarlenShape(cuQ, cuK, totalQ, totalK, heads, kvHeads, dim); err != nil {
+	// cu_seqlens [0, 2147483647] ran out of memory); V's and O's head
+	// dim as well, as the shape's DimV.
+	sh, err := fac.VarlenShape(cuQ, cuK, totalQ, totalK, heads, kvHeads, dim)
+	if err != nil {
 		return err
+	}
+	if dimV != dim {
+		sh.DimV = dimV
+		if err := sh.Validate(); err != nil {
+			return err
+		}
 	}
 	req, err := a.cf.request(a.files, "")
 	if err != nil {
 		return err
 	}
 	t0 := time.Now()
-	fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: a.cf.mask, Score: a.cf.score, Sources: req.Sources, Consts: req.Consts, DType: a.dtype, Passes: req.Passes,
-		Target: a.target}, dim)
+	fwd, err := fac.CompileForwardVarlen(fac.Options{Mask: a.cf.mask, Score: a.cf.score, Sources: req.Sources, Consts: req.Consts, DType: a.dtype, DimV: sh.DimV,
+		Passes: req.Passes, Target: a.target}, dim)
 	if err != nil {
 		return err
 	}
 	compileTime := time.Since(t0)
 	rng := rand.New(rand.NewPCG(a.seed, a.seed^0x9e3779b97f4a7c15))
 	in := fac.VarlenInputs{CuSeqlensQ: cuQ, CuSeqlensK: cuK, Scale: a.scale,
-		Q: tensorArg(tensors["q"], totalQ*heads*dim, rng), K: tensorArg(tensors["k"], totalK*kvHeads*dim, rng), V: tensorArg(tensors["v"], totalK*kvHeads*dim, rng)}
+		Q: tensorArg(tensors["q"], totalQ*heads*dim, rng), K: tensorArg(tensors["k"], totalK*kvHeads*dim, rng), V: tensorArg(tensors["v"], totalK*kvHeads*dimV, rng)}
 	w := a.w
 	fmt.Fprintf(w, "kernel %s mask=%s score=%s dtype=%s on %s\n", fwd.Result().Kernel, modName(fwd.Result().Mask), modName(fwd.Result().Score), a.dtype, a.device)
-	fmt.Fprintf(w, "varlen: %d sequences, %d query and %d key tokens, H=%d Hkv=%d D=%d\n",
-		len(cuQ)-1, totalQ, totalK, heads, kvHeads, dim)
+	fmt.Fprintf(w, "varlen: %d sequences, %d query and %d key tokens, H=%d Hkv=%d D=%d%s\n",
+		len(cuQ)-1, totalQ, totalK, heads, kvHeads, dim, dvNote(sh))
 	t1 := time.Now()
 	if in.BlockMask, err = fwd.BlockMask(in, heads); err != nil {
 		return err
@@ -182,7 +196,7 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 		fmt.Fprintf(w, "check passed (tolerance for %s: %.3g relative on O, %.3g on LSE)\n", a.dtype, a.tol.o, a.tol.lse)
 	}
 	if a.outF != "" {
-		if err := writeNpy(a.outF, []int{totalQ, heads, dim}, o); err != nil {
+		if err := writeNpy(a.outF, []int{totalQ, heads, dimV}, o); err != nil {
 			return err
 		}
 	}

@@ -222,7 +222,7 @@ func checkForward(w, stderr io.Writer, term bool, fwd *fac.Forward, in fac.Input
 	}); err != nil {
 		return report{}, err
 	}
-	d := sh.Dim
+	d := sh.VDim() // O's rows
 	so, slse := make([]float32, len(rows)*d), make([]float32, len(rows))
 	for n, r := range rows {
 		at := (r.B*sh.Heads+r.H)*sh.SeqQ + r.I

@@ -6,11 +6,11 @@ import (
 	"github.com/fac-compiler/fac/launch"
 )
 
-// The backward pass is four kernels sharing the forward's shapes: q, dO,
-// dQ are [B, H, Sq, D], k, v, dK, dV [B, Hkv, Sk, D] with strides; lse
-// (from the forward) and Δ are [B, H, Sq] f32; dq_accum is the f32 dQ
-// accumulator [B, H, Sq, D], contiguous, which only the atomic mode uses
-// (in DETERMINISTIC mode it is a single unused element).
+// The backward pass is four kernels sharing the forward's shapes: q, dQ
+// are [B, H, Sq, D], dO [B, H, Sq, Dv], k, dK [B, Hkv, Sk, D], v, dV
+// [B, Hkv, Sk, Dv] with strides; lse (from the forward) and Δ are
+// [B, H, Sq] f32; dq_accum is the f32 dQ accumulator (dqAccumDims), which
+// only the atomic mode uses (in DETERMINISTIC mode it is one unused row).
 //
 //	flash_bwd_preprocess  Δ = rowsum(dO∘O), dq_accum = 0     grid (q tiles, B·H)
 //	flash_bwd             dK, dV; dq_accum += dS·K (atomic)  grid (kv tiles, B·Hkv)
@@ -22,8 +22,8 @@ var FlashBwdPreprocess = &launch.Contract{
 	Kernel: "flash_bwd_preprocess",
 	File:   "flash_bwd_preprocess.fa",
 	Tensors: []launch.Tensor{
-		{Name: "o", Dims: qDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
-		{Name: "dout", Dims: qDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
+		{Name: "o", Dims: oDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
+		{Name: "dout", Dims: oDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
 		{Name: "delta", Output: true, Dims: lseDims},
 		{Name: "dq_accum", Output: true, Dims: dqAccumDims},
 	},
@@ -46,12 +46,12 @@ var FlashBwd = &launch.Contract{
 	Tensors: []launch.Tensor{
 		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
 		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
-		{Name: "v", Dims: kvDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
-		{Name: "dout", Dims: qDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
+		{Name: "v", Dims: vDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
+		{Name: "dout", Dims: oDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
 		{Name: "lse", Dims: lseDims},
 		{Name: "delta", Dims: lseDims},
 		{Name: "dk", Output: true, Dims: kvDims, Strides: []string{"stride_dkb", "stride_dkh", "stride_dks"}},
-		{Name: "dv", Output: true, Dims: kvDims, Strides: []string{"stride_dvb", "stride_dvh", "stride_dvs"}},
+		{Name: "dv", Output: true, Dims: vDims, Strides: []string{"stride_dvb", "stride_dvh", "stride_dvs"}},
 		// Read and written (atomic adds): the caller passes the buffer
 		// flash_bwd_preprocess zeroed.
 		{Name: "dq_accum", Dims: dqAccumDims, Strides: []string{"stride_dq_accum"}},
@@ -134,8 +134,8 @@ var FlashBwdDQ = &launch.Contract{
 	Tensors: []launch.Tensor{
 		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
 		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
-		{Name: "v", Dims: kvDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
-		{Name: "dout", Dims: qDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
+		{Name: "v", Dims: vDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
+		{Name: "dout", Dims: oDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
 		{Name: "lse", Dims: lseDims},
 		{Name: "delta", Dims: lseDims},
 		{Name: "dq", Output: true, Dims: qDims, Strides: []string{"stride_dqb", "stride_dqh", "stride_dqs"}},
@@ -173,10 +173,15 @@ func dqAccumDims(p launch.Problem) []int {
 // compute the same.
 func DQAccumLd(sq int) int { return (sq + 7) / 8 * 8 }
 
-// checkDim rejects a problem whose head dim is not the one compiled in.
+// checkDim rejects a problem whose head dims are not the ones compiled in:
+// Q's and K's (HEAD_DIM) and, for a kernel that reads V or O, V's
+// (HEAD_DIM_V).
 func checkDim(p launch.Problem) error {
 	if d := p.Attr("HEAD_DIM"); p.Shape.Dim != d {
 		return fmt.Errorf("shape: head dim %d, but the kernel was compiled for %d", p.Shape.Dim, d)
+	}
+	if dv, ok := p.Attrs["HEAD_DIM_V"]; ok && int64(p.Shape.VDim()) != dv {
+		return fmt.Errorf("shape: value head dim %d, but the kernel was compiled for %d (HEAD_DIM_V)", p.Shape.VDim(), dv)
 	}
 	return nil
 }

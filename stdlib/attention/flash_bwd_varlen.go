@@ -4,9 +4,10 @@ import "github.com/fac-compiler/fac/launch"
 
 // FlashBwdVarlen is flash_bwd_varlen.fa's contract: one program per (kv
 // tile of the longest sequence, sequence × kv head). Problem.Shape has
-// Batch = the number of sequences and SeqQ, SeqK the longest ones; q, dout
-// are [TotalQ, H, D] and k, v, dk, dv [TotalK, Hkv, D] with token and head
-// strides; lse and delta are [H, TotalQ]; dq_accum [H, D, TotalQ] f32
+// Batch = the number of sequences and SeqQ, SeqK the longest ones; q is
+// [TotalQ, H, D], dout [TotalQ, H, Dv], k, dk [TotalK, Hkv, D] and v, dv
+// [TotalK, Hkv, Dv] with token and head strides (Dv: V's head dim); lse
+// and delta are [H, TotalQ]; dq_accum [H, D, TotalQ] f32
 // (flash_bwd_preprocess and flash_bwd_postprocess on the packed tensors as
 // one batch of TotalQ positions); the transposed per-sequence block mask
 // (VarlenQLists). Score aux gradients as for FlashBwd.
@@ -16,12 +17,12 @@ var FlashBwdVarlen = &launch.Contract{
 	Tensors: append([]launch.Tensor{
 		{Name: "q", Dims: varlenQDims, Strides: []string{"stride_qt", "stride_qh"}},
 		{Name: "k", Dims: varlenKVDims, Strides: []string{"stride_kt", "stride_kh"}},
-		{Name: "v", Dims: varlenKVDims, Strides: []string{"stride_vt", "stride_vh"}},
-		{Name: "dout", Dims: varlenQDims, Strides: []string{"stride_dot", "stride_doh"}},
+		{Name: "v", Dims: varlenVDims, Strides: []string{"stride_vt", "stride_vh"}},
+		{Name: "dout", Dims: varlenODims, Strides: []string{"stride_dot", "stride_doh"}},
 		{Name: "lse", Dims: varlenLSEDims},
 		{Name: "delta", Dims: varlenLSEDims},
 		{Name: "dk", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dkt", "stride_dkh"}},
-		{Name: "dv", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dvt", "stride_dvh"}},
+		{Name: "dv", Output: true, Dims: varlenVDims, Strides: []string{"stride_dvt", "stride_dvh"}},
 		// Read and written (atomic adds): flash_bwd_preprocess zeroed it.
 		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads * p.Shape.Dim, DQAccumLd(p.TotalQ)} }},
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},

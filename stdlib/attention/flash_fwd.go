@@ -9,8 +9,9 @@ import (
 )
 
 // FlashFwd is flash_fwd.fa's launch contract: one program per (q tile,
-// batch × head); q, o are [B, H, Sq, D] and k, v [B, Hkv, Sk, D] with
-// strides; lse is [B, H, Sq] f32; the kv-direction block mask. Compiled
+// batch × head); q is [B, H, Sq, D], o [B, H, Sq, Dv], k [B, Hkv, Sk, D]
+// and v [B, Hkv, Sk, Dv] with strides (Dv: Shape.VDim, HEAD_DIM_V); lse is
+// [B, H, Sq] f32; the kv-direction block mask. Compiled
 // with persistent = true, the kernel takes the grid parameters
 // (tir.GridParams), which the launch binds: Grid is then its logical grid,
 // whose tiles fewer programs loop over (launch.Call.Persist).
@@ -20,8 +21,8 @@ var FlashFwd = &launch.Contract{
 	Tensors: []launch.Tensor{
 		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
 		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
-		{Name: "v", Dims: kvDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
-		{Name: "o", Output: true, Dims: qDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
+		{Name: "v", Dims: vDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
+		{Name: "o", Output: true, Dims: oDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
 		{Name: "lse", Output: true, Dims: lseDims},
 	},
 	Scalars:   attentionScalars,
@@ -325,15 +326,26 @@ func kvDims(p launch.Problem) []int {
 	return []int{p.Shape.Batch, p.Shape.KV(), p.Shape.SeqK, p.Shape.Dim}
 }
 
+// oDims are O's and dO's: Q's rows, V's head dim.
+func oDims(p launch.Problem) []int {
+	return []int{p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ, p.Shape.VDim()}
+}
+
+// vDims are V's and dV's: K's rows, V's head dim.
+func vDims(p launch.Problem) []int {
+	return []int{p.Shape.Batch, p.Shape.KV(), p.Shape.SeqK, p.Shape.VDim()}
+}
+
 func lseDims(p launch.Problem) []int { return []int{p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ} }
 
 func init() { register(FlashFwd) }
 
-// checkHeadDim rejects a problem whose head dim is not the one compiled in,
-// and mask blocks that are not whole multiples of the kernel tile.
+// checkHeadDim rejects a problem whose head dims are not the ones compiled
+// in (checkDim), and mask blocks that are not whole multiples of the kernel
+// tile.
 func checkHeadDim(p launch.Problem) error {
-	if d := p.Attr("HEAD_DIM"); p.Shape.Dim != d {
-		return fmt.Errorf("shape: head dim %d, but the kernel was compiled for %d", p.Shape.Dim, d)
+	if err := checkDim(p); err != nil {
+		return err
 	}
 	if sq, sk, bm, bn := p.Attr("SPARSE_Q"), p.Attr("SPARSE_K"), p.Attr("BLOCK_M"), p.Attr("BLOCK_N"); sq%bm != 0 || sk%bn != 0 {
 		return fmt.Errorf("mask blocks %d×%d must be multiples of the kernel tile %d×%d", sq, sk, bm, bn)

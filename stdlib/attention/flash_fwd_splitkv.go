@@ -13,8 +13,8 @@ import (
 //
 // Problem.NumSplits is the number of splits, Problem.Pack the query heads
 // packed into a tile (PackGQA; 1 = none). The workspace tensors o_partial
-// [num_splits, B, H, Sq, D] and lse_partial [num_splits, B, H, Sq] are f32
-// and contiguous.
+// [num_splits, B, H, Sq, Dv] (V's head dim) and lse_partial [num_splits, B,
+// H, Sq] are f32 and contiguous.
 
 // FlashFwdSplitKV is flash_fwd_splitkv.fa's launch contract: flash_fwd's
 // tensors and block mask, the partial results in place of o and lse.
@@ -24,7 +24,7 @@ var FlashFwdSplitKV = &launch.Contract{
 	Tensors: []launch.Tensor{
 		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
 		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
-		{Name: "v", Dims: kvDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
+		{Name: "v", Dims: vDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
 		{Name: "o_partial", Output: true, Dims: oPartialDims},
 		{Name: "lse_partial", Output: true, Dims: lsePartialDims},
 	},
@@ -53,7 +53,7 @@ var FlashFwdCombine = &launch.Contract{
 	Tensors: []launch.Tensor{
 		{Name: "o_partial", Dims: oPartialDims},
 		{Name: "lse_partial", Dims: lsePartialDims},
-		{Name: "o", Output: true, Dims: qDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
+		{Name: "o", Output: true, Dims: oDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
 		{Name: "lse", Output: true, Dims: lseDims},
 	},
 	Scalars: []launch.Scalar{
@@ -97,7 +97,7 @@ func QPerTile(blockM, pack, sparseQ int) int {
 }
 
 func oPartialDims(p launch.Problem) []int {
-	return []int{p.Splits(), p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ, p.Shape.Dim}
+	return []int{p.Splits(), p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ, p.Shape.VDim()}
 }
 
 func lsePartialDims(p launch.Problem) []int {

@@ -9,8 +9,9 @@ import (
 
 // FlashFwdVarlen is flash_fwd_varlen.fa's contract: one program per (q
 // tile of the longest sequence, sequence × head). Problem.Shape has Batch =
-// the number of sequences and SeqQ, SeqK = the longest ones; q, o are
-// [TotalQ, H, D] and k, v [TotalK, Hkv, D] with token and head strides; lse
+// the number of sequences and SeqQ, SeqK = the longest ones; q is [TotalQ,
+// H, D], o [TotalQ, H, Dv], k [TotalK, Hkv, D] and v [TotalK, Hkv, Dv] with
+// token and head strides (Dv: V's head dim, Shape.VDim); lse
 // is [H, TotalQ]; cu_seqlens_q/k are [Batch + 1] i32. The per-sequence
 // block mask (VarlenKVLists): kv_row_start is [Batch·H]; the row tensors
 // and kv_indices are as long as Problem.Lens gives by their names.
@@ -20,8 +21,8 @@ var FlashFwdVarlen = &launch.Contract{
 	Tensors: append([]launch.Tensor{
 		{Name: "q", Dims: varlenQDims, Strides: []string{"stride_qt", "stride_qh"}},
 		{Name: "k", Dims: varlenKVDims, Strides: []string{"stride_kt", "stride_kh"}},
-		{Name: "v", Dims: varlenKVDims, Strides: []string{"stride_vt", "stride_vh"}},
-		{Name: "o", Output: true, Dims: varlenQDims, Strides: []string{"stride_ot", "stride_oh"}},
+		{Name: "v", Dims: varlenVDims, Strides: []string{"stride_vt", "stride_vh"}},
+		{Name: "o", Output: true, Dims: varlenODims, Strides: []string{"stride_ot", "stride_oh"}},
 		{Name: "lse", Output: true, Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ} }},
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
 		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
@@ -63,6 +64,10 @@ func lensDims(name string) func(p launch.Problem) []int {
 func varlenQDims(p launch.Problem) []int { return []int{p.TotalQ, p.Shape.Heads, p.Shape.Dim} }
 
 func varlenKVDims(p launch.Problem) []int { return []int{p.TotalK, p.Shape.KV(), p.Shape.Dim} }
+
+func varlenODims(p launch.Problem) []int { return []int{p.TotalQ, p.Shape.Heads, p.Shape.VDim()} }
+
+func varlenVDims(p launch.Problem) []int { return []int{p.TotalK, p.Shape.KV(), p.Shape.VDim()} }
 
 func cuSeqlensDims(p launch.Problem) []int { return []int{p.Shape.Batch + 1} }
 
