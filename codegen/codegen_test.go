@@ -359,7 +359,7 @@ func simCases() []simCase {
 				}
 			}}
 	}
-	return []simCase{
+	return append([]simCase{
 		{kernel: "elementwise", grid: [3]int{2, 1, 1}, rtol: 1e-5, atol: 1e-6, args: func(rng *rand.Rand) []any {
 			return []any{buf("x", tir.F32, 2000, 2)(rng), buf("y", tir.BF16, 2000, 2)(rng), zeros("out", tir.F32, 2048), 1998}
 		}},
@@ -465,6 +465,10 @@ func simCases() []simCase {
 		bwdCaseTMA("frontend_bwd_32x128_w4_tma", 128, 4, 64, 2, 2, 1, 150, 200, false),
 		withTarget(bwdCaseTMA("frontend_bwd_64x128_tma", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=tma"),
 		withTarget(bwdCaseTMA("frontend_bwd_32x128_w4_tma", 128, 4, 64, 2, 2, 1, 150, 200, false), "dq=tma"),
+		// K converted through the scratch area (at 0) before V's resident
+		// TMA copy, which overwrites it: one thread issues the copy only
+		// once every thread has read its part (a barrier).
+		bwdCaseTMA("frontend_bwd_64x128_d64", 128, 8, 64, 1, 2, 2, 200, 300, false),
 		// The same with a producer warpgroup issuing the TMA copies.
 		bwdCaseTMA("frontend_bwd_64x128_ws_tma", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		withTarget(bwdCaseTMA("frontend_bwd_64x128_ws_tma", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=tma"),
@@ -556,7 +560,8 @@ func simCases() []simCase {
 		// interpreter's exact exp2 did not (O's ulp is 3.9e-3 in [1/2, 1)).
 		withAttrs(withLastRow(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), 300, 390, 192), "exp2_poly", int64(3)),
 		withTol(withAttrs(withScale(withWarps(frontend("frontend_flash_128x128_ws_lazy_fold", "", tir.BF16, 128, 1, 2, 2, 200, 390, false), 8), 8), "exp2_poly", int64(8)), 1e-2, 8e-3),
-	}
+		// V's head dim unlike Q's and K's (HEAD_DIM_V): dimv_sim_test.go.
+	}, dimVSimCases()...)
 }
 
 // withScale is frontend case c with the softmax scale s instead of

@@ -492,10 +492,13 @@ func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 			coords[i] = l.Scalar(c)
 		}
 	}
-	if tl.again && st.Resident && !t.WarpSpecialized() {
-		// Refilled by each iteration of the loop around: every thread
-		// is done with the previous fill (its dots, and the epilogue's
-		// scratch over it, through the generic proxy).
+	if st.Resident && !t.WarpSpecialized() && (tl.again || !l.SharedClean()) {
+		// Refilled by each iteration of the loop around, or filled where
+		// threads have used shared memory since the last barrier (a
+		// conversion's scratch area, at 0 while no copy is in flight):
+		// every thread is done with what the copy overwrites (the
+		// previous fill's dots, the epilogue's or a conversion's scratch,
+		// through the generic proxy) before one thread issues it.
 		l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
 		l.Barrier()
 		b = l.Block()
