@@ -18,7 +18,7 @@ import (
 // blocks; tile_group as the contract picks it; with doc, a document mask's
 // ids (documents of 37 tokens).
 func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
-	return bwdCaseLayout(file, bn, nw, D, B, H, kvGroup, sq, sk, doc, false)
+	return bwdCaseLayout(file, bn, nw, D, D, B, H, kvGroup, sq, sk, doc, false)
 }
 
 // bwdCaseTMA is bwdCase for the snapshots whose dq_accum is dQ transposed
@@ -26,10 +26,13 @@ func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCas
 // stride_dq_accum after scale, and added under a mask q < sq (by TMA on
 // sm_90a).
 func bwdCaseTMA(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
-	return bwdCaseLayout(file, bn, nw, D, B, H, kvGroup, sq, sk, doc, true)
+	return bwdCaseLayout(file, bn, nw, D, D, B, H, kvGroup, sq, sk, doc, true)
 }
 
-func bwdCaseLayout(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc, transposed bool) simCase {
+// bwdCaseLayout is bwdCase (transposed: bwdCaseTMA) with V's head dim Dv
+// apart from Q's and K's D (HEAD_DIM_V): v, dv [B, H/kvGroup, sk, Dv] and
+// dout [B, H, sq, Dv]; dq_accum, q, k and dk keep D.
+func bwdCaseLayout(file string, bn, nw, D, Dv, B, H, kvGroup, sq, sk int, doc, transposed bool) simCase {
 	Hk := H / kvGroup
 	ldq := (sq + 7) / 8 * 8
 	accum := (B*H*sq + 1024) * D
@@ -44,16 +47,16 @@ func bwdCaseLayout(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc, trans
 			}
 			args := []any{
 				randBuf(rng, "q", tir.BF16, B*H*sq*D, 1), randBuf(rng, "k", tir.BF16, B*Hk*sk*D, 1),
-				randBuf(rng, "v", tir.BF16, B*Hk*sk*D, 1), randBuf(rng, "dout", tir.BF16, B*H*sq*D, 1),
+				randBuf(rng, "v", tir.BF16, B*Hk*sk*Dv, 1), randBuf(rng, "dout", tir.BF16, B*H*sq*Dv, 1),
 				cpu.FromFloats("lse", tir.F32, lse), randBuf(rng, "delta", tir.F32, B*H*sq, 0.5),
-				cpu.NewBuffer("dk", tir.BF16, B*Hk*sk*D), cpu.NewBuffer("dv", tir.BF16, B*Hk*sk*D),
+				cpu.NewBuffer("dk", tir.BF16, B*Hk*sk*D), cpu.NewBuffer("dv", tir.BF16, B*Hk*sk*Dv),
 				cpu.NewBuffer("dq_accum", tir.F32, accum),
 				H * sq * D, sq * D, D, // q strides
 				Hk * sk * D, sk * D, D, // k
-				Hk * sk * D, sk * D, D, // v
-				H * sq * D, sq * D, D, // dout
+				Hk * sk * Dv, sk * Dv, Dv, // v
+				H * sq * Dv, sq * Dv, Dv, // dout
 				Hk * sk * D, sk * D, D, // dk
-				Hk * sk * D, sk * D, D, // dv
+				Hk * sk * Dv, sk * Dv, Dv, // dv
 				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
 			}
 			if transposed {

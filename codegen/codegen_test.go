@@ -669,6 +669,12 @@ func persistent(c simCase, programs int) simCase {
 // frontend is a case for the stdlib flash_fwd kernel as the front end
 // emits it: q, o [B, H, sq, D], k, v [B, H/kvGroup, sk, D], lse [B, H, sq].
 func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
+	return frontendDims(file, fn, e, D, D, B, H, kvGroup, sq, sk, doc)
+}
+
+// frontendDims is frontend with V's head dim Dv apart from Q's and K's D
+// (HEAD_DIM_V): v [B, H/kvGroup, sk, Dv], o [B, H, sq, Dv].
+func frontendDims(file, fn string, e tir.Elem, D, Dv, B, H, kvGroup, sq, sk int, doc bool) simCase {
 	Hk := H / kvGroup
 	bm, qblk := 64, 128 // the q tile, and the q mask block (SPARSE_Q)
 	switch {
@@ -683,12 +689,12 @@ func frontend(file, fn string, e tir.Elem, D, B, H, kvGroup, sq, sk int, doc boo
 		args: func(rng *rand.Rand) []any {
 			args := []any{
 				randBuf(rng, "q", e, B*H*sq*D, 1), randBuf(rng, "k", e, B*Hk*sk*D, 1),
-				randBuf(rng, "v", e, B*Hk*sk*D, 1), cpu.NewBuffer("o", e, B*H*sq*D),
+				randBuf(rng, "v", e, B*Hk*sk*Dv, 1), cpu.NewBuffer("o", e, B*H*sq*Dv),
 				cpu.NewBuffer("lse", tir.F32, B*H*sq),
 				H * sq * D, sq * D, D, // q strides
 				Hk * sk * D, sk * D, D, // k
-				Hk * sk * D, sk * D, D, // v
-				H * sq * D, sq * D, D, // o
+				Hk * sk * Dv, sk * Dv, Dv, // v
+				H * sq * Dv, sq * Dv, Dv, // o
 				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
 			}
 			args = append(args, simBlockLists(sq, sk, qblk)...)

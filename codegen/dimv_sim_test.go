@@ -1,13 +1,6 @@
 package codegen
 
-import (
-	"math"
-	"math/rand"
-
-	"github.com/fac-compiler/fac/runtime/cpu"
-	"github.com/fac-compiler/fac/stdlib/attention"
-	"github.com/fac-compiler/fac/tir"
-)
+import "github.com/fac-compiler/fac/tir"
 
 // frontendDV is frontend for the snapshots of flash_fwd compiled with
 // HEAD_DIM_V = Dv beside HEAD_DIM = D: q [B, H, sq, D], k [B, H/kvGroup,
@@ -15,22 +8,7 @@ import (
 // contract and produce different widths (one tile shape for the scores'
 // operands, another for the values' and the output's).
 func frontendDV(file, fn string, e tir.Elem, D, Dv, B, H, kvGroup, sq, sk int) simCase {
-	c := frontend(file, fn, e, D, B, H, kvGroup, sq, sk, false)
-	Hk := H / kvGroup
-	c.args = func(rng *rand.Rand) []any {
-		args := []any{
-			randBuf(rng, "q", e, B*H*sq*D, 1), randBuf(rng, "k", e, B*Hk*sk*D, 1),
-			randBuf(rng, "v", e, B*Hk*sk*Dv, 1), cpu.NewBuffer("o", e, B*H*sq*Dv),
-			cpu.NewBuffer("lse", tir.F32, B*H*sq),
-			H * sq * D, sq * D, D, // q strides
-			Hk * sk * D, sk * D, D, // k
-			Hk * sk * Dv, sk * Dv, Dv, // v
-			H * sq * Dv, sq * Dv, Dv, // o
-			H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
-		}
-		return append(args, simBlockLists(sq, sk, 128)...)
-	}
-	return c
+	return frontendDims(file, fn, e, D, Dv, B, H, kvGroup, sq, sk, false)
 }
 
 // bwdCaseDV is bwdCaseTMA (dq_accum dQ transposed per head, [B·H·D, ldq])
@@ -39,35 +17,7 @@ func frontendDV(file, fn string, e tir.Elem, D, Dv, B, H, kvGroup, sq, sk int) s
 // sk, D], v, dv [B, H/kvGroup, sk, Dv]; dP = V·dOᵀ contracts over Dv,
 // S = K·Qᵀ and dQᵀ = Kᵀ·dS over D and the queries.
 func bwdCaseDV(file string, bn, nw, D, Dv, B, H, kvGroup, sq, sk int, doc bool) simCase {
-	Hk := H / kvGroup
-	ldq := (sq + 7) / 8 * 8
-	return simCase{kernel: file, grid: [3]int{(sk + bn - 1) / bn, B * Hk, 1}, numWarps: nw, rtol: 2e-2, atol: 3e-3,
-		args: func(rng *rand.Rand) []any {
-			lse := make([]float64, B*H*sq)
-			for i := range lse {
-				lse[i] = 1 + rng.Float64()
-			}
-			args := []any{
-				randBuf(rng, "q", tir.BF16, B*H*sq*D, 1), randBuf(rng, "k", tir.BF16, B*Hk*sk*D, 1),
-				randBuf(rng, "v", tir.BF16, B*Hk*sk*Dv, 1), randBuf(rng, "dout", tir.BF16, B*H*sq*Dv, 1),
-				cpu.FromFloats("lse", tir.F32, lse), randBuf(rng, "delta", tir.F32, B*H*sq, 0.5),
-				cpu.NewBuffer("dk", tir.BF16, B*Hk*sk*D), cpu.NewBuffer("dv", tir.BF16, B*Hk*sk*Dv),
-				cpu.NewBuffer("dq_accum", tir.F32, B*H*D*ldq),
-				H * sq * D, sq * D, D, // q strides
-				Hk * sk * D, sk * D, D, // k
-				Hk * sk * Dv, sk * Dv, Dv, // v
-				H * sq * Dv, sq * Dv, Dv, // dout
-				Hk * sk * D, sk * D, D, // dk
-				Hk * sk * Dv, sk * Dv, Dv, // dv
-				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))), ldq,
-			}
-			args = append(args, simBlockLists(sk, sq, 128)...)
-			args = append(args, attention.TileGroup(B*Hk))
-			if doc {
-				args = append(args, simDocArgs(sq, sk)...)
-			}
-			return args
-		}}
+	return bwdCaseLayout(file, bn, nw, D, Dv, B, H, kvGroup, sq, sk, doc, true)
 }
 
 // dimVSimCases run the forward and the backward with V's head dim unlike

@@ -147,6 +147,34 @@ func compareGrad(t *testing.T, name string, got []float32, ref []float64, floor,
 	return maxErr / maxRef
 }
 
+// mustCompile compiles the forward and the backward of opts at head dim d,
+// or fails the test naming them.
+func mustCompile(t *testing.T, opts fac.Options, d int) (*fac.Forward, *fac.Backward) {
+	t.Helper()
+	return compilePair(t, "", opts, d, fac.CompileForward, fac.CompileBackward)
+}
+
+// mustCompileVarlen is mustCompile for the varlen kernels.
+func mustCompileVarlen(t *testing.T, opts fac.Options, d int) (*fac.ForwardVarlen, *fac.BackwardVarlen) {
+	t.Helper()
+	return compilePair(t, "varlen ", opts, d, fac.CompileForwardVarlen, fac.CompileBackwardVarlen)
+}
+
+// compilePair compiles opts at head dim d with fwd, then bwd, or fails the
+// test naming the kind ("" or "varlen ") and the options' mods.
+func compilePair[F, B any](t *testing.T, kind string, opts fac.Options, d int, fwd func(fac.Options, int) (F, error), bwd func(fac.Options, int) (B, error)) (F, B) {
+	t.Helper()
+	f, err := fwd(opts, d)
+	if err != nil {
+		t.Fatalf("compile %sforward %s/%s D=%d: %v", kind, opts.Mask, opts.Score, d, err)
+	}
+	b, err := bwd(opts, d)
+	if err != nil {
+		t.Fatalf("compile %sbackward %s/%s D=%d: %v", kind, opts.Mask, opts.Score, d, err)
+	}
+	return f, b
+}
+
 func maxAbs(xs []float64) float64 {
 	m := 0.0
 	for _, x := range xs {
@@ -165,15 +193,7 @@ func TestBackwardMatchesReference(t *testing.T) {
 	worst := map[string]float64{}
 	for mi, m := range masks {
 		for si, s := range scores {
-			opts := fac.Options{Mask: m.expr, Score: s.expr}
-			fwd, err := fac.CompileForward(opts, bwdDim)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bwd, err := fac.CompileBackward(opts, bwdDim)
-			if err != nil {
-				t.Fatalf("compile backward %s/%s: %v", m.expr, s.expr, err)
-			}
+			fwd, bwd := mustCompile(t, fac.Options{Mask: m.expr, Score: s.expr}, bwdDim)
 			for li, sl := range bwdSeqlens {
 				sh := fac.Shape{Batch: 1, Heads: 2, KVHeads: 2, SeqQ: sl[0], SeqK: sl[1], Dim: bwdDim}
 				if (li+mi+si)%2 == 1 {
@@ -222,14 +242,7 @@ score learned_bias(s, b, h, q_idx, kv_idx, bias: tensor[f32]) {
 // reference, with GQA, unequal seqlens and a mask that empties rows.
 func TestBackwardLearnedBias(t *testing.T) {
 	opts := fac.Options{Mask: "causal_bottom_right", Score: "learned_bias", Sources: map[string]string{"bias.fa": learnedBias}}
-	fwd, err := fac.CompileForward(opts, bwdDim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bwd, err := fac.CompileBackward(opts, bwdDim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fwd, bwd := mustCompile(t, opts, bwdDim)
 	if got := bwd.AuxGrads(); !slices.Equal(got, []string{"bias"}) {
 		t.Fatalf("AuxGrads = %v, want [bias]", got)
 	}
@@ -341,15 +354,7 @@ func abs(x int) int {
 // TestBackwardBF16 runs the bf16 kernels (P and dS rounded to bf16 for the
 // products, as on the GPU) against the reference on the same bf16 inputs.
 func TestBackwardBF16(t *testing.T) {
-	opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", DType: "bf16"}
-	fwd, err := fac.CompileForward(opts, bwdDim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bwd, err := fac.CompileBackward(opts, bwdDim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fwd, bwd := mustCompile(t, fac.Options{Mask: "causal", Score: "softcap(2.5)", DType: "bf16"}, bwdDim)
 	sh := fac.Shape{Batch: 1, Heads: 4, KVHeads: 2, SeqQ: 127, SeqK: 100, Dim: bwdDim}
 	in := only(fwd, inputs(sh, 8))
 	bf := func(xs []float32) []float32 { return fac.BF16s(fac.F32sToBF16(xs)) }

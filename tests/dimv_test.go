@@ -10,7 +10,6 @@ import (
 	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/codegen"
 	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/reference"
 )
 
 // dimPairs are (D, Dv) pairs, Q's and K's head dim beside V's and O's: V
@@ -209,15 +208,7 @@ func TestDimVSinks(t *testing.T) {
 			if m.expr != "causal_bottom_right" && m.expr != "sliding_window(20, 3)" {
 				continue
 			}
-			opts := fac.Options{Mask: m.expr, Sinks: true, DimV: p[1]}
-			fwd, err := fac.CompileForward(opts, p[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			bwd, err := fac.CompileBackward(opts, p[0])
-			if err != nil {
-				t.Fatal(err)
-			}
+			fwd, bwd := mustCompile(t, fac.Options{Mask: m.expr, Sinks: true, DimV: p[1]}, p[0])
 			for li, sl := range [][2]int{{37, 70}, {70, 37}} {
 				sh := dimVShape(2, 4, 2, sl[0], sl[1], p[0], p[1])
 				seed := uint64(pi*100 + mi*10 + li)
@@ -241,65 +232,6 @@ func TestDimVSinks(t *testing.T) {
 	}
 }
 
-// dimVVarlenReference is the float64 forward and backward of each packed
-// sequence alone (its rows gathered to [1, H, S, D], or Dv for V, O and
-// dO), with the Go mask made for its lengths and called with b = the
-// sequence index: O [total_q, H, Dv], LSE [H, total_q], and the gradients
-// in the packed layouts.
-func dimVVarlenReference(in fac.VarlenInputs, do []float32, h, hkv, d, dv int, m goMask) (o, lse []float64, g reference.Grads) {
-	totalQ, totalK := len(in.Q)/(h*d), len(in.K)/(hkv*d)
-	o, lse = make([]float64, totalQ*h*dv), make([]float64, h*totalQ)
-	g = reference.Grads{DQ: make([]float64, len(in.Q)), DK: make([]float64, len(in.K)), DV: make([]float64, totalK*hkv*dv)}
-	gather := func(xs []float32, start, n, heads, w int) []float64 {
-		out := make([]float64, heads*n*w)
-		for t := range n {
-			for hh := range heads {
-				for x := range w {
-					out[(hh*n+t)*w+x] = float64(xs[((start+t)*heads+hh)*w+x])
-				}
-			}
-		}
-		return out
-	}
-	scatter := func(dst, xs []float64, start, n, heads, w int) {
-		for t := range n {
-			for hh := range heads {
-				copy(dst[((start+t)*heads+hh)*w:][:w], xs[(hh*n+t)*w:][:w])
-			}
-		}
-	}
-	scale := float64(float32(1 / math.Sqrt(float64(d))))
-	for b := 0; b+1 < len(in.CuSeqlensQ); b++ {
-		qs, ks := int(in.CuSeqlensQ[b]), int(in.CuSeqlensK[b])
-		sq, sk := int(in.CuSeqlensQ[b+1])-qs, int(in.CuSeqlensK[b+1])-ks
-		if sq == 0 {
-			continue
-		}
-		var mf reference.MaskFunc
-		if m != nil {
-			inner := m(fac.Shape{Batch: 1, Heads: h, KVHeads: hkv, SeqQ: sq, SeqK: sk, Dim: d}, in.Aux)
-			mf = func(_, hh, i, j int) bool { return inner(b, hh, i, j) }
-		}
-		rsh := reference.Shape{B: 1, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d, DV: dv}
-		q, k, v := gather(in.Q, qs, sq, h, d), gather(in.K, ks, sk, hkv, d), gather(in.V, ks, sk, hkv, dv)
-		so, slse := reference.Attention(q, k, v, rsh, scale, mf, nil)
-		for hh := range h {
-			for t := range sq {
-				lse[hh*totalQ+qs+t] = slse[hh*sq+t]
-			}
-		}
-		scatter(o, so, qs, sq, h, dv)
-		if do == nil || sk == 0 {
-			continue
-		}
-		sg := reference.AttentionGrad(q, k, v, gather(do, qs, sq, h, dv), rsh, scale, mf, nil, nil, nil)
-		scatter(g.DQ, sg.DQ, qs, sq, h, d)
-		scatter(g.DK, sg.DK, ks, sk, hkv, d)
-		scatter(g.DV, sg.DV, ks, sk, hkv, dv)
-	}
-	return o, lse, g
-}
-
 // TestDimVVarlen: flash_fwd_varlen and the varlen backward with
 // HEAD_DIM_V ≠ HEAD_DIM on packed sequences (empty and one-token ones, q
 // shorter and longer than k, GQA) against the float64 reference of each
@@ -316,15 +248,7 @@ func TestDimVVarlen(t *testing.T) {
 				continue
 			}
 			d, dv := p[0], p[1]
-			opts := fac.Options{Mask: m.expr, DimV: dv}
-			fwd, err := fac.CompileForwardVarlen(opts, d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bwd, err := fac.CompileBackwardVarlen(opts, d)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fwd, bwd := mustCompileVarlen(t, fac.Options{Mask: m.expr, DimV: dv}, d)
 			rng := rand.New(rand.NewPCG(uint64(pi), uint64(mi)))
 			randn := normals(rng)
 			in := fac.VarlenInputs{Q: randn(totalQ * h * d), K: randn(totalK * hkv * d), V: randn(totalK * hkv * dv), CuSeqlensQ: cuQ, CuSeqlensK: cuK}
@@ -333,7 +257,7 @@ func TestDimVVarlen(t *testing.T) {
 				t.Fatalf("%s D=%d Dv=%d: %v", m.expr, d, dv, err)
 			}
 			do := randn(len(o))
-			ro, rlse, rg := dimVVarlenReference(in, do, h, hkv, d, dv, m.fn)
+			ro, rlse, rg := varlenReferenceGrads(in, do, h, hkv, d, dv, m.fn)
 			name := fmt.Sprintf("varlen %s/D=%d,Dv=%d", m.expr, d, dv)
 			checkFlat(t, name, o, lse, ro, rlse, 1e-5)
 			g, err := bwd.RunCPU(fac.VarlenBackwardInputs{VarlenInputs: in, O: o, LSE: lse, DO: do}, h, hkv)

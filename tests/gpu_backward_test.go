@@ -106,10 +106,7 @@ func TestGPUBackwardMatchesReference(t *testing.T) {
 	seqs := [][2]int{{1, 1}, {127, 127}, {257, 100}, {100, 257}}
 	worst := map[string]float64{}
 	for ci, c := range cases {
-		tol := 2e-2
-		if c.dtype == "f16" {
-			tol = 5e-3
-		}
+		tol := gpuTol(c.dtype)
 		cs := seqs
 		if c.si == 0 && c.dim == 128 && c.dtype == "bf16" {
 			cs = append(slices.Clone(seqs), [2]int{1000, 1000}) // the long case once per mask
@@ -127,6 +124,15 @@ func TestGPUBackwardMatchesReference(t *testing.T) {
 		}
 	}
 	t.Logf("largest relative errors: %v", worst)
+}
+
+// gpuTol is the GPU suite's tolerance for dtype, relative to an output's
+// max |ref|: 2e-2 for bf16, 5e-3 for f16.
+func gpuTol(dtype string) float64 {
+	if dtype == "f16" {
+		return 5e-3
+	}
+	return 2e-2
 }
 
 // gpuBackwardCase runs one configuration on the GPU and checks it.

@@ -33,10 +33,7 @@ func TestGPUDecodeMatchesReference(t *testing.T) {
 	splits := []int{1, 3, 0}
 	i := 0
 	for _, dtype := range []string{"bf16", "f16"} {
-		tol := 2e-2
-		if dtype == "f16" {
-			tol = 5e-3
-		}
+		tol := gpuTol(dtype)
 		for _, d := range []int{64, 128} {
 			for _, mc := range gpuDecodeMods {
 				m, s := masks[mc.mask], scores[mc.score]

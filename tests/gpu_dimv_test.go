@@ -25,10 +25,7 @@ func TestGPUDimV(t *testing.T) {
 	gpu := openTestGPU(t)
 	t.Logf("device %s (%s)", gpu.Name, gpu.Arch)
 	for _, dtype := range []string{"bf16", "f16"} {
-		tol := 2e-2
-		if dtype == "f16" {
-			tol = 5e-3
-		}
+		tol := gpuTol(dtype)
 		for pi, p := range gpuDimPairs {
 			d, dv := p[0], p[1]
 			for ci, mc := range gpuDimVMods {
@@ -79,15 +76,7 @@ func TestGPUDimV(t *testing.T) {
 				checkFlat(t, name, o, lse, ro, rlse, tol)
 			}
 			// Sinks, forward and backward.
-			sopts := fac.Options{Mask: "causal_bottom_right", DType: dtype, DimV: dv, Sinks: true}
-			sfwd, err := fac.CompileForward(sopts, d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sbwd, err := fac.CompileBackward(sopts, d)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sfwd, sbwd := mustCompile(t, fac.Options{Mask: "causal_bottom_right", DType: dtype, DimV: dv, Sinks: true}, d)
 			sh := dimVShape(2, 4, 2, 257, 100, d, dv)
 			in := only(sfwd, inputs(sh, 7))
 			in.Sinks = sinkValues(sh.Heads, 7)
@@ -120,15 +109,7 @@ func gpuDimVVarlen(t *testing.T, gpu *fac.CUDA, dtype string, d, dv int, tol flo
 	cq, ck := cumsum(lensQ), cumsum(lensK)
 	tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])
 	const heads, kvHeads = 4, 2
-	opts := fac.Options{Mask: "causal", DType: dtype, DimV: dv}
-	fwd, err := fac.CompileForwardVarlen(opts, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bwd, err := fac.CompileBackwardVarlen(opts, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fwd, bwd := mustCompileVarlen(t, fac.Options{Mask: "causal", DType: dtype, DimV: dv}, d)
 	round := func(xs []float32) []float32 { return roundInputs(fac.Inputs{Q: xs, K: xs, V: xs}, dtype).Q }
 	draw := normals(rand.New(rand.NewPCG(uint64(d), uint64(dv))))
 	randn := func(n int) []float32 { return round(draw(n)) }
@@ -139,7 +120,7 @@ func gpuDimVVarlen(t *testing.T, gpu *fac.CUDA, dtype string, d, dv int, tol flo
 		t.Fatalf("%s: %v", name, err)
 	}
 	do := randn(len(o))
-	ro, rlse, ref := dimVVarlenReference(in, do, heads, kvHeads, d, dv, maskFn("causal"))
+	ro, rlse, ref := varlenReferenceGrads(in, do, heads, kvHeads, d, dv, maskFn("causal"))
 	checkFlat(t, name, o, lse, ro, rlse, tol)
 	g, err := bwd.RunCUDAGrads(context.Background(), gpu, fac.VarlenBackwardInputs{VarlenInputs: in, O: o, LSE: lse, DO: do}, heads, kvHeads)
 	if err != nil {

@@ -28,10 +28,7 @@ import (
 func TestGPUSinksBackward(t *testing.T) {
 	gpu := openTestGPU(t)
 	for _, dtype := range []string{"bf16", "f16"} {
-		tol := 2e-2
-		if dtype == "f16" {
-			tol = 5e-3
-		}
+		tol := gpuTol(dtype)
 		for _, d := range []int{64, 128} {
 			for mi, m := range masks {
 				switch m.expr {
@@ -262,10 +259,7 @@ func gpuVarlenMatchesReference(t *testing.T, consts map[string]string) {
 	const heads, kvHeads = 4, 2
 	doc := varlenDoc(2048)
 	for _, dtype := range []string{"bf16", "f16"} {
-		tol := 2e-2
-		if dtype == "f16" {
-			tol = 5e-3
-		}
+		tol := gpuTol(dtype)
 		for _, d := range []int{64, 128} {
 			rng := rand.New(rand.NewPCG(uint64(d), 5))
 			randn := normals(rng)
@@ -361,10 +355,7 @@ func TestGPUVarlenBackward(t *testing.T) {
 	tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])
 	const heads, kvHeads = 4, 2
 	for _, dtype := range []string{"bf16", "f16"} {
-		tol := 2e-2
-		if dtype == "f16" {
-			tol = 5e-3
-		}
+		tol := gpuTol(dtype)
 		round := func(xs []float32) []float32 { return roundInputs(fac.Inputs{Q: xs, K: xs, V: xs}, dtype).Q }
 		for _, d := range []int{64, 128} {
 			for _, c := range varlenSparseCases {
@@ -377,15 +368,7 @@ func TestGPUVarlenBackward(t *testing.T) {
 					if s.expr == "softcap(2.5)" {
 						continue
 					}
-					opts := fac.Options{Mask: c.expr, Score: s.expr, DType: dtype, Sources: map[string]string{"varlen_mods.fa": varlenMods}}
-					fwd, err := fac.CompileForwardVarlen(opts, d)
-					if err != nil {
-						t.Fatal(err)
-					}
-					bwd, err := fac.CompileBackwardVarlen(opts, d)
-					if err != nil {
-						t.Fatal(err)
-					}
+					fwd, bwd := mustCompileVarlen(t, fac.Options{Mask: c.expr, Score: s.expr, DType: dtype, Sources: map[string]string{"varlen_mods.fa": varlenMods}}, d)
 					rng := rand.New(rand.NewPCG(uint64(d+si), 6))
 					draw := normals(rng)
 					randn := func(n int) []float32 { return round(draw(n)) }

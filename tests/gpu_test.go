@@ -24,10 +24,7 @@ func TestGPUMatchesReference(t *testing.T) {
 		seqs = append(seqs, [2]int{4096, 4096})
 	}
 	for _, dtype := range []string{"bf16", "f16"} {
-		tol := 2e-2
-		if dtype == "f16" {
-			tol = 5e-3
-		}
+		tol := gpuTol(dtype)
 		for _, d := range []int{64, 128} {
 			for mi, m := range masks {
 				for si, s := range scores {

@@ -28,15 +28,7 @@ func TestSinksBackwardMatchesReference(t *testing.T) {
 		default:
 			continue
 		}
-		opts := fac.Options{Mask: m.expr, Sinks: true}
-		fwd, err := fac.CompileForward(opts, bwdDim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bwd, err := fac.CompileBackward(opts, bwdDim)
-		if err != nil {
-			t.Fatalf("compile backward %s: %v", m.expr, err)
-		}
+		fwd, bwd := mustCompile(t, fac.Options{Mask: m.expr, Sinks: true}, bwdDim)
 		for li, sl := range lens {
 			for _, kvHeads := range []int{4, 1} { // groups of 1 and 4
 				sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: kvHeads, SeqQ: sl[0], SeqK: sl[1], Dim: bwdDim}

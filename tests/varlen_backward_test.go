@@ -14,24 +14,6 @@ import (
 // sequence alone (reference.AttentionGrad with the Go mods made for its
 // lengths and called with b = its index), in the packed layouts.
 func varlenGradReference(in fac.VarlenInputs, do []float32, h, hkv, d int, m goMask, s goScore, deriv goDeriv, auxLens map[string]int) reference.Grads {
-	gather := func(xs []float32, start, n, heads int) []float64 {
-		out := make([]float64, heads*n*d)
-		for t := range n {
-			for hh := range heads {
-				for x := range d {
-					out[(hh*n+t)*d+x] = float64(xs[((start+t)*heads+hh)*d+x])
-				}
-			}
-		}
-		return out
-	}
-	scatter := func(dst, xs []float64, start, n, heads int) {
-		for t := range n {
-			for hh := range heads {
-				copy(dst[((start+t)*heads+hh)*d:][:d], xs[(hh*n+t)*d:][:d])
-			}
-		}
-	}
 	g := reference.Grads{DQ: make([]float64, len(in.Q)), DK: make([]float64, len(in.K)), DV: make([]float64, len(in.V)), DAux: map[string][]float64{}}
 	for a, n := range auxLens {
 		g.DAux[a] = make([]float64, n)
@@ -44,11 +26,7 @@ func varlenGradReference(in fac.VarlenInputs, do []float32, h, hkv, d int, m goM
 			continue
 		}
 		seq := fac.Shape{Batch: len(in.CuSeqlensQ) - 1, Heads: h, KVHeads: hkv, SeqQ: sq, SeqK: sk, Dim: d}
-		var mf reference.MaskFunc
-		if m != nil {
-			inner := m(seq, in.Aux)
-			mf = func(_, hh, i, j int) bool { return inner(b, hh, i, j) }
-		}
+		mf := seqMask(m, seq, in.Aux, b)
 		var sf reference.ScoreFunc
 		var df reference.ScoreDerivFunc
 		if s != nil {
@@ -58,11 +36,11 @@ func varlenGradReference(in fac.VarlenInputs, do []float32, h, hkv, d int, m goM
 				return dinner(x, b, hh, i, j, aux)
 			}
 		}
-		sg := reference.AttentionGrad(gather(in.Q, qs, sq, h), gather(in.K, ks, sk, hkv), gather(in.V, ks, sk, hkv), gather(do, qs, sq, h),
-			reference.Shape{B: 1, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d}, scale, mf, sf, df, auxLens)
-		scatter(g.DQ, sg.DQ, qs, sq, h)
-		scatter(g.DK, sg.DK, ks, sk, hkv)
-		scatter(g.DV, sg.DV, ks, sk, hkv)
+		sg := reference.AttentionGrad(gatherRows(in.Q, qs, sq, h, d), gatherRows(in.K, ks, sk, hkv, d), gatherRows(in.V, ks, sk, hkv, d),
+			gatherRows(do, qs, sq, h, d), reference.Shape{B: 1, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d}, scale, mf, sf, df, auxLens)
+		scatterRows(g.DQ, sg.DQ, qs, sq, h, d)
+		scatterRows(g.DK, sg.DK, ks, sk, hkv, d)
+		scatterRows(g.DV, sg.DV, ks, sk, hkv, d)
 		for a, xs := range sg.DAux {
 			for i, x := range xs {
 				g.DAux[a][i] += x
@@ -102,14 +80,7 @@ func TestVarlenBackwardMatchesReference(t *testing.T) {
 			}
 			name := fmt.Sprintf("%s/%s/Hkv=%d", c.expr, s.expr, kvHeads)
 			opts := fac.Options{Mask: c.expr, Score: s.expr, Sources: map[string]string{"varlen_mods.fa": varlenMods}}
-			fwd, err := fac.CompileForwardVarlen(opts, d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bwd, err := fac.CompileBackwardVarlen(opts, d)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
+			fwd, bwd := mustCompileVarlen(t, opts, d)
 			rng := rand.New(rand.NewPCG(uint64(ci*10+si), 8))
 			randn := normals(rng)
 			in := fac.VarlenInputs{Q: randn(tq * heads * d), K: randn(tk * kvHeads * d), V: randn(tk * kvHeads * d), CuSeqlensQ: cq, CuSeqlensK: ck,

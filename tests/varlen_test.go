@@ -11,25 +11,23 @@ import (
 	"github.com/fac-compiler/fac/reference"
 )
 
-// varlenReference runs the float64 reference on each sequence alone: its
-// q, k, v rows gathered to [1, H, S, D], the Go mask made for its lengths
-// and called with b = the sequence index. O is [total_q, H, D], LSE
-// [H, total_q].
+// varlenReference runs the float64 reference on each sequence alone
+// (varlenReferenceGrads without dO, V of Q's head dim): O is
+// [total_q, H, D], LSE [H, total_q].
 func varlenReference(in fac.VarlenInputs, h, hkv, d int, m goMask) (o, lse []float64) {
-	totalQ := len(in.Q) / (h * d)
-	o = make([]float64, len(in.Q))
-	lse = make([]float64, h*totalQ)
-	gather := func(xs []float32, start, n, heads int) []float64 {
-		out := make([]float64, heads*n*d)
-		for t := 0; t < n; t++ {
-			for hh := 0; hh < heads; hh++ {
-				for x := 0; x < d; x++ {
-					out[(hh*n+t)*d+x] = float64(xs[((start+t)*heads+hh)*d+x])
-				}
-			}
-		}
-		return out
-	}
+	o, lse, _ = varlenReferenceGrads(in, nil, h, hkv, d, d, m)
+	return o, lse
+}
+
+// varlenReferenceGrads is the float64 forward and, given do, backward of
+// each packed sequence alone (its rows gathered to [1, H, S, D], or Dv for
+// V, O and dO), with the Go mask made for its lengths and called with b =
+// the sequence index: O [total_q, H, Dv], LSE [H, total_q], and the
+// gradients in the packed layouts.
+func varlenReferenceGrads(in fac.VarlenInputs, do []float32, h, hkv, d, dv int, m goMask) (o, lse []float64, g reference.Grads) {
+	totalQ, totalK := len(in.Q)/(h*d), len(in.K)/(hkv*d)
+	o, lse = make([]float64, totalQ*h*dv), make([]float64, h*totalQ)
+	g = reference.Grads{DQ: make([]float64, len(in.Q)), DK: make([]float64, len(in.K)), DV: make([]float64, totalK*hkv*dv)}
 	scale := float64(float32(1 / math.Sqrt(float64(d))))
 	for b := 0; b+1 < len(in.CuSeqlensQ); b++ {
 		qs, ks := int(in.CuSeqlensQ[b]), int(in.CuSeqlensK[b])
@@ -37,23 +35,59 @@ func varlenReference(in fac.VarlenInputs, h, hkv, d int, m goMask) (o, lse []flo
 		if sq == 0 {
 			continue
 		}
-		var mf reference.MaskFunc
-		if m != nil {
-			inner := m(fac.Shape{Batch: 1, Heads: h, KVHeads: hkv, SeqQ: sq, SeqK: sk, Dim: d}, in.Aux)
-			mf = func(_, hh, i, j int) bool { return inner(b, hh, i, j) }
-		}
-		so, slse := reference.Attention(gather(in.Q, qs, sq, h), gather(in.K, ks, sk, hkv), gather(in.V, ks, sk, hkv),
-			reference.Shape{B: 1, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d}, scale, mf, nil)
-		for hh := 0; hh < h; hh++ {
-			for t := 0; t < sq; t++ {
+		mf := seqMask(m, fac.Shape{Batch: 1, Heads: h, KVHeads: hkv, SeqQ: sq, SeqK: sk, Dim: d}, in.Aux, b)
+		rsh := reference.Shape{B: 1, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d, DV: dv}
+		q, k, v := gatherRows(in.Q, qs, sq, h, d), gatherRows(in.K, ks, sk, hkv, d), gatherRows(in.V, ks, sk, hkv, dv)
+		so, slse := reference.Attention(q, k, v, rsh, scale, mf, nil)
+		for hh := range h {
+			for t := range sq {
 				lse[hh*totalQ+qs+t] = slse[hh*sq+t]
-				for x := 0; x < d; x++ {
-					o[((qs+t)*h+hh)*d+x] = so[(hh*sq+t)*d+x]
-				}
+			}
+		}
+		scatterRows(o, so, qs, sq, h, dv)
+		if do == nil || sk == 0 {
+			continue
+		}
+		sg := reference.AttentionGrad(q, k, v, gatherRows(do, qs, sq, h, dv), rsh, scale, mf, nil, nil, nil)
+		scatterRows(g.DQ, sg.DQ, qs, sq, h, d)
+		scatterRows(g.DK, sg.DK, ks, sk, hkv, d)
+		scatterRows(g.DV, sg.DV, ks, sk, hkv, dv)
+	}
+	return o, lse, g
+}
+
+// gatherRows is one sequence's rows of a packed [total, heads, w] tensor,
+// the n from start, as [1, heads, n, w] in float64.
+func gatherRows(xs []float32, start, n, heads, w int) []float64 {
+	out := make([]float64, heads*n*w)
+	for t := range n {
+		for hh := range heads {
+			for x := range w {
+				out[(hh*n+t)*w+x] = float64(xs[((start+t)*heads+hh)*w+x])
 			}
 		}
 	}
-	return o, lse
+	return out
+}
+
+// scatterRows writes xs [1, heads, n, w] back to the packed dst's rows
+// from start (gatherRows' inverse).
+func scatterRows(dst, xs []float64, start, n, heads, w int) {
+	for t := range n {
+		for hh := range heads {
+			copy(dst[((start+t)*heads+hh)*w:][:w], xs[(hh*n+t)*w:][:w])
+		}
+	}
+}
+
+// seqMask is the Go mask m (nil: none) made for one packed sequence's
+// shape seq and called with b = the sequence's index.
+func seqMask(m goMask, seq fac.Shape, aux map[string]any, b int) reference.MaskFunc {
+	if m == nil {
+		return nil
+	}
+	inner := m(seq, aux)
+	return func(_, hh, i, j int) bool { return inner(b, hh, i, j) }
 }
 
 func cumsum(lens []int) []int32 {

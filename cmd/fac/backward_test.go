@@ -47,18 +47,76 @@ func readTensor(t *testing.T, path string) *npy.Array {
 	return a
 }
 
+// writeQKVDO writes N(0, 1) inputs of shape sh to dir as f32 .npy files,
+// in this order: q.npy [B, H, Sq, D], k.npy [B, HKV, Sk, D], v.npy
+// [B, HKV, Sk, VD] and do.npy [B, H, Sq, VD].
+func writeQKVDO(t *testing.T, dir string, rng *rand.Rand, sh reference.Shape) (q, k, v, do []float32) {
+	t.Helper()
+	q = writeTensor(t, dir, "q.npy", rng, sh.B, sh.H, sh.Sq, sh.D)
+	k = writeTensor(t, dir, "k.npy", rng, sh.B, sh.HKV, sh.Sk, sh.D)
+	v = writeTensor(t, dir, "v.npy", rng, sh.B, sh.HKV, sh.Sk, sh.VD())
+	do = writeTensor(t, dir, "do.npy", rng, sh.B, sh.H, sh.Sq, sh.VD())
+	return q, k, v, do
+}
+
+// f64s widens xs to float64, the reference's values.
+func f64s(xs []float32) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// gradFile is a gradient fac wrote to file: the shape it must have and
+// the float64 values it must match.
+type gradFile struct {
+	file  string
+	shape []int
+	want  []float64
+}
+
+// wantGradFiles reads each file from dir and wants its shape, and its
+// largest error within rtol of the largest |want| (which must not be 0).
+func wantGradFiles(t *testing.T, dir string, rtol float64, files ...gradFile) {
+	t.Helper()
+	for _, o := range files {
+		a := readTensor(t, filepath.Join(dir, o.file))
+		if !slices.Equal(a.Shape, o.shape) {
+			t.Fatalf("%s: shape %v, want %v", o.file, a.Shape, o.shape)
+		}
+		maxErr, maxRef := 0.0, 0.0
+		for i, x := range a.F32() {
+			maxErr = math.Max(maxErr, math.Abs(float64(x)-o.want[i]))
+			maxRef = math.Max(maxRef, math.Abs(o.want[i]))
+		}
+		if maxRef == 0 || maxErr > rtol*maxRef {
+			t.Errorf("%s: max error %.3g relative to %.3g", o.file, maxErr, maxRef)
+		}
+	}
+}
+
+// wantCausalGrads wants dq.npy, dk.npy and dv.npy in dir to be the causal
+// attention's gradients for the inputs writeQKVDO wrote (shape sh, the
+// default scale) within 1e-5 of each one's largest value.
+func wantCausalGrads(t *testing.T, dir string, sh reference.Shape, q, k, v, do []float32) {
+	t.Helper()
+	ref := reference.AttentionGrad(f64s(q), f64s(k), f64s(v), f64s(do), sh, float64(float32(1/math.Sqrt(float64(sh.D)))),
+		func(b, h, i, j int) bool { return i >= j }, nil, nil, nil)
+	wantGradFiles(t, dir, 1e-5,
+		gradFile{"dq.npy", []int{sh.B, sh.H, sh.Sq, sh.D}, ref.DQ},
+		gradFile{"dk.npy", []int{sh.B, sh.HKV, sh.Sk, sh.D}, ref.DK},
+		gradFile{"dv.npy", []int{sh.B, sh.HKV, sh.Sk, sh.VD()}, ref.DV})
+}
+
 // TestRunBackward is the backward issue's CLI acceptance: fac run
 // --backward --device cpu with q, k, v, do files (GQA, Sq ≠ Sk) checks
 // its gradients and writes dQ, dK, dV of the right shapes, which match
 // float64 gradients computed here.
 func TestRunBackward(t *testing.T) {
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(1, 2))
-	const b, h, hkv, sq, sk, d = 1, 4, 2, 37, 53, 16
-	q := writeTensor(t, dir, "q.npy", rng, b, h, sq, d)
-	k := writeTensor(t, dir, "k.npy", rng, b, hkv, sk, d)
-	v := writeTensor(t, dir, "v.npy", rng, b, hkv, sk, d)
-	do := writeTensor(t, dir, "do.npy", rng, b, h, sq, d)
+	sh := reference.Shape{B: 1, H: 4, HKV: 2, Sq: 37, Sk: 53, D: 16}
+	q, k, v, do := writeQKVDO(t, dir, rand.New(rand.NewPCG(1, 2)), sh)
 	r := runFac(t, dir, "run", "--backward", "--device", "cpu", "--mask", "causal", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy",
 		"--do", "do.npy", "--dq-out", "dq.npy", "--dk-out", "dk.npy", "--dv-out", "dv.npy")
 	wantOK(t, r)
@@ -68,35 +126,7 @@ func TestRunBackward(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	to64 := func(xs []float32) []float64 {
-		out := make([]float64, len(xs))
-		for i, x := range xs {
-			out[i] = float64(x)
-		}
-		return out
-	}
-	rsh := reference.Shape{B: b, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d}
-	ref := reference.AttentionGrad(to64(q), to64(k), to64(v), to64(do), rsh, float64(float32(1/math.Sqrt(d))),
-		func(b, h, i, j int) bool { return i >= j }, nil, nil, nil)
-	for _, o := range []struct {
-		file  string
-		shape []int
-		want  []float64
-	}{{"dq.npy", []int{b, h, sq, d}, ref.DQ}, {"dk.npy", []int{b, hkv, sk, d}, ref.DK}, {"dv.npy", []int{b, hkv, sk, d}, ref.DV}} {
-		a := readTensor(t, filepath.Join(dir, o.file))
-		if !slices.Equal(a.Shape, o.shape) {
-			t.Fatalf("%s: shape %v, want %v", o.file, a.Shape, o.shape)
-		}
-		got := a.F32()
-		maxErr, maxRef := 0.0, 0.0
-		for i, x := range got {
-			maxErr = math.Max(maxErr, math.Abs(float64(x)-o.want[i]))
-			maxRef = math.Max(maxRef, math.Abs(o.want[i]))
-		}
-		if maxErr > 1e-5*maxRef {
-			t.Errorf("%s: max error %.3g relative to %.3g", o.file, maxErr, maxRef)
-		}
-	}
+	wantCausalGrads(t, dir, sh, q, k, v, do)
 	// A random dO, bf16, a score with an aux gradient, the deterministic
 	// mode (a backward-only compile-time argument) and stdout.
 	r = runFac(t, dir, "run", "--backward", "--score", "alibi", "--random-aux", "--dtype", "bf16", "--seqlen-q", "40", "--seqlen-k", "40",

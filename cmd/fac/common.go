@@ -163,6 +163,24 @@ func constAsFlag(fs *pflag.FlagSet, name, v, flag, current string, set func(stri
 	return nil
 }
 
+// headDimConstAsFlag takes --const name (HEAD_DIM or HEAD_DIM_V), if
+// given, as --flag (constAsFlag; current: the flag's value as text): a
+// positive head dim, which set takes with how it was given ("--const
+// name=value").
+func headDimConstAsFlag(fs *pflag.FlagSet, cf *compileFlags, name, flag, current string, set func(n int, given string) error) error {
+	v, ok := cf.takeConst(name)
+	if !ok {
+		return nil
+	}
+	return constAsFlag(fs, name, v, flag, current, func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a positive head dim")
+		}
+		return set(n, "--const "+name+"="+s)
+	})
+}
+
 // passOptions splits --print-ir-after and --disable-pass between the tile
 // pass table and, when arch is set (commands that build for a GPU), the
 // arch's GPU phase table: a name is looked up in both, and an unknown

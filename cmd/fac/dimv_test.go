@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -19,12 +18,9 @@ import (
 // match float64 gradients computed here.
 func TestRunDimVFromFiles(t *testing.T) {
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(5, 6))
-	const b, h, hkv, sq, sk, d, dv = 1, 4, 2, 37, 53, 40, 24
-	q := writeTensor(t, dir, "q.npy", rng, b, h, sq, d)
-	k := writeTensor(t, dir, "k.npy", rng, b, hkv, sk, d)
-	v := writeTensor(t, dir, "v.npy", rng, b, hkv, sk, dv)
-	do := writeTensor(t, dir, "do.npy", rng, b, h, sq, dv)
+	const b, h, sq, dv = 1, 4, 37, 24
+	sh := reference.Shape{B: b, H: h, HKV: 2, Sq: sq, Sk: 53, D: 40, DV: dv}
+	q, k, v, do := writeQKVDO(t, dir, rand.New(rand.NewPCG(5, 6)), sh)
 	r := runFac(t, dir, "run", "--mask", "causal", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "-o", "o.npy")
 	wantOK(t, r)
 	if !strings.Contains(r.stdout, "D=40 Dv=24") || !strings.Contains(r.stdout, "check passed") {
@@ -36,34 +32,7 @@ func TestRunDimVFromFiles(t *testing.T) {
 	r = runFac(t, dir, "run", "--backward", "--mask", "causal", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--do", "do.npy",
 		"--dq-out", "dq.npy", "--dk-out", "dk.npy", "--dv-out", "dv.npy")
 	wantOK(t, r)
-	to64 := func(xs []float32) []float64 {
-		out := make([]float64, len(xs))
-		for i, x := range xs {
-			out[i] = float64(x)
-		}
-		return out
-	}
-	rsh := reference.Shape{B: b, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d, DV: dv}
-	ref := reference.AttentionGrad(to64(q), to64(k), to64(v), to64(do), rsh, float64(float32(1/math.Sqrt(d))),
-		func(b, h, i, j int) bool { return i >= j }, nil, nil, nil)
-	for _, o := range []struct {
-		file  string
-		shape []int
-		want  []float64
-	}{{"dq.npy", []int{b, h, sq, d}, ref.DQ}, {"dk.npy", []int{b, hkv, sk, d}, ref.DK}, {"dv.npy", []int{b, hkv, sk, dv}, ref.DV}} {
-		a := readTensor(t, filepath.Join(dir, o.file))
-		if !slices.Equal(a.Shape, o.shape) {
-			t.Fatalf("%s: shape %v, want %v", o.file, a.Shape, o.shape)
-		}
-		maxErr, maxRef := 0.0, 0.0
-		for i, x := range a.F32() {
-			maxErr = math.Max(maxErr, math.Abs(float64(x)-o.want[i]))
-			maxRef = math.Max(maxRef, math.Abs(o.want[i]))
-		}
-		if maxErr > 1e-5*maxRef {
-			t.Errorf("%s: max error %.3g relative to %.3g", o.file, maxErr, maxRef)
-		}
-	}
+	wantCausalGrads(t, dir, sh, q, k, v, do)
 }
 
 // TestRunDimVFlag: --dim-v (or --const HEAD_DIM_V) gives V's head dim to

@@ -258,33 +258,18 @@ func listConstsAsFlags(cmd *cobra.Command, cf *compileFlags, dtypes *[]string, d
 			return err
 		}
 	}
-	if v, ok := cf.takeConst("HEAD_DIM"); ok {
-		var cur []string
-		for _, d := range *dims {
-			cur = append(cur, strconv.Itoa(d))
-		}
-		if err := constAsFlag(fs, "HEAD_DIM", v, "dim", strings.Join(cur, ","), func(s string) error {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return fmt.Errorf("want a positive head dim")
-			}
-			*dims = []int{n}
-			return nil
-		}); err != nil {
-			return err
-		}
+	var cur []string
+	for _, d := range *dims {
+		cur = append(cur, strconv.Itoa(d))
 	}
-	if v, ok := cf.takeConst("HEAD_DIM_V"); ok {
-		if err := constAsFlag(fs, "HEAD_DIM_V", v, "dim-v", strconv.Itoa(*dimV), func(s string) error {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return fmt.Errorf("want a positive head dim")
-			}
-			*dimV = n
-			return nil
-		}); err != nil {
-			return err
-		}
+	if err := headDimConstAsFlag(fs, cf, "HEAD_DIM", "dim", strings.Join(cur, ","), func(n int, _ string) error {
+		*dims = []int{n}
+		return nil
+	}); err != nil {
+		return err
 	}
-	return nil
+	return headDimConstAsFlag(fs, cf, "HEAD_DIM_V", "dim-v", strconv.Itoa(*dimV), func(n int, _ string) error {
+		*dimV = n
+		return nil
+	})
 }

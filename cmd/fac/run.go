@@ -448,29 +448,14 @@ func dtypeDimConsts(cmd *cobra.Command, cf *compileFlags, dtype *string, shp *sh
 			return err
 		}
 	}
-	if v, ok := cf.takeConst("HEAD_DIM"); ok {
-		if err := constAsFlag(fs, "HEAD_DIM", v, "dim", strconv.Itoa(shp.dim), func(s string) error {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return fmt.Errorf("want a positive head dim")
-			}
-			return shp.note("dim", n, "--const HEAD_DIM="+s)
-		}); err != nil {
-			return err
-		}
+	if err := headDimConstAsFlag(fs, cf, "HEAD_DIM", "dim", strconv.Itoa(shp.dim), func(n int, given string) error {
+		return shp.note("dim", n, given)
+	}); err != nil {
+		return err
 	}
-	if v, ok := cf.takeConst("HEAD_DIM_V"); ok {
-		if err := constAsFlag(fs, "HEAD_DIM_V", v, "dim-v", strconv.Itoa(shp.dimV), func(s string) error {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return fmt.Errorf("want a positive head dim")
-			}
-			return shp.note("dim-v", n, "--const HEAD_DIM_V="+s)
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return headDimConstAsFlag(fs, cf, "HEAD_DIM_V", "dim-v", strconv.Itoa(shp.dimV), func(n int, given string) error {
+		return shp.note("dim-v", n, given)
+	})
 }
 
 // dvNote is ", Dv=N" for a shape whose V has its own head dim, else "".

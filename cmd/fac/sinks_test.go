@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -40,12 +39,9 @@ func TestRunSinks(t *testing.T) {
 // here (rows past the window's reach keep nothing).
 func TestRunBackwardSinks(t *testing.T) {
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(5, 6))
-	const b, h, hkv, sq, sk, d = 2, 4, 1, 45, 21, 16
-	q := writeTensor(t, dir, "q.npy", rng, b, h, sq, d)
-	k := writeTensor(t, dir, "k.npy", rng, b, hkv, sk, d)
-	v := writeTensor(t, dir, "v.npy", rng, b, hkv, sk, d)
-	do := writeTensor(t, dir, "do.npy", rng, b, h, sq, d)
+	const b, h, hkv, sk, d = 2, 4, 1, 21, 16
+	sh := reference.Shape{B: b, H: h, HKV: hkv, Sq: 45, Sk: sk, D: d}
+	q, k, v, do := writeQKVDO(t, dir, rand.New(rand.NewPCG(5, 6)), sh)
 	sinks := []float32{-3, -2, 0.5, 4}
 	enc, err := npy.EncodeF32([]int{h}, sinks)
 	if err != nil {
@@ -62,34 +58,7 @@ func TestRunBackwardSinks(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	to64 := func(xs []float32) []float64 {
-		out := make([]float64, len(xs))
-		for i, x := range xs {
-			out[i] = float64(x)
-		}
-		return out
-	}
-	ref := reference.AttentionGradSinks(to64(q), to64(k), to64(v), to64(do), reference.Shape{B: b, H: h, HKV: hkv, Sq: sq, Sk: sk, D: d},
-		float64(float32(1/math.Sqrt(d))), func(b, h, i, j int) bool { return j <= i && i-j <= 10 }, nil, nil, nil, to64(sinks))
-	for _, c := range []struct {
-		file  string
-		shape []int
-		ref   []float64
-	}{{"dsinks.npy", []int{h}, ref.DSinks}, {"dk.npy", []int{b, hkv, sk, d}, ref.DK}} {
-		a, err := npy.ReadFile(filepath.Join(dir, c.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(a.Shape, c.shape) {
-			t.Fatalf("%s: shape %v, want %v", c.file, a.Shape, c.shape)
-		}
-		worst, top := 0.0, 0.0
-		for i, x := range a.F32() {
-			worst = math.Max(worst, math.Abs(float64(x)-c.ref[i]))
-			top = math.Max(top, math.Abs(c.ref[i]))
-		}
-		if top == 0 || worst > 1e-4*top {
-			t.Errorf("%s: max error %.3g, max |ref| %.3g", c.file, worst, top)
-		}
-	}
+	ref := reference.AttentionGradSinks(f64s(q), f64s(k), f64s(v), f64s(do), sh,
+		float64(float32(1/math.Sqrt(d))), func(b, h, i, j int) bool { return j <= i && i-j <= 10 }, nil, nil, nil, f64s(sinks))
+	wantGradFiles(t, dir, 1e-4, gradFile{"dsinks.npy", []int{h}, ref.DSinks}, gradFile{"dk.npy", []int{b, hkv, sk, d}, ref.DK})
 }
