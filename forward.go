@@ -50,7 +50,8 @@ type Forward = flash.Forward
 
 // CompileForward compiles flash_fwd (flash_fwd_sinks with Options.Sinks)
 // for head dimension dim (Q's and K's; V's is Options.DimV, or dim; each 1
-// to 256, and the GPU back end needs powers of two) with the mods and
+// to 256: on the GPU a dim that is not a power of two is computed in the
+// next one, its extra lanes masked) with the mods and
 // compile-time arguments of opts. Options no kernel can be built or run
 // with (an unknown Target.Arch, SMs, NumSplits or PackGQA out of range, a
 // DType other than f32, bf16 and f16, Consts that contradict DType, dim or

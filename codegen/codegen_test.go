@@ -560,8 +560,9 @@ func simCases() []simCase {
 		// interpreter's exact exp2 did not (O's ulp is 3.9e-3 in [1/2, 1)).
 		withAttrs(withLastRow(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), 300, 390, 192), "exp2_poly", int64(3)),
 		withTol(withAttrs(withScale(withWarps(frontend("frontend_flash_128x128_ws_lazy_fold", "", tir.BF16, 128, 1, 2, 2, 200, 390, false), 8), 8), "exp2_poly", int64(8)), 1e-2, 8e-3),
-		// V's head dim unlike Q's and K's (HEAD_DIM_V): dimv_sim_test.go.
-	}, dimVSimCases()...)
+		// V's head dim unlike Q's and K's (HEAD_DIM_V): dimv_sim_test.go; head dims
+		// padded to a power of two (pad-dims): paddims_sim_test.go.
+	}, append(dimVSimCases(), padSimCases()...)...)
 }
 
 // withScale is frontend case c with the softmax scale s instead of

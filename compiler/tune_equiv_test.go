@@ -14,6 +14,7 @@ import (
 	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/stdlib/attention"
+	"github.com/fac-compiler/fac/tir"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/tuned_sets.json from the contracts' tuned sets")
@@ -200,9 +201,15 @@ func legacyTunedArgs(req Request, cps []*lang.CParam, mods map[string]string, ta
 	for _, cp := range cps {
 		kinds[cp.Name] = cp.Kind
 	}
+	// Since pad-dims, a head dim that is not a power of two takes the sets
+	// of the one it is padded to.
+	hd := req.Consts["HEAD_DIM"]
+	if n, err := strconv.Atoi(hd); err == nil && strconv.Itoa(n) == hd && n > 0 {
+		hd = strconv.Itoa(tir.PaddedDim(n))
+	}
 	var keys []string
 	for _, v := range req.Target.TuneVariants() {
-		keys = append(keys, v+"/"+req.Consts["DTYPE"]+"/"+req.Consts["HEAD_DIM"])
+		keys = append(keys, v+"/"+req.Consts["DTYPE"]+"/"+hd)
 	}
 	declared := func(name string) bool { _, ok := kinds[name]; return ok }
 	fit := maps.Clone(req.Consts)

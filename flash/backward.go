@@ -58,7 +58,7 @@ func backwardDType(opts Options, dim int) (string, error) {
 		return "", fmt.Errorf("unsupported dtype %q: the backward kernels take f32, bf16 or f16", dt)
 	}
 	if dim <= 0 || dim > 256 {
-		return "", fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
+		return "", fmt.Errorf("unsupported head dim %d: want 1..256", dim)
 	}
 	return dt, opts.checkDTypeDim(dt, dim)
 }

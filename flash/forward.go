@@ -129,7 +129,7 @@ func CompileForward(opts Options, dim int) (*Forward, error) {
 		return nil, fmt.Errorf("unsupported dtype %q: %s takes f32, bf16 or f16", dt, c.Kernel)
 	}
 	if dim <= 0 || dim > 256 {
-		return nil, fmt.Errorf("unsupported head dim %d: want 1..256 (the GPU back end needs a power of two)", dim)
+		return nil, fmt.Errorf("unsupported head dim %d: want 1..256", dim)
 	}
 	if err := opts.checkDTypeDim(dt, dim); err != nil {
 		return nil, err

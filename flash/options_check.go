@@ -65,8 +65,7 @@ func (o Options) checkDTypeDim(dtype string, dim int) error {
 
 // dimV is the head dim of V and O the kernels are compiled for beside Q's
 // and K's dim: Options.DimV, or Consts HEAD_DIM_V (the same setting), or
-// dim. Like dim it is 1 to 256; any value runs on the CPU device, the GPU
-// back end needs a power of two.
+// dim. Like dim it is 1 to 256.
 func (o Options) dimV(dim int) (int, error) {
 	dv := o.DimV
 	if v, ok := o.Consts["HEAD_DIM_V"]; ok && dv == 0 {
@@ -79,7 +78,7 @@ func (o Options) dimV(dim int) (int, error) {
 		return dim, nil
 	}
 	if dv <= 0 || dv > 256 {
-		return 0, fmt.Errorf("unsupported value head dim %d (Options.DimV): want 1..256 (the GPU back end needs a power of two), or 0 for the head dim %d", dv, dim)
+		return 0, fmt.Errorf("unsupported value head dim %d (Options.DimV): want 1..256, or 0 for the head dim %d", dv, dim)
 	}
 	return dv, nil
 }

@@ -34,10 +34,13 @@ type TuneCond struct {
 }
 
 // For reports whether the set is among the candidates of a request for
-// code generation variant v, element type dt and head dim d.
+// code generation variant v, element type dt and head dim d. A head dim
+// that is not a power of two takes the sets of the one it is computed in
+// (the pad-dims pass: 80 and 96 run 128's tiles, shared memory and
+// registers).
 func (w TuneCond) For(v string, dt tir.Elem, d int) bool {
 	return slices.Contains(w.Variants, v) && (len(w.DTypes) == 0 || slices.Contains(w.DTypes, dt)) &&
-		(len(w.HeadDims) == 0 || slices.Contains(w.HeadDims, d))
+		(len(w.HeadDims) == 0 || slices.Contains(w.HeadDims, tir.PaddedDim(d)))
 }
 
 // ModKind is a stdlib mod by its name in the stdlib's .fa files
@@ -105,10 +108,10 @@ type TuneRequest struct {
 // pipeline's depth does not), by a mod that the set's conditions do not
 // hold for, or by a kernel that does not declare one of its arguments.
 // Every set was measured with V's head dim equal to Q's and K's: a request
-// for another HEAD_DIM_V gets none (the kernel's defaults, which fit any
+// for another HEAD_DIM_V (padded: 96 beside 128 is one) gets none (the kernel's defaults, which fit any
 // pair, where a set's buffers and registers were sized for one head dim).
 func (c *Contract) TunedFor(r TuneRequest) map[string]string {
-	if r.HeadDimV != 0 && r.HeadDimV != r.HeadDim {
+	if r.HeadDimV != 0 && tir.PaddedDim(r.HeadDimV) != tir.PaddedDim(r.HeadDim) {
 		return nil
 	}
 	for _, v := range r.Variants {

@@ -14,6 +14,8 @@ type Constraint struct {
 // (Pipeline.Check), so the reasons live here instead of in comments.
 var Order = []Constraint{
 	{"specialize-mask", "inline", "specialize-mask finds mask calls by their callee's role = mask, which inlining erases"},
+	{"inline", "pad-dims", "the mods' bodies compute on the kernel's tiles only once inlined, and a call is left unpadded"},
+	{"pad-dims", "cse", "each padded load and store builds its own mask of real lanes, which cse makes one per shape"},
 	{"inline", "persistent", "a program_id inside a mod's body is replaced only once the mod is inlined"},
 	{"persistent", "cse", "the index arithmetic the loop adds (t / grid.x) meets the body's own, which cse then shares"},
 	{"inline", "canonicalize", "constants passed to mods (seqlens, compile-time conditions) fold only once the mods' bodies are inlined"},

@@ -35,6 +35,7 @@ var Table = []Pass{
 	{Name: "specialize-mask", Doc: "add a <kernel>.full variant of each masked kernel with the mask known true", Run: specializeMask, TargetIndependent: true},
 	// Codegen cannot lower calls, nor can the block-mask analyzer bound them.
 	{Name: "inline", Doc: "inline every call and delete functions no longer called", Run: inline, TargetIndependent: true, Required: true},
+	{Name: "pad-dims", Doc: "compute tiles whose dimensions are not powers of two in the next power of two, the extra lanes masked off (loads, stores) or read as identities (reductions and dots over them)", Run: padDims, TargetIndependent: true},
 	{Name: "persistent", Doc: "with persistent = true, run the kernel body in a loop over the logical grid's tiles, strided by the programs launched", Run: persistent, TargetIndependent: true},
 	{Name: "canonicalize", Doc: "fold constants and exact algebraic identities, take constant ifs", Run: canonicalize, TargetIndependent: true},
 	{Name: "cse", Doc: "eliminate common subexpressions of pure ops, scoped by region", Run: cse, TargetIndependent: true},

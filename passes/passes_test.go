@@ -142,7 +142,7 @@ func TestPipelineVerifies(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	want := []string{"specialize-mask", "inline", "persistent", "canonicalize", "cse", "sink-select", "mask-range", "fold-scale", "fuse-dot-acc", "overlap-softmax", "persistent-prefetch", "dce"}
+	want := []string{"specialize-mask", "inline", "pad-dims", "persistent", "canonicalize", "cse", "sink-select", "mask-range", "fold-scale", "fuse-dot-acc", "overlap-softmax", "persistent-prefetch", "dce"}
 	if got := strings.Join(Names(), " "); got != strings.Join(want, " ") {
 		t.Errorf("Names() = %s, want %s", got, strings.Join(want, " "))
 	}
@@ -173,7 +173,7 @@ func TestUnknownPassName(t *testing.T) {
 	} {
 		err := Run(parseFile(t, maskedKernel), opts)
 		if err == nil || !strings.Contains(err.Error(), "unknown pass") ||
-			!strings.Contains(err.Error(), "specialize-mask, inline, persistent, canonicalize, cse, sink-select, mask-range, fold-scale, fuse-dot-acc, overlap-softmax, persistent-prefetch, dce") {
+			!strings.Contains(err.Error(), "specialize-mask, inline, pad-dims, persistent, canonicalize, cse, sink-select, mask-range, fold-scale, fuse-dot-acc, overlap-softmax, persistent-prefetch, dce") {
 			t.Errorf("%+v: err = %v, want unknown pass listing the valid names", opts, err)
 		}
 	}

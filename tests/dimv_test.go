@@ -14,13 +14,15 @@ import (
 
 // dimPairs are (D, Dv) pairs, Q's and K's head dim beside V's and O's: V
 // narrower and wider than Q, odd sizes, and DeepSeek's (192, 128). Any pair
-// runs on the CPU device (the GPU back end needs powers of two).
+// runs on the CPU device and the GPU (pad-dims computes a dim that is not
+// a power of two in the next one).
 var dimPairs = [][2]int{{40, 24}, {16, 32}, {24, 8}, {192, 128}}
 
-// gpuDimPairs are the (D, Dv) pairs of the GPU suite (TestGPUDimV) with
-// V's head dim unlike Q's and K's: power-of-two pairs, which the GPU back
-// end takes; the test bundle holds their kernels (addSuiteKernels).
-var gpuDimPairs = [][2]int{{128, 64}, {64, 32}}
+// gpuDimPairs are the (D, Dv) pairs of the GPU suite (TestGPUDimV): V's
+// head dim unlike Q's and K's, and head dims that are not powers of two
+// (computed padded: pad-dims), DeepSeek's (192, 128) among them; the test
+// bundle holds their kernels (addSuiteKernels).
+var gpuDimPairs = [][2]int{{128, 64}, {64, 32}, {96, 96}, {80, 80}, {192, 128}}
 
 // gpuDimVMods are the masks and scores TestGPUDimV runs at each pair, by
 // index into masks and scores: none, causal + softcap, sliding window,

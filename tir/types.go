@@ -91,6 +91,16 @@ func Tensor(e Elem, shape ...int) Type {
 	return Type{Elem: e, Shape: append([]int(nil), shape...)}
 }
 
+// PaddedDim is the power of two a tile dimension of n is computed in (the
+// pad-dims pass; the GPU back end's layouts need powers of two).
+func PaddedDim(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
 // IsScalar reports whether t has rank 0.
 func (t Type) IsScalar() bool { return len(t.Shape) == 0 }
 
