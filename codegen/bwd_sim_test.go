@@ -23,8 +23,9 @@ func bwdCase(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCas
 
 // bwdCaseTMA is bwdCase for the snapshots whose dq_accum is dQ transposed
 // per head, [B·H·D, ldq] with ldq = sq rounded up to 8, passed as
-// stride_dq_accum after scale, and added under a mask q < sq (by TMA on
-// sm_90a).
+// stride_dq_accum after scale, and rows of padding after it that hold
+// the last q tile's unmasked zeros (the contract's dqAccumDims); the
+// snapshots before that add under a mask q < sq (by TMA on sm_90a).
 func bwdCaseTMA(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) simCase {
 	return bwdCaseLayout(file, bn, nw, D, D, B, H, kvGroup, sq, sk, doc, true)
 }
@@ -37,7 +38,7 @@ func bwdCaseLayout(file string, bn, nw, D, Dv, B, H, kvGroup, sq, sk int, doc, t
 	ldq := (sq + 7) / 8 * 8
 	accum := (B*H*sq + 1024) * D
 	if transposed {
-		accum = B * H * D * ldq
+		accum = (B*H*D + (128+ldq-1)/ldq) * ldq // SPARSE_Q = 128
 	}
 	return simCase{kernel: file, grid: [3]int{(sk + bn - 1) / bn, B * Hk, 1}, numWarps: nw, rtol: 2e-2, atol: 3e-3,
 		args: func(rng *rand.Rand) []any {

@@ -18,13 +18,15 @@ import (
 // way for the backward's dQ: an f32 atomic_add tile directly in a loop
 // body, whose pointers are an affine tile of a kernel tensor (rows times a
 // stride parameter, columns contiguous from any start, scalar offsets times
-// stride parameters) and whose mask is `cols < bound` for an i32 parameter
-// bound, is written by the threads holding it into a staging tile in
+// stride parameters), with no mask or `cols < bound` for an i32 parameter
+// bound (no mask: the rows' stride bounds them), is written by the threads
+// holding it into a staging tile in
 // shared memory, in the 128B-swizzled panel layout of tile.go with f32
 // elements (32 columns a panel; the accumulator fragments' pairs fall in
 // distinct banks), and one thread adds it to global memory with one
 // cp.reduce.async.bulk.tensor .add per panel through a tensor map of its
-// own, whose bound on the columns is the mask: TMA adds nothing past it.
+// own, whose bound on the columns is the mask's (or the stride): TMA adds
+// nothing past it.
 // The core double-buffers the staging tile and issues iteration k's adds
 // after the first CTA barrier of iteration k+1 (codegen/async/bulk.go), so the
 // reduction costs the loop no barrier: a thread's 32 reds an iteration
@@ -158,12 +160,17 @@ func matchReduceTile(l *core.Lowerer, ptrs, mask *tir.Value, rows, cols int) (*a
 	if cols%tl.panelCols() != 0 || rows%8 != 0 || rows > 256 {
 		return nil, nil, tile{}, "not a tile of 32-column panels of up to 256 rows (a multiple of 8)"
 	}
-	if mask == nil {
-		return nil, nil, tile{}, "no mask cols < a parameter (TMA bounds the columns by it)"
-	}
-	bound, ok := rowBound(mask, *col, isParam)
-	if !ok {
-		return nil, nil, tile{}, "the mask is not cols < a parameter"
+	// TMA adds nothing past the box's bound on the columns: the mask's
+	// cols < bound, or without a mask the rows' stride, which then holds
+	// the columns (a padded row: what falls past it is the kernel's to
+	// make zero, as the reds would add it into the next row).
+	bound := rowStride.Name
+	if mask != nil {
+		b, ok := rowBound(mask, *col, isParam)
+		if !ok {
+			return nil, nil, tile{}, "the mask is not cols < a parameter"
+		}
+		bound = b
 	}
 	spec := &artifact.TMA{Tensor: root.Name, Swizzle: tl.w,
 		Dims: []artifact.TMADim{{Bound: bound}, {Stride: rowStride.Name}},

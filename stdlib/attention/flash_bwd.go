@@ -160,11 +160,26 @@ var QBlockMask = &launch.BlockMaskParams{
 // dqAccumDims is the f32 dQ accumulator: dQ transposed per head, [B·H·D,
 // ldq] with ldq = SeqQ rounded up to 8 (DQAccumLd; flash_bwd.fa), or one
 // row of 8 when the kernels were compiled DETERMINISTIC and do not use it.
+// For flash_bwd (which has SPARSE_Q) rows of padding follow: its q tiles
+// end at SeqQ rounded up to SPARSE_Q, and the last head's last row adds
+// that far past ldq, zeros, without a mask (dqAccumPad).
 func dqAccumDims(p launch.Problem) []int {
 	if a, ok := p.Attrs["DETERMINISTIC"]; ok && a != 0 {
 		return []int{1, 8}
 	}
-	return []int{p.Shape.Batch * p.Shape.Heads * p.Shape.Dim, DQAccumLd(p.Shape.SeqQ)}
+	ldq := DQAccumLd(p.Shape.SeqQ)
+	return []int{p.Shape.Batch*p.Shape.Heads*p.Shape.Dim + dqAccumPad(p, ldq), ldq}
+}
+
+// dqAccumPad is the rows of ldq elements that hold the unmasked adds of
+// flash_bwd's last q tile past the accumulator's end (0 for kernels
+// without q tiles of SPARSE_Q rows).
+func dqAccumPad(p launch.Problem, ldq int) int {
+	s, ok := p.Attrs["SPARSE_Q"]
+	if !ok {
+		return 0
+	}
+	return launch.CeilDiv(int(s), ldq)
 }
 
 // DQAccumLd is the row stride of the dQ accumulator for sq queries: sq
