@@ -166,8 +166,14 @@ func gpuArch(emit, arch string) string {
 // (-v), so that a request that falls back to another set, or to none, is
 // visible.
 func printTuned(res *compiler.Result) {
+	attrs := res.Attrs()
+	for _, k := range []string{"HEAD_DIM", "HEAD_DIM_V"} {
+		if d, ok := attrs[k]; ok && tir.PaddedDim(int(d)) != int(d) {
+			fmt.Fprintf(os.Stderr, "compile: %s = %d is computed padded to %d (pass pad-dims), with %d's tuned sets\n", k, d, tir.PaddedDim(int(d)), tir.PaddedDim(int(d)))
+		}
+	}
 	if len(res.Tuned) == 0 {
-		fmt.Fprintln(os.Stderr, "compile: tuned arguments: none")
+		fmt.Fprintln(os.Stderr, "compile: tuned arguments: none (no tuned set applies: the kernel's defaults and --const)")
 		return
 	}
 	var kv []string

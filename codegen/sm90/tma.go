@@ -254,15 +254,20 @@ func matchTile(l *core.Lowerer, ptrs, mask *tir.Value, tl tile) (*artifact.TMA, 
 	case len(outer) > 3:
 		return nil, nil, "more than five dims"
 	}
-	bound := ""
-	if mask != nil {
-		b, ok := rowBound(mask, *row, isParam)
-		if !ok {
-			return nil, nil, "the mask is not rows < a parameter"
+	// The mask: rows < a parameter, columns < a constant (a head dim that
+	// pad-dims computed padded: TMA fills the columns past it with zeros),
+	// or both.
+	bound, cols := "", tl.cols
+	for _, m := range andTerms(mask) {
+		if b, ok := rowBound(m, *row, isParam); ok && bound == "" {
+			bound = b
+		} else if c, ok := colBound(m, *col); ok && cols == tl.cols {
+			cols = c
+		} else {
+			return nil, nil, "the mask is not rows < a parameter, columns < a constant, or both"
 		}
-		bound = b
 	}
-	spec.Dims = []artifact.TMADim{{Extent: tl.cols}, {Stride: rowStride, Bound: bound}}
+	spec.Dims = []artifact.TMADim{{Extent: cols}, {Stride: rowStride, Bound: bound}}
 	spec.Box = []int{tl.w / 2, tl.rows}
 	coords := []*tir.Value{row.start}
 	for _, o := range outer {
@@ -397,6 +402,40 @@ func rangeOf(v *tir.Value) (*tir.Value, int, bool) {
 		}
 	}
 	return nil, 0, false
+}
+
+// andTerms splits a mask into the terms of its ands (nil: none).
+func andTerms(m *tir.Value) []*tir.Value {
+	if m == nil {
+		return nil
+	}
+	if d := m.Def; d != nil && d.Kind == tir.OpAnd {
+		return append(andTerms(d.Args[0]), andTerms(d.Args[1])...)
+	}
+	return []*tir.Value{m}
+}
+
+// colBound recognises mask = broadcast(reshape(arange(0, n) < c)) for the
+// tile's columns (col, from 0) and a constant c below n: the real columns
+// of a dimension pad-dims padded.
+func colBound(m *tir.Value, col vec) (int, bool) {
+	for m.Def != nil && (m.Def.Kind == tir.OpBroadcast || m.Def.Kind == tir.OpReshape) {
+		m = m.Def.Args[0]
+	}
+	d := m.Def
+	if d == nil || d.Kind != tir.OpCmp || fmt.Sprint(d.Attr("pred")) != "lt" || col.start != nil {
+		return 0, false
+	}
+	a, c := d.Args[0].Def, d.Args[1].Def
+	if a == nil || a.Kind != tir.OpArange || a.IntAttr("start") != 0 || int(a.IntAttr("end")) != col.n ||
+		c == nil || c.Kind != tir.OpConst {
+		return 0, false
+	}
+	n, ok := c.Attr("value").(int64)
+	if !ok || n <= 0 || int(n) >= col.n {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // rowBound recognises mask = broadcast(row < splat(bound)) for the load's
