@@ -465,8 +465,9 @@ func simCases() []simCase {
 		bwdCaseTMA("frontend_bwd_32x128_w4_tma", 128, 4, 64, 2, 2, 1, 150, 200, false),
 		withTarget(bwdCaseTMA("frontend_bwd_64x128_tma", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=tma"),
 		withTarget(bwdCaseTMA("frontend_bwd_32x128_w4_tma", 128, 4, 64, 2, 2, 1, 150, 200, false), "dq=tma"),
-		// The kernel today: dQᵀ added unmasked into a padded accumulator,
-		// by red.v2 pairs, and with dq=tma by TMA bounded by the stride.
+		// dQᵀ added unmasked into a transposed accumulator with rows of
+		// padding, by red.v2 pairs, and with dq=tma by TMA boxes bounded by
+		// the rows' stride (a form measured slower than the kernel's own).
 		bwdCaseTMA("frontend_bwd_64x128_dq", 128, 8, 128, 1, 2, 2, 200, 300, false),
 		bwdCaseTMA("frontend_bwd_32x128_w4_dq", 128, 4, 64, 2, 2, 1, 150, 200, false),
 		withTarget(bwdCaseTMA("frontend_bwd_64x128_dq", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=tma"),

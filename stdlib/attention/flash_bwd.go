@@ -54,7 +54,7 @@ var FlashBwd = &launch.Contract{
 		{Name: "dv", Output: true, Dims: vDims, Strides: []string{"stride_dvb", "stride_dvh", "stride_dvs"}},
 		// Read and written (atomic adds): the caller passes the buffer
 		// flash_bwd_preprocess zeroed.
-		{Name: "dq_accum", Dims: dqAccumDims, Strides: []string{"stride_dq_accum"}},
+		{Name: "dq_accum", Dims: dqAccumDims},
 	},
 	Scalars:   append(attentionScalars[:len(attentionScalars):len(attentionScalars)], tileGroup),
 	BlockMask: QBlockMask,
@@ -62,7 +62,7 @@ var FlashBwd = &launch.Contract{
 	Grid: func(p launch.Problem) [3]int {
 		return [3]int{launch.CeilDiv(p.Shape.SeqK, p.Attr("BLOCK_N")), p.Shape.Batch * p.Shape.KV(), 1}
 	},
-	Check:      checkHeadDim,
+	Check:      checkBwd,
 	Tuned:      bwdTiles,
 	TunedAlone: []string{"fold_scale"},
 }
@@ -157,36 +157,35 @@ var QBlockMask = &launch.BlockMaskParams{
 	BlockQAttr: "SPARSE_Q", BlockKAttr: "SPARSE_K",
 }
 
-// dqAccumDims is the f32 dQ accumulator: dQ transposed per head, [B·H·D,
-// ldq] with ldq = SeqQ rounded up to 8 (DQAccumLd; flash_bwd.fa), or one
-// row of 8 when the kernels were compiled DETERMINISTIC and do not use it.
-// For flash_bwd (which has SPARSE_Q) rows of padding follow: its q tiles
-// end at SeqQ rounded up to SPARSE_Q, and the last head's last row adds
-// that far past ldq, zeros, without a mask (dqAccumPad).
+// dqAccumDims is the f32 dQ accumulator, [B·H·SeqQ + dqAccumPad, Dim]
+// (flash_bwd's adds are unmasked: a tile running past SeqQ adds zeros into
+// the next head's rows, or past the last head into the padding), or one
+// element when the kernels were compiled DETERMINISTIC and do not use it.
 func dqAccumDims(p launch.Problem) []int {
 	if a, ok := p.Attrs["DETERMINISTIC"]; ok && a != 0 {
-		return []int{1, 8}
+		return []int{1}
 	}
-	ldq := DQAccumLd(p.Shape.SeqQ)
-	return []int{p.Shape.Batch*p.Shape.Heads*p.Shape.Dim + dqAccumPad(p, ldq), ldq}
+	return []int{p.Shape.Batch*p.Shape.Heads*p.Shape.SeqQ + dqAccumPad, p.Shape.Dim}
 }
 
-// dqAccumPad is the rows of ldq elements that hold the unmasked adds of
-// flash_bwd's last q tile past the accumulator's end (0 for kernels
-// without q tiles of SPARSE_Q rows).
-func dqAccumPad(p launch.Problem, ldq int) int {
-	s, ok := p.Attrs["SPARSE_Q"]
-	if !ok {
-		return 0
-	}
-	return launch.CeilDiv(int(s), ldq)
-}
+// dqAccumPad is the rows of padding after dQ's accumulator: a tile starts
+// inside the last block of the block mask, so it ends less than SPARSE_Q
+// rows past SeqQ. A constant, so that every kernel of the backward (the
+// preprocess allocates the buffer on the CPU device) agrees on the size;
+// checkBwd keeps SPARSE_Q within it. 512 KB at D = 128.
+const dqAccumPad = 1024
 
-// DQAccumLd is the row stride of the dQ accumulator for sq queries: sq
-// rounded up to 8, so that rows start 32-byte aligned (red.v2's pairs,
-// TMA's 16-byte strides). flash_bwd_preprocess and flash_bwd_postprocess
-// compute the same.
-func DQAccumLd(sq int) int { return (sq + 7) / 8 * 8 }
+// checkBwd is flash_bwd's check: the head dims compiled in, and SPARSE_Q
+// within dq_accum's padding.
+func checkBwd(p launch.Problem) error {
+	if err := checkHeadDim(p); err != nil {
+		return err
+	}
+	if sq := p.Attr("SPARSE_Q"); sq > dqAccumPad {
+		return fmt.Errorf("SPARSE_Q = %d: the backward's dQ accumulator pads %d rows, so SPARSE_Q must be at most that", sq, dqAccumPad)
+	}
+	return nil
+}
 
 // checkDim rejects a problem whose head dims are not the ones compiled in:
 // Q's and K's (HEAD_DIM) and, for a kernel that reads V or O, V's

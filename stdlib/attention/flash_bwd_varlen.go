@@ -7,7 +7,7 @@ import "github.com/fac-compiler/fac/launch"
 // Batch = the number of sequences and SeqQ, SeqK the longest ones; q is
 // [TotalQ, H, D], dout [TotalQ, H, Dv], k, dk [TotalK, Hkv, D] and v, dv
 // [TotalK, Hkv, Dv] with token and head strides (Dv: V's head dim); lse
-// and delta are [H, TotalQ]; dq_accum [H, D, TotalQ] f32
+// and delta are [H, TotalQ]; dq_accum [H, TotalQ, D] f32
 // (flash_bwd_preprocess and flash_bwd_postprocess on the packed tensors as
 // one batch of TotalQ positions); the transposed per-sequence block mask
 // (VarlenQLists). Score aux gradients as for FlashBwd.
@@ -24,7 +24,7 @@ var FlashBwdVarlen = &launch.Contract{
 		{Name: "dk", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dkt", "stride_dkh"}},
 		{Name: "dv", Output: true, Dims: varlenVDims, Strides: []string{"stride_dvt", "stride_dvh"}},
 		// Read and written (atomic adds): flash_bwd_preprocess zeroed it.
-		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads * p.Shape.Dim, DQAccumLd(p.TotalQ)} }},
+		{Name: "dq_accum", Dims: func(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ, p.Shape.Dim} }},
 		{Name: "cu_seqlens_q", Dims: cuSeqlensDims},
 		{Name: "cu_seqlens_k", Dims: cuSeqlensDims},
 	}, varlenListTensors(VarlenQLists)...),
