@@ -28,8 +28,9 @@ import (
 // operand's pad lanes are known to be zero already (a masked load's, and
 // what casts, transposes, sums and products of such values, or products
 // with finite constants, keep; attention's
-// Q·Kᵀ and dO·Vᵀ need none). Every other op computes on pad lanes whatever
-// it computes, unseen.
+// Q·Kᵀ and dO·Vᵀ need none); such a dot says where the real K ends
+// (k_extent), so that the tensor cores skip the k-steps past it. Every other
+// op computes on pad lanes whatever it computes, unseen.
 //
 // A kernel the rewrite cannot keep exact (a reshape that moves a padded
 // dimension's elements, a tensor parameter, a call) is left as it was: the
@@ -196,6 +197,8 @@ func (p *padder) op(op *tir.Op, pre *tir.Builder) {
 			if !p.isZero(b) {
 				op.Args[1] = p.identityInPad(b, 0, "sum", pre)
 			}
+			// Both are zero past the real K: the tensor cores may stop there.
+			op.SetAttr("k_extent", int64(o[1]))
 		}
 	case tir.OpFor:
 		body := op.Regions[0]

@@ -451,6 +451,11 @@ func (v *verifier) op(op *Op, n int) error {
 		if a.Ptr || b.Ptr || c.Ptr || a.Elem != b.Elem || !a.Elem.IsFloat() || !c.Elem.IsFloat() {
 			return errf("types %s, %s, %s: want a and b of one float type, c float", a, b, c)
 		}
+		if x := op.Attr("k_extent"); x != nil {
+			if n, ok := x.(int64); !ok || n < 1 || n > int64(a.Shape[1]) {
+				return errf("k_extent %v: want 1 to K = %d", x, a.Shape[1])
+			}
+		}
 		return sameRes(c)
 	case k == OpReduce:
 		switch kind, _ := op.Attr("kind").(Ident); kind {

@@ -132,3 +132,14 @@ func (em *Emitter) fmaDot(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	}
 	return res
 }
+
+// KSteps is how many of a tensor-core dot's k-steps of 16 to issue: K/16,
+// or up to the dot's k_extent (pad-dims: the operands are zero past it,
+// so the steps wholly beyond it add nothing).
+func KSteps(op *tir.Op) int {
+	k := op.Args[0].Type.Shape[1]
+	if n, ok := op.Attr("k_extent").(int64); ok && int(n) < k {
+		k = int(n)
+	}
+	return (k + 15) / 16
+}

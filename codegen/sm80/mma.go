@@ -188,7 +188,7 @@ func mmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.V
 		name = "llvm.nvvm.mma.m16n8k16.row.col.f32.f32"
 	}
 	ret := types.NewStruct(types.Float, types.Float, types.Float, types.Float)
-	for kk := 0; kk < nK; kk++ {
+	for kk := 0; kk < core.KSteps(op); kk++ {
 		for i := 0; i < nM; i++ {
 			for j := 0; j < nN; j++ {
 				a, b := aTile(kk, i), bTile(kk, j)

@@ -363,7 +363,7 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 		g := b.NewZExt(b.NewLShr(l.WarpID(), core.ConstI32(2)), types.I64)
 		descA = b.NewAdd(descValue(l, va, ops[0].off, ops[0].dyn), b.NewMul(g, ci64(int64(va.mnOff(64)>>4))))
 	}
-	for kk := 0; kk < nK; kk++ {
+	for kk := 0; kk < core.KSteps(op); kk++ {
 		for i := 0; i < nM; i++ {
 			for j := 0; j < N/nc; j++ {
 				first := i*N/2 + j*nc/2
