@@ -53,3 +53,14 @@ func ParseNumSplits(s string) (int, error) { return flash.ParseNumSplits(s) }
 // Programs and the SMs the choice assumed. Kernels lists the kernels it
 // launches; Forward.Reason says why, in words. Fields: flash.DecodePlan.
 type DecodePlan = flash.DecodePlan
+
+// PagedShape is the shape of a paged decoding call (Forward.RunPagedCPU):
+// Batch sequences of SeqQ query positions, Heads and KVHeads, and the
+// cache's PageSize keys per page. Fields: flash.PagedShape.
+type PagedShape = flash.PagedShape
+
+// PagedInputs are a paged call's host tensors: Q [B, H, Sq, D], KCache
+// [num_pages, page_size, Hkv, D], VCache [num_pages, page_size, Hkv, Dv],
+// PageTable [B, max_pages] and CacheSeqlens [B], with the run-time
+// parameters and softmax scale. Fields: flash.PagedInputs.
+type PagedInputs = flash.PagedInputs

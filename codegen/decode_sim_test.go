@@ -58,6 +58,66 @@ func splitKVCase(file string, D, B, H, group, pack, qpt, splits, sq, sk int, slo
 		}}
 }
 
+// pagedCase is flash_fwd_paged (front-end snapshot, D = 64, bf16) on B =
+// len(lens) sequences of the given cache lengths: q [B, H, sq, D], k and v
+// caches of pageSize-key pages in a shuffled order, the last sequence
+// sharing the first one's first page, the query heads of a kv head packed
+// pack to a tile of qpt positions, splits programs per tile. Each
+// sequence's block-mask row (shared by its heads) lists its kv blocks as
+// partial (odd) and full (even), varlen's layout.
+func pagedCase(B, H, group, pack, qpt, splits, sq, pageSize int, lens []int32) simCase {
+	const D = 64
+	Hk, hx := H/group, H/pack
+	maxPages := 0
+	for _, n := range lens {
+		maxPages = max(maxPages, (int(n)+pageSize-1)/pageSize)
+	}
+	return simCase{kernel: "frontend_paged", grid: [3]int{(sq + qpt - 1) / qpt, B * hx, splits}, rtol: 1e-2, atol: 2e-3,
+		args: func(rng *rand.Rand) []any {
+			numPages := B*maxPages + 1
+			perm := rng.Perm(numPages)
+			table := make([]int32, B*maxPages)
+			for i := range table {
+				table[i] = int32(perm[i])
+			}
+			table[(B-1)*maxPages] = table[0]
+			rowStart := make([]int32, B*H)
+			var counts, fcounts, listStart, idx []int32
+			for b, n := range lens {
+				for h := range H {
+					rowStart[b*H+h] = int32(len(counts))
+				}
+				listStart = append(listStart, int32(len(idx)))
+				var part, fl []int32
+				for kb := 0; kb < (int(n)+127)/128; kb++ {
+					if kb%2 == 1 {
+						part = append(part, int32(kb))
+					} else {
+						fl = append(fl, int32(kb))
+					}
+				}
+				counts, fcounts = append(counts, int32(len(part))), append(fcounts, int32(len(fl)))
+				idx = append(append(idx, part...), fl...)
+			}
+			idx = append(idx, 0) // never an empty buffer
+			cache := numPages * pageSize * Hk * D
+			return []any{
+				randBuf(rng, "q", tir.BF16, B*H*sq*D, 1), randBuf(rng, "k_cache", tir.BF16, cache, 1),
+				randBuf(rng, "v_cache", tir.BF16, cache, 1),
+				cpu.NewBuffer("o_partial", tir.F32, splits*B*H*sq*D), cpu.NewBuffer("lse_partial", tir.F32, splits*B*H*sq),
+				cpu.FromI32("page_table", table), cpu.FromI32("cache_seqlens", lens),
+				H * sq * D, sq * D, D, // q strides
+				pageSize * Hk * D, Hk * D, D, // k_cache
+				pageSize * Hk * D, Hk * D, D, // v_cache
+				maxPages, pageSize,
+				H, group, sq, float32(1 / math.Sqrt(float64(D))),
+				pack, qpt, splits, B * H * sq,
+				cpu.FromI32("kv_row_start", rowStart), cpu.FromI32("kv_num_blocks", counts),
+				cpu.FromI32("full_kv_num_blocks", fcounts), cpu.FromI32("kv_list_start", listStart), cpu.FromI32("kv_indices", idx),
+			}
+		}}
+}
+
 // combineCase is flash_fwd_combine (front-end snapshot, D = 64) on rows =
 // B·H·sq rows of splits partial results, a quarter of the (row, split)
 // LSEs -inf and some rows -inf in every split.
@@ -85,7 +145,8 @@ func combineCase(B, H, sq, splits int) simCase {
 // others: flash_fwd_splitkv with 4 heads packed in a 16-row tile (a
 // 64-key tile, the alibi score gathering per row head, a partial-block
 // mask) over 3 splits, with a 64-row tile of 16 positions × 4 heads over
-// 2 splits, and flash_fwd_combine.
+// 2 splits, flash_fwd_combine, and flash_fwd_paged with 16-key pages (4
+// heads packed, an empty cache) and 1-key pages (no packing).
 func TestSimulateDecode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -95,6 +156,8 @@ func TestSimulateDecode(t *testing.T) {
 		splitKVCase("frontend_splitkv_m64", 128, 1, 4, 4, 4, 16, 2, 16, 200, false),
 		splitKVCase("frontend_splitkv_pack_s3", 64, 1, 8, 4, 4, 4, 2, 3, 700, true),
 		combineCase(2, 3, 2, 5),
+		pagedCase(3, 8, 4, 4, 4, 3, 3, 16, []int32{300, 0, 130}),
+		pagedCase(2, 4, 1, 1, 16, 2, 2, 1, []int32{70, 129}),
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {

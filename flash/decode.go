@@ -113,6 +113,17 @@ type DecodePlan struct {
 	// B·H/Pack × NumSplits); SMs the multiprocessor count the choice
 	// assumed.
 	Programs, SMs int
+	// Paged is true for a paged call's plan (Forward.PagedPlan): the split
+	// kernel is flash_fwd_paged.
+	Paged bool
+}
+
+// splitKernelName is the plan's split kernel.
+func (p DecodePlan) splitKernelName() string {
+	if p.Paged {
+		return attention.FlashFwdPaged.Kernel
+	}
+	return attention.FlashFwdSplitKV.Kernel
 }
 
 // Kernels are the kernels the plan launches, in order.
@@ -120,7 +131,7 @@ func (p DecodePlan) Kernels() []string {
 	if !p.SplitKV {
 		return nil
 	}
-	return []string{attention.FlashFwdSplitKV.Kernel, attention.FlashFwdCombine.Kernel}
+	return []string{p.splitKernelName(), attention.FlashFwdCombine.Kernel}
 }
 
 func (p DecodePlan) String() string {
@@ -131,8 +142,8 @@ func (p DecodePlan) String() string {
 	if p.Pack > 1 {
 		pack = fmt.Sprintf("%d heads per tile", p.Pack)
 	}
-	return fmt.Sprintf("flash_fwd_splitkv (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile) + flash_fwd_combine: %d splits, PackGQA %s, %d programs (%d SMs)",
-		p.BlockM, p.BlockN, p.QPerTile, p.NumSplits, pack, p.Programs, p.SMs)
+	return fmt.Sprintf("%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile) + flash_fwd_combine: %d splits, PackGQA %s, %d programs (%d SMs)",
+		p.splitKernelName(), p.BlockM, p.BlockN, p.QPerTile, p.NumSplits, pack, p.Programs, p.SMs)
 }
 
 // Reason says in plain words why a call of shape sh runs plan p (from
@@ -176,6 +187,16 @@ func (f *Forward) splitKVCapable() bool { return f.contract == attention.FlashFw
 // shape only, not on the block mask (a sparse mask leaves some splits with
 // fewer blocks, or none).
 func (f *Forward) Plan(sh Shape, sms int) (DecodePlan, error) {
+	p, err := f.plan(sh, sms, f.opts.PackGQA)
+	if err != nil || p.SplitKV {
+		return p, err
+	}
+	return DecodePlan{NumSplits: 1, Pack: 1, SMs: p.SMs}, nil
+}
+
+// plan is Plan with packing pk, its tile filled in even where split-KV does
+// not pay (a paged call runs the split kernel whatever the plan says).
+func (f *Forward) plan(sh Shape, sms int, pk PackGQA) (DecodePlan, error) {
 	if f.opts.SMs > 0 {
 		sms = f.opts.SMs
 	}
@@ -186,7 +207,7 @@ func (f *Forward) Plan(sh Shape, sms int) (DecodePlan, error) {
 	if err := sh.Validate(); err != nil {
 		return p, err
 	}
-	ns, pk := f.opts.NumSplits, f.opts.PackGQA
+	ns := f.opts.NumSplits
 	if ns < 0 || ns > MaxSplits {
 		return p, fmt.Errorf("NumSplits %d: want 0 (auto) to %d", ns, MaxSplits)
 	}
@@ -242,9 +263,6 @@ func (f *Forward) Plan(sh Shape, sms int) (DecodePlan, error) {
 	}
 	p.Programs = programs * p.NumSplits
 	p.SplitKV = p.NumSplits > 1 || p.Pack > 1 || pk == PackGQAOn
-	if !p.SplitKV {
-		return DecodePlan{NumSplits: 1, Pack: 1, SMs: sms}, nil
-	}
 	return p, nil
 }
 
@@ -322,9 +340,16 @@ func (f *Forward) splitBlockN() (int, error) {
 // splitKernel compiles (once per BLOCK_M) flash_fwd_splitkv with f's mods,
 // dtype, head dims and mask block sizes, and DecodeConsts.
 func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
+	return f.splitFamilyKernel(attention.FlashFwdSplitKV, blockM)
+}
+
+// splitFamilyKernel compiles (once per kernel and BLOCK_M) c's kernel,
+// flash_fwd_splitkv or flash_fwd_paged, which take the same constants.
+func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int) (*compiler.Result, error) {
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
-	if r, ok := f.splitRes[blockM]; ok {
+	key := splitKey{c.Kernel, blockM}
+	if r, ok := f.splitRes[key]; ok {
 		return r, nil
 	}
 	a := f.res.Attrs()
@@ -349,22 +374,28 @@ func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
 	consts["DTYPE"] = f.dtype.String()
 	consts["SPARSE_Q"] = strconv.FormatInt(a["SPARSE_Q"], 10)
 	consts["SPARSE_K"] = strconv.FormatInt(a["SPARSE_K"], 10)
-	res, err := compiler.Compile(compiler.Request{Sources: f.opts.Sources, Kernel: attention.FlashFwdSplitKV.Kernel,
+	res, err := compiler.Compile(compiler.Request{Sources: f.opts.Sources, Kernel: c.Kernel,
 		Mask: f.opts.Mask, Score: f.opts.Score, Consts: consts, Passes: f.opts.Passes, Target: f.opts.target()})
 	if err != nil {
 		return nil, err
 	}
 	if res.Func() == nil {
-		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", attention.FlashFwdSplitKV.Kernel)
+		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
 	}
-	if err := attention.FlashFwdSplitKV.CheckParams(res.Params()); err != nil {
+	if err := c.CheckParams(res.Params()); err != nil {
 		return nil, fmt.Errorf("internal compiler error: %w", err)
 	}
 	if f.splitRes == nil {
-		f.splitRes = map[int]*compiler.Result{}
+		f.splitRes = map[splitKey]*compiler.Result{}
 	}
-	f.splitRes[blockM] = res
+	f.splitRes[key] = res
 	return res, nil
+}
+
+// splitKey names a compiled split-family kernel: its name and BLOCK_M.
+type splitKey struct {
+	kernel string
+	blockM int
 }
 
 // combineKernel compiles (once per width) flash_fwd_combine for f's dtype

@@ -99,9 +99,9 @@ type Forward struct {
 	tunedFor perArch[*Forward]     // f compiled with the tile arguments tuned for a GPU arch (tuned)
 	spans    spanVariant[*Forward] // f with document as spans (withSpans)
 
-	dmu        sync.Mutex               // the split-KV kernels, made on first use
-	splitRes   map[int]*compiler.Result // flash_fwd_splitkv by BLOCK_M
-	combineRes map[int]*compiler.Result // flash_fwd_combine by MAX_SPLITS
+	dmu        sync.Mutex                    // the split-KV kernels, made on first use
+	splitRes   map[splitKey]*compiler.Result // flash_fwd_splitkv and flash_fwd_paged by BLOCK_M
+	combineRes map[int]*compiler.Result      // flash_fwd_combine by MAX_SPLITS
 }
 
 // Options are the options f was compiled with.

@@ -21,16 +21,11 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 	if err := f.checkInputs(in, sh); err != nil {
 		return nil, nil, err
 	}
-	maskFn, err := modFunc(f.res.Program, f.res.Mask, sh, in.modValues())
-	if err != nil {
-		return nil, nil, err
-	}
-	scoreFn, err := modFunc(f.res.Program, f.res.Score, sh, in.modValues())
-	if err != nil {
-		return nil, nil, err
-	}
 	var evalErr firstError
-	mask, score := refMods(maskFn, scoreFn, -1, &evalErr)
+	mask, score, err := f.refModsFor(sh, in.modValues(), -1, &evalErr)
+	if err != nil {
+		return nil, nil, err
+	}
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
 	// The reference sees the inputs at the kernel's storage precision.
 	q, k, v := roundTo(in.Q, f.dtype), roundTo(in.K, f.dtype), roundTo(in.V, f.dtype)
@@ -191,6 +186,21 @@ func (e *firstError) get() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.err
+}
+
+// refModsFor is refMods of f's mask and score interpreted for shape sh
+// (one sequence's lengths in a per-sequence call) with inputs vals.
+func (f *Forward) refModsFor(sh Shape, vals map[string]any, batch int, errs *firstError) (reference.MaskFunc, reference.ScoreFunc, error) {
+	maskFn, err := modFunc(f.res.Program, f.res.Mask, sh, vals)
+	if err != nil {
+		return nil, nil, err
+	}
+	scoreFn, err := modFunc(f.res.Program, f.res.Score, sh, vals)
+	if err != nil {
+		return nil, nil, err
+	}
+	mask, score := refMods(maskFn, scoreFn, batch, errs)
+	return mask, score, nil
 }
 
 // refMods wraps interpreted mods as the float64 reference's callbacks

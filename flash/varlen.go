@@ -297,15 +297,10 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 		// The mods see this sequence's lengths; they are compiled for
 		// positive ones, and with no keys no mod is called.
 		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: max(sk, 1), Dim: d, DimV: sh.DimV}
-		maskFn, err := modFunc(f.res.Program, f.res.Mask, seq, vals)
+		mask, score, err := f.refModsFor(seq, vals, b, &evalErr)
 		if err != nil {
 			return nil, nil, err
 		}
-		scoreFn, err := modFunc(f.res.Program, f.res.Score, seq, vals)
-		if err != nil {
-			return nil, nil, err
-		}
-		mask, score := refMods(maskFn, scoreFn, b, &evalErr)
 		so, slse := reference.Attention(gather(q, qs, sq, heads, d), gather(k, ks, sk, kvHeads, d), gather(vv, ks, sk, kvHeads, dv),
 			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d, DV: dv}, scale, mask, score)
 		for h := 0; h < heads; h++ {

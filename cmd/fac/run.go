@@ -27,6 +27,7 @@ func runCmd() *cobra.Command {
 	var bwf backwardFlags
 	var vlf varlenFlags
 	var df decodeFlags
+	var pf pagedFlags
 	var tf targetFlags
 	var (
 		device, dtype          string
@@ -68,6 +69,9 @@ Decoding (docs/decoding.md): a call whose q tiles are too few to fill the GPU ru
 (flash_fwd_splitkv over --num-splits programs per tile, then flash_fwd_combine), and with Sq ≤ 64 and
 GQA packs the query heads of a kv head into one tile (--pack-gqa); both are chosen from the shape and
 the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The plan is printed.
+--page-size N runs it over a paged KV cache (flash_fwd_paged, --device cpu): random pages of N keys,
+shuffled, the first page shared by the first two sequences, each sequence --cache-seqlens long (default
+--seqlen-k), checked against the dense reference of each sequence's gathered pages.
 
 --target-opt NAME=VALUE sets a code generation switch of the GPU kernels (--device cuda), e.g.
 --target-opt tma=off for cp.async staging, which takes tensors of any alignment (fac compile --help
@@ -79,7 +83,8 @@ lists the switches).`,
   fac run --mask "sliding_window(127, 0)" --sinks sinks.npy --heads 8 --kv-heads 1
   fac run --backward --mask causal --q q.npy --k k.npy --v v.npy --do do.npy --dq-out dq.npy --dk-out dk.npy --dv-out dv.npy
   fac run --mask causal_bottom_right --heads 32 --kv-heads 8 --seqlen-q 1 --seqlen-k 8192 --dim 128 --dtype bf16 --num-splits 4
-  fac run --mask causal --dim 192 --dim-v 128 --backward          # DeepSeek's head dims: q, k 192, v 128`,
+  fac run --mask causal --dim 192 --dim-v 128 --backward          # DeepSeek's head dims: q, k 192, v 128
+  fac run --mask causal_bottom_right --batch 4 --heads 8 --kv-heads 2 --seqlen-q 1 --dim 64 --page-size 16 --cache-seqlens 300,0,1,65`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if err := checkDevice(device, "cpu", "cuda"); err != nil {
 				return err
@@ -118,6 +123,21 @@ lists the switches).`,
 			w := reportTo(cmd, anyStdout(outputs))
 			if vlf.on() && df.changed() {
 				return fmt.Errorf("--num-splits, --pack-gqa, --sms and --decode-const are for flash_fwd; varlen has no split-KV yet")
+			}
+			if pf.on(cmd) {
+				sh := shp.shape()
+				if err := sh.Validate(); err != nil {
+					return err
+				}
+				req, err := cf.request(files, "")
+				if err != nil {
+					return err
+				}
+				opts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: req.Consts, DType: dtype, DimV: sh.DimV, Passes: req.Passes}
+				if err := df.apply(&opts); err != nil {
+					return err
+				}
+				return pf.run(cmd, pagedArgs{w: w, opts: opts, sh: sh, device: device, seed: seed, scale: scale, noCheck: noCheck, tol: t, dtype: dtype})
 			}
 			if vlf.on() {
 				return vlf.run(cmd, varlenArgs{w: w, cf: &cf, files: files, shp: &shp, qf: qf, kf: kf, vf: vf, outF: outF, lseF: lseF,
@@ -294,11 +314,9 @@ lists the switches).`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(w, rep.line())
-				if err := rep.verdict(t, dtype); err != nil {
-					return err // and write no output: a result that fails its check is no result
+				if err := rep.report(w, t, dtype); err != nil {
+					return err
 				}
-				fmt.Fprintf(w, "check passed (tolerance for %s: %.3g relative on O, %.3g on LSE)\n", dtype, t.o, t.lse)
 			}
 			if outF != "" {
 				if err := writeNpy(outF, []int{sh.Batch, sh.Heads, sh.SeqQ, sh.VDim()}, o); err != nil {
@@ -318,6 +336,7 @@ lists the switches).`,
 	ax.add(cmd.Flags())
 	bwf.add(cmd.Flags())
 	vlf.add(cmd)
+	pf.add(cmd)
 	fs := cmd.Flags()
 	df.add(fs)
 	tf.add(fs)

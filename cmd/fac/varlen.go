@@ -183,17 +183,8 @@ func (v *varlenFlags) run(cmd *cobra.Command, a varlenArgs) error {
 	fmt.Fprintf(w, "compile %.1f ms, run %.1f ms\n", ms(compileTime), ms(time.Since(t1)))
 	if a.noCheck {
 		fmt.Fprintln(w, "check skipped (--no-check): no float64 reference computed, the output is unchecked")
-	} else {
-		ro, rlse, err := fwd.Reference(in, heads, kvHeads)
-		if err != nil {
-			return err
-		}
-		rep := compare(o, lse, ro, rlse)
-		fmt.Fprintln(w, rep.line())
-		if err := rep.verdict(a.tol, a.dtype); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "check passed (tolerance for %s: %.3g relative on O, %.3g on LSE)\n", a.dtype, a.tol.o, a.tol.lse)
+	} else if err := checkAgainst(w, o, lse, func() ([]float64, []float64, error) { return fwd.Reference(in, heads, kvHeads) }, a.tol, a.dtype); err != nil {
+		return err
 	}
 	if a.outF != "" {
 		if err := writeNpy(a.outF, []int{totalQ, heads, dimV}, o); err != nil {

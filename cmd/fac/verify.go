@@ -105,6 +105,28 @@ func (r report) verdict(t tolerance, dtype string) error {
 		dtype, t.o, t.lse, strings.Join(why, "; "))
 }
 
+// report prints r's line and its verdict: the error where r is outside
+// tolerance t for dtype (the caller then writes no output: a result that
+// fails its check is no result), else the tolerance it met.
+func (r report) report(w io.Writer, t tolerance, dtype string) error {
+	fmt.Fprintln(w, r.line())
+	if err := r.verdict(t, dtype); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "check passed (tolerance for %s: %.3g relative on O, %.3g on LSE)\n", dtype, t.o, t.lse)
+	return nil
+}
+
+// checkAgainst compares O and LSE with the float64 reference ref computes
+// and reports the verdict (report.report).
+func checkAgainst(w io.Writer, o, lse []float32, ref func() (ro, rlse []float64, err error), t tolerance, dtype string) error {
+	ro, rlse, err := ref()
+	if err != nil {
+		return err
+	}
+	return compare(o, lse, ro, rlse).report(w, t, dtype)
+}
+
 // Progress lines: the first after progressAfter, then one every
 // progressEvery on a terminal (every progressEveryLog into a log). Vars
 // so that tests can shorten them.

@@ -1,0 +1,181 @@
+package flash
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// pagedSrc is a user mask that reads h and both lengths: each head looks
+// back its own distance from the bottom-right diagonal, so its block-mask
+// rows differ by head and packed tiles give way to one head per tile.
+const pagedSrc = `
+mask paged_lookback(b, h, q_idx, kv_idx) {
+    let qk = q_idx + seqlen_k - seqlen_q
+    return kv_idx <= qk && qk - kv_idx < 20 + 37 * h
+}
+`
+
+// pagedCache makes a shuffled paged cache for lengths lens: sequence 1
+// shares sequence 0's first pages (a common prefix), every other page is
+// its own, and the pages lie in a random order.
+func pagedCache(rng *rand.Rand, lens []int32, pageSize, hkv, d, dv int) PagedInputs {
+	maxPages := 1
+	for _, n := range lens {
+		maxPages = max(maxPages, (int(n)+pageSize-1)/pageSize)
+	}
+	table := make([]int32, len(lens)*maxPages)
+	for i := range table {
+		table[i] = -1 // never read: past every length
+	}
+	next := 0
+	for b, n := range lens {
+		for j := 0; j < (int(n)+pageSize-1)/pageSize; j++ {
+			if b == 1 && j < (int(min(n, lens[0])))/pageSize {
+				table[b*maxPages+j] = table[j]
+				continue
+			}
+			table[b*maxPages+j] = int32(next)
+			next++
+		}
+	}
+	numPages := next + 1 // one unused page
+	perm := rng.Perm(numPages)
+	for i, p := range table {
+		if p >= 0 {
+			table[i] = int32(perm[p])
+		}
+	}
+	return PagedInputs{
+		KCache:       randF32(rng, numPages*pageSize*hkv*d),
+		VCache:       randF32(rng, numPages*pageSize*hkv*dv),
+		PageTable:    table,
+		CacheSeqlens: lens,
+	}
+}
+
+// TestPagedCPU checks flash_fwd_paged + flash_fwd_combine on the CPU device
+// against the dense reference of each sequence's gathered pages: page
+// sizes 1 to 256, shuffled and shared pages, unequal lengths (0 and 1
+// among them), GQA packed and not, splits auto and forced, stdlib and user
+// masks.
+func TestPagedCPU(t *testing.T) {
+	const H, Hkv, D = 8, 2, 32
+	lens := []int32{300, 170, 0, 1, 65}
+	type run struct {
+		mask     string
+		pageSize int
+		sq       int
+		pack     PackGQA
+		splits   int
+		dimV     int
+	}
+	var runs []run
+	for _, ps := range []int{1, 16, 64, 256} {
+		runs = append(runs, run{mask: "causal_bottom_right", pageSize: ps, sq: 3})
+	}
+	runs = append(runs,
+		run{mask: "none", pageSize: 16, sq: 1},
+		run{mask: "none", pageSize: 64, sq: 2, pack: PackGQAOff, splits: 3},
+		run{mask: "sliding_window(40, 0)", pageSize: 16, sq: 4, splits: 2},
+		run{mask: "causal_bottom_right", pageSize: 16, sq: 5, pack: PackGQAOn, splits: 4, dimV: 16},
+		run{mask: "paged_lookback", pageSize: 16, sq: 3, splits: 2},
+	)
+	for _, r := range runs {
+		name := fmt.Sprintf("%s/page%d/sq%d", strings.NewReplacer("(", "", ")", "", ", ", "_").Replace(r.mask), r.pageSize, r.sq)
+		t.Run(name, func(t *testing.T) {
+			opts := Options{Mask: r.mask, NumSplits: r.splits, PackGQA: r.pack, DimV: r.dimV, Sources: map[string]string{"paged.fa": pagedSrc}}
+			f, err := CompileForward(opts, D)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(uint64(r.pageSize), uint64(r.sq)))
+			dv := D
+			if r.dimV > 0 {
+				dv = r.dimV
+			}
+			in := pagedCache(rng, lens, r.pageSize, Hkv, D, dv)
+			ps := PagedShape{Batch: len(lens), Heads: H, KVHeads: Hkv, SeqQ: r.sq, PageSize: r.pageSize}
+			in.Q = randF32(rng, ps.Batch*H*r.sq*D)
+			o, lse, err := f.RunPagedCPU(in, ps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wo, wlse, err := f.PagedReference(in, ps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxDiff(o, wo); d > 2e-5 {
+				t.Errorf("page size %d: O differs by %g", r.pageSize, d)
+			}
+			if d := maxDiff(lse, wlse); d > 2e-5 || math.IsNaN(d) {
+				t.Errorf("page size %d: LSE differs by %g", r.pageSize, d)
+			}
+			// The empty cache's rows keep nothing.
+			per := H * r.sq
+			for i := 2 * per; i < 3*per; i++ {
+				if !math.IsInf(float64(lse[i]), -1) {
+					t.Fatalf("sequence of no keys: LSE %g, want -inf", lse[i])
+				}
+			}
+		})
+	}
+}
+
+// TestPagedErrors checks that bad paged inputs are refused with the
+// offending value named.
+func TestPagedErrors(t *testing.T) {
+	f, err := CompileForward(Options{Mask: "causal_bottom_right"}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	good := func() (PagedInputs, PagedShape) {
+		in := pagedCache(rng, []int32{20, 5}, 16, 1, 16, 16)
+		in.Q = randF32(rng, 2*2*16)
+		return in, PagedShape{Batch: 2, Heads: 2, KVHeads: 1, SeqQ: 1, PageSize: 16}
+	}
+	for _, c := range []struct {
+		edit func(*PagedInputs, *PagedShape)
+		want string
+	}{
+		{func(in *PagedInputs, ps *PagedShape) { ps.PageSize = 0 }, "page size 0"},
+		{func(in *PagedInputs, ps *PagedShape) { in.CacheSeqlens = []int32{20, 33} }, "cache_seqlens[1] = 33"},
+		{func(in *PagedInputs, ps *PagedShape) { in.CacheSeqlens = []int32{20} }, "cache_seqlens has 1 elements"},
+		{func(in *PagedInputs, ps *PagedShape) { in.PageTable[0] = 99 }, "page_table[0, 0] = 99"},
+		{func(in *PagedInputs, ps *PagedShape) { in.VCache = in.VCache[1:] }, "v_cache has"},
+		{func(in *PagedInputs, ps *PagedShape) { in.Q = in.Q[1:] }, "q has"},
+	} {
+		in, ps := good()
+		c.edit(&in, &ps)
+		if _, _, err := f.RunPagedCPU(in, ps); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want an error with %q, got %v", c.want, err)
+		}
+	}
+	// Packed tiles read one head's block-mask rows: a mask reading h
+	// cannot be packed on request.
+	on, err := CompileForward(Options{Mask: "paged_lookback", PackGQA: PackGQAOn, Sources: map[string]string{"paged.fa": pagedSrc}}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, ps := good()
+	if _, _, err := on.RunPagedCPU(in, ps); err == nil || !strings.Contains(err.Error(), "reads h") {
+		t.Errorf("PackGQA on with a mask reading h: %v", err)
+	}
+	alibi, err := CompileForward(Options{Score: "alibi"}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := alibi.RunPagedCPU(in, ps); err == nil || !strings.Contains(err.Error(), "[slopes]") {
+		t.Errorf("alibi: %v", err)
+	}
+	sinks, err := CompileForward(Options{Sinks: true}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sinks.RunPagedCPU(in, ps); err == nil || !strings.Contains(err.Error(), "no paged form") {
+		t.Errorf("sinks: %v", err)
+	}
+}
