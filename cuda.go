@@ -27,6 +27,16 @@ func OpenCUDA(ordinal int) (*CUDA, error) { return flash.OpenCUDA(ordinal) }
 // own. Fields: flash.DeviceTensors.
 type DeviceTensors = flash.DeviceTensors
 
+// PagedDeviceTensors are device buffers for Forward.LaunchPagedCUDA, as
+// raw pointers, contiguous: Q [B, H, SeqQ, Dim] and O [B, H, SeqQ, DimV]
+// in the kernel's DType, LSE [B, H, SeqQ] f32, KCache and VCache
+// [NumPages, PageSize, KVHeads, Dim or DimV] in the DType, PageTable [B,
+// MaxPages] int32 (not checked: its entries must be pages of the cache).
+// CacheSeqlens [B] are on the host: the launch plans the call and builds
+// its block mask from them. Workspace (Forward.NewPagedWorkspace) may be
+// nil. Fields: flash.PagedDeviceTensors.
+type PagedDeviceTensors = flash.PagedDeviceTensors
+
 // DeviceAux is an aux tensor on the device: a pointer and its length in
 // elements.
 type DeviceAux = flash.DeviceAux

@@ -54,9 +54,10 @@ func ParseNumSplits(s string) (int, error) { return flash.ParseNumSplits(s) }
 // launches; Forward.Reason says why, in words. Fields: flash.DecodePlan.
 type DecodePlan = flash.DecodePlan
 
-// PagedShape is the shape of a paged decoding call (Forward.RunPagedCPU):
-// Batch sequences of SeqQ query positions, Heads and KVHeads, and the
-// cache's PageSize keys per page. Fields: flash.PagedShape.
+// PagedShape is the shape of a paged decoding call (Forward.RunPagedCPU,
+// RunPagedCUDA, LaunchPagedCUDA): Batch sequences of SeqQ query positions,
+// Heads and KVHeads, and the cache's PageSize keys per page. Fields:
+// flash.PagedShape.
 type PagedShape = flash.PagedShape
 
 // PagedInputs are a paged call's host tensors: Q [B, H, Sq, D], KCache

@@ -39,8 +39,10 @@ type Options = flash.Options
 //   - BuildBlockMask, BuildBlockMaskCUDA: the mask's block mask for a shape;
 //     CountPairs: the pairs the mask keeps;
 //   - Plan, Reason, DecodeKernels: how a call runs (split-KV or not), and why;
-//   - RunPagedCPU, PagedReference, PagedPlan: decoding over a paged KV
-//     cache (PagedInputs, PagedShape);
+//   - RunPagedCPU, RunPagedCUDA, BenchPagedCUDA, PagedReference, PagedPlan:
+//     decoding over a paged KV cache (PagedInputs, PagedShape);
+//     LaunchPagedCUDA on device buffers (PagedDeviceTensors), with
+//     NewPagedWorkspace; BundlePagedKernels: its kernels for a bundle;
 //   - Reference, ReferenceRows: float64 attention with the same mods;
 //   - AuxTensors, RuntimeParams: the names Inputs.Aux and Inputs.Scalars
 //     must hold; Options, HasSinks, Mask, Score, Module, Result: what was

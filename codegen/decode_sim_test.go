@@ -58,21 +58,23 @@ func splitKVCase(file string, D, B, H, group, pack, qpt, splits, sq, sk int, slo
 		}}
 }
 
-// pagedCase is flash_fwd_paged (front-end snapshot, D = 64, bf16) on B =
-// len(lens) sequences of the given cache lengths: q [B, H, sq, D], k and v
+// pagedCase is flash_fwd_paged (front-end snapshot file: frontend_paged,
+// keys gathered by page, or frontend_paged_tiles, PAGE_TILES: a page per
+// 64-key tile; D = 64, bf16) on B = len(lens) sequences of the given cache
+// lengths: q [B, H, sq, D], k and v
 // caches of pageSize-key pages in a shuffled order, the last sequence
 // sharing the first one's first page, the query heads of a kv head packed
 // pack to a tile of qpt positions, splits programs per tile. Each
 // sequence's block-mask row (shared by its heads) lists its kv blocks as
 // partial (odd) and full (even), varlen's layout.
-func pagedCase(B, H, group, pack, qpt, splits, sq, pageSize int, lens []int32) simCase {
+func pagedCase(file string, B, H, group, pack, qpt, splits, sq, pageSize int, lens []int32) simCase {
 	const D = 64
 	Hk, hx := H/group, H/pack
 	maxPages := 0
 	for _, n := range lens {
 		maxPages = max(maxPages, (int(n)+pageSize-1)/pageSize)
 	}
-	return simCase{kernel: "frontend_paged", grid: [3]int{(sq + qpt - 1) / qpt, B * hx, splits}, rtol: 1e-2, atol: 2e-3,
+	return simCase{kernel: file, grid: [3]int{(sq + qpt - 1) / qpt, B * hx, splits}, rtol: 1e-2, atol: 2e-3,
 		args: func(rng *rand.Rand) []any {
 			numPages := B*maxPages + 1
 			perm := rng.Perm(numPages)
@@ -146,7 +148,8 @@ func combineCase(B, H, sq, splits int) simCase {
 // 64-key tile, the alibi score gathering per row head, a partial-block
 // mask) over 3 splits, with a 64-row tile of 16 positions × 4 heads over
 // 2 splits, flash_fwd_combine, and flash_fwd_paged with 16-key pages (4
-// heads packed, an empty cache) and 1-key pages (no packing).
+// heads packed, an empty cache), 1-key pages (no packing) and 64-key pages
+// read a page per tile (PAGE_TILES: the loads prefetched on sm_90a).
 func TestSimulateDecode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -156,8 +159,9 @@ func TestSimulateDecode(t *testing.T) {
 		splitKVCase("frontend_splitkv_m64", 128, 1, 4, 4, 4, 16, 2, 16, 200, false),
 		splitKVCase("frontend_splitkv_pack_s3", 64, 1, 8, 4, 4, 4, 2, 3, 700, true),
 		combineCase(2, 3, 2, 5),
-		pagedCase(3, 8, 4, 4, 4, 3, 3, 16, []int32{300, 0, 130}),
-		pagedCase(2, 4, 1, 1, 16, 2, 2, 1, []int32{70, 129}),
+		pagedCase("frontend_paged", 3, 8, 4, 4, 4, 3, 3, 16, []int32{300, 0, 130}),
+		pagedCase("frontend_paged", 2, 4, 1, 1, 16, 2, 2, 1, []int32{70, 129}),
+		pagedCase("frontend_paged_tiles", 3, 8, 4, 4, 4, 2, 3, 64, []int32{300, 0, 130}),
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {

@@ -172,28 +172,43 @@ func (d *CUDA) UploadBlockMask(bm *blockmask.BlockMask) (*DeviceBlockMask, error
 	if err := bm.Validate(); err != nil {
 		return nil, err
 	}
-	dm := &DeviceBlockMask{Mask: bm, ptrs: map[string]uintptr{}}
-	for name, xs := range launch.KVBlockMask.Tensors(bm) {
-		p, err := cuda.MemAlloc(max(len(xs), 1) * 4)
-		if err != nil {
-			dm.Free()
-			return nil, err
-		}
-		dm.ptrs[name] = uintptr(p)
-		if err := cuda.HtoD(p, xs); err != nil {
-			dm.Free()
-			return nil, err
-		}
+	ptrs, err := uploadI32s(launch.KVBlockMask.Tensors(bm))
+	if err != nil {
+		return nil, err
 	}
-	return dm, nil
+	return &DeviceBlockMask{Mask: bm, ptrs: ptrs}, nil
 }
 
 // Free releases the device copy.
 func (dm *DeviceBlockMask) Free() {
-	for _, p := range dm.ptrs {
+	freePtrs(dm.ptrs)
+	dm.ptrs = nil
+}
+
+// uploadI32s copies int32 tensors to the device, each in a buffer of its
+// own (at least one element), by name.
+func uploadI32s(xs map[string][]int32) (map[string]uintptr, error) {
+	ptrs := map[string]uintptr{}
+	for name, x := range xs {
+		p, err := cuda.MemAlloc(max(len(x), 1) * 4)
+		if err != nil {
+			freePtrs(ptrs)
+			return nil, err
+		}
+		ptrs[name] = uintptr(p)
+		if err := cuda.HtoD(p, x); err != nil {
+			freePtrs(ptrs)
+			return nil, err
+		}
+	}
+	return ptrs, nil
+}
+
+// freePtrs frees device buffers by name.
+func freePtrs(ptrs map[string]uintptr) {
+	for _, p := range ptrs {
 		cuda.MemFree(cuda.DevicePtr(p))
 	}
-	dm.ptrs = nil
 }
 
 // LaunchCUDA runs the forward kernel on device buffers, asynchronously on

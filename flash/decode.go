@@ -114,8 +114,10 @@ type DecodePlan struct {
 	// assumed.
 	Programs, SMs int
 	// Paged is true for a paged call's plan (Forward.PagedPlan): the split
-	// kernel is flash_fwd_paged.
-	Paged bool
+	// kernel is flash_fwd_paged. PageTiles says that each of its kv tiles
+	// lies in one page (the page size a multiple of BLOCK_N), read as a
+	// whole; else each key's page is gathered.
+	Paged, PageTiles bool
 }
 
 // splitKernelName is the plan's split kernel.
@@ -142,8 +144,15 @@ func (p DecodePlan) String() string {
 	if p.Pack > 1 {
 		pack = fmt.Sprintf("%d heads per tile", p.Pack)
 	}
-	return fmt.Sprintf("%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile) + flash_fwd_combine: %d splits, PackGQA %s, %d programs (%d SMs)",
-		p.splitKernelName(), p.BlockM, p.BlockN, p.QPerTile, p.NumSplits, pack, p.Programs, p.SMs)
+	tile := ""
+	switch {
+	case p.Paged && p.PageTiles:
+		tile = ", a page per tile"
+	case p.Paged:
+		tile = ", keys gathered by page"
+	}
+	return fmt.Sprintf("%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile%s) + flash_fwd_combine: %d splits, PackGQA %s, %d programs (%d SMs)",
+		p.splitKernelName(), p.BlockM, p.BlockN, p.QPerTile, tile, p.NumSplits, pack, p.Programs, p.SMs)
 }
 
 // Reason says in plain words why a call of shape sh runs plan p (from
@@ -340,15 +349,16 @@ func (f *Forward) splitBlockN() (int, error) {
 // splitKernel compiles (once per BLOCK_M) flash_fwd_splitkv with f's mods,
 // dtype, head dims and mask block sizes, and DecodeConsts.
 func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
-	return f.splitFamilyKernel(attention.FlashFwdSplitKV, blockM)
+	return f.splitFamilyKernel(attention.FlashFwdSplitKV, blockM, false)
 }
 
-// splitFamilyKernel compiles (once per kernel and BLOCK_M) c's kernel,
-// flash_fwd_splitkv or flash_fwd_paged, which take the same constants.
-func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int) (*compiler.Result, error) {
+// splitFamilyKernel compiles (once per kernel, BLOCK_M and pageTiles) c's
+// kernel, flash_fwd_splitkv or flash_fwd_paged, which take the same
+// constants; pageTiles sets flash_fwd_paged's PAGE_TILES.
+func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, pageTiles bool) (*compiler.Result, error) {
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
-	key := splitKey{c.Kernel, blockM}
+	key := splitKey{c.Kernel, blockM, pageTiles}
 	if r, ok := f.splitRes[key]; ok {
 		return r, nil
 	}
@@ -358,8 +368,13 @@ func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int) (*compiler.R
 		switch k {
 		case "HEAD_DIM", "HEAD_DIM_V", "DTYPE", "SPARSE_Q", "SPARSE_K", "mask", "score":
 			return nil, fmt.Errorf("DecodeConsts %s: flash_fwd_splitkv takes it from the forward kernel (Options.Consts, DimV, Mask, Score, DType)", k)
+		case "PAGE_TILES":
+			return nil, fmt.Errorf("DecodeConsts PAGE_TILES: a paged call sets it from its page size and BLOCK_N")
 		}
 		consts[k] = v
+	}
+	if pageTiles {
+		consts["PAGE_TILES"] = "true"
 	}
 	bn, err := f.splitBlockN()
 	if err != nil {
@@ -392,10 +407,12 @@ func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int) (*compiler.R
 	return res, nil
 }
 
-// splitKey names a compiled split-family kernel: its name and BLOCK_M.
+// splitKey names a compiled split-family kernel: its name, BLOCK_M and
+// PAGE_TILES.
 type splitKey struct {
-	kernel string
-	blockM int
+	kernel    string
+	blockM    int
+	pageTiles bool
 }
 
 // combineKernel compiles (once per width) flash_fwd_combine for f's dtype

@@ -8,6 +8,7 @@ import (
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/cuda"
 	"github.com/fac-compiler/fac/runtime/gpu"
+	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
 // SMs is the GPU's multiprocessor count (0 when the driver does not say),
@@ -41,28 +42,60 @@ func (s seqCall) Bench(warmup, reps int) ([]float64, error) {
 
 // decodeResults are the split-KV kernels a bundle of f needs: none when
 // Options turn split-KV and PackGQA off or the kernel has no split-KV form,
-// else flash_fwd_splitkv at every tile height a plan picks (16 and 64
-// rows, or DecodeConsts' BLOCK_M) and flash_fwd_combine at every width.
+// else flash_fwd_splitkv at every tile height a plan picks (splitHeights)
+// and flash_fwd_combine at every width.
 func (f *Forward) decodeResults() ([]*compiler.Result, error) {
 	if !f.splitKVCapable() || (f.opts.NumSplits == 1 && f.opts.PackGQA == PackGQAOff) {
 		return nil, nil
 	}
-	heights := []int{16, maxBlockM}
+	return f.splitFamilyResults(attention.FlashFwdSplitKV)
+}
+
+// splitFamilyResults are c's kernel (flash_fwd_splitkv, or flash_fwd_paged
+// with PAGE_TILES off and on) at every tile height a plan picks and
+// flash_fwd_combine at every width.
+func (f *Forward) splitFamilyResults(c *launch.Contract) ([]*compiler.Result, error) {
+	heights, err := f.splitHeights()
+	if err != nil {
+		return nil, err
+	}
+	tiles := []bool{false}
+	if c == attention.FlashFwdPaged {
+		tiles = append(tiles, true)
+	}
+	var out []*compiler.Result
+	for _, bm := range heights {
+		for _, pt := range tiles {
+			r, err := f.splitFamilyKernel(c, bm, pt)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	cs, err := f.combineResults()
+	if err != nil {
+		return nil, err
+	}
+	return append(out, cs...), nil
+}
+
+// splitHeights are the split kernels' tile heights a plan of f can pick:
+// 16 and 64 rows, or DecodeConsts' BLOCK_M.
+func (f *Forward) splitHeights() ([]int, error) {
 	bm, user, err := f.splitBlockM(1, 1)
 	if err != nil {
 		return nil, err
 	}
 	if user {
-		heights = []int{bm}
+		return []int{bm}, nil
 	}
+	return []int{16, maxBlockM}, nil
+}
+
+// combineResults are flash_fwd_combine at every width a plan can pick.
+func (f *Forward) combineResults() ([]*compiler.Result, error) {
 	var out []*compiler.Result
-	for _, bm := range heights {
-		r, err := f.splitKernel(bm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
 	for _, w := range combineWidths() {
 		c, err := f.combineKernel(w)
 		if err != nil {
@@ -80,12 +113,32 @@ func (f *Forward) decodeKernelsCUDA(ctx context.Context, d *CUDA, plan DecodePla
 	if err != nil {
 		return out, err
 	}
+	if len(rs) != 2 {
+		return out, fmt.Errorf("internal error: plan %v launches no split-KV kernels", plan)
+	}
+	return loadPair(ctx, d, [2]*compiler.Result{rs[0], rs[1]})
+}
+
+// loadPair loads a split kernel and flash_fwd_combine on d.
+func loadPair(ctx context.Context, d *CUDA, rs [2]*compiler.Result) ([2]*gpu.Kernel, error) {
+	var out [2]*gpu.Kernel
 	for i, r := range rs {
+		var err error
 		if out[i], err = d.Kernel(ctx, r, nil); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// preparePair uploads a split kernel's and flash_fwd_combine's calls as
+// one sequence: o_partial and lse_partial stay on the device between them.
+func preparePair(d *CUDA, ks [2]*gpu.Kernel, calls [2]*launch.Call, host map[string]any) (preparedCall, error) {
+	seq, err := d.PrepareSequence([]gpu.Step{{Kernel: ks[0], Call: calls[0]}, {Kernel: ks[1], Call: calls[1]}}, host)
+	if err != nil {
+		return nil, err
+	}
+	return seqCall{seq}, nil
 }
 
 // prepareDecode builds the block mask, binds both split-KV kernels and
@@ -107,11 +160,7 @@ func (f *Forward) prepareDecode(ctx context.Context, d *CUDA, plan DecodePlan, i
 	if err != nil {
 		return nil, err
 	}
-	seq, err := d.PrepareSequence([]gpu.Step{{Kernel: ks[0], Call: b.calls[0]}, {Kernel: ks[1], Call: b.calls[1]}}, b.hostData(in))
-	if err != nil {
-		return nil, err
-	}
-	return seqCall{seq}, nil
+	return preparePair(d, ks, b.calls, b.hostData(in))
 }
 
 // ForwardWorkspace is split-KV's scratch memory on the device: the partial
@@ -130,10 +179,33 @@ func (f *Forward) NewWorkspace(d *CUDA, sh Shape) (*ForwardWorkspace, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newWorkspace(plan, sh)
+}
+
+// newWorkspace allocates the partial outputs of plan on shape sh.
+func newWorkspace(plan DecodePlan, sh Shape) (*ForwardWorkspace, error) {
 	no, nl := workspaceLens(plan, sh)
 	w := &ForwardWorkspace{nO: no, nLSE: nl}
 	if err := allocF32s([]*cuda.DevicePtr{&w.oPartial, &w.lsePartial}, []int{no, nl}); err != nil {
 		return nil, err
+	}
+	return w, nil
+}
+
+// orNew is w when it holds plan's partial outputs on shape sh, else an
+// error; a nil w is a workspace allocated for one launch, freed after it.
+func (w *ForwardWorkspace) orNew(plan DecodePlan, sh Shape, after *afterStream) (*ForwardWorkspace, error) {
+	no, nl := workspaceLens(plan, sh)
+	if w == nil {
+		w, err := newWorkspace(plan, sh)
+		if err != nil {
+			return nil, err
+		}
+		*after = append(*after, w.Free)
+		return w, nil
+	}
+	if w.nO < no || w.nLSE < nl {
+		return nil, fmt.Errorf("workspace holds %d and %d elements, %d splits of shape %+v need %d and %d", w.nO, w.nLSE, plan.NumSplits, sh, no, nl)
 	}
 	return w, nil
 }
@@ -163,15 +235,8 @@ func (f *Forward) launchDecode(d *CUDA, plan DecodePlan, t DeviceTensors, sh Sha
 	if err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
-	var cleanup []func()
-	defer func() {
-		if len(cleanup) > 0 {
-			s.Synchronize()
-			for _, f := range cleanup {
-				f()
-			}
-		}
-	}()
+	var after afterStream
+	defer after.run(s)
 	if b.bm != dm.Mask {
 		// PackGQA over a block mask per query head: the union over each
 		// group's heads, for this call.
@@ -179,21 +244,14 @@ func (f *Forward) launchDecode(d *CUDA, plan DecodePlan, t DeviceTensors, sh Sha
 		if err != nil {
 			return err
 		}
-		cleanup = append(cleanup, pm.Free)
+		after = append(after, pm.Free)
 		for name, p := range pm.ptrs {
 			ptrs[name] = p
 		}
 	}
-	ws := t.Workspace
-	no, nl := workspaceLens(plan, sh)
-	if ws == nil {
-		ws = &ForwardWorkspace{nO: no, nLSE: nl}
-		cleanup = append(cleanup, ws.Free)
-		if err := allocF32s([]*cuda.DevicePtr{&ws.oPartial, &ws.lsePartial}, []int{no, nl}); err != nil {
-			return err
-		}
-	} else if ws.nO < no || ws.nLSE < nl {
-		return fmt.Errorf("LaunchCUDA: workspace holds %d and %d elements, %d splits of shape %+v need %d and %d", ws.nO, ws.nLSE, plan.NumSplits, sh, no, nl)
+	ws, err := t.Workspace.orNew(plan, sh, &after)
+	if err != nil {
+		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
 	ptrs["o_partial"], ptrs["lse_partial"] = uintptr(ws.oPartial), uintptr(ws.lsePartial)
 	for _, buf := range b.calls[0].Buffers {
@@ -207,4 +265,20 @@ func (f *Forward) launchDecode(d *CUDA, plan DecodePlan, t DeviceTensors, sh Sha
 		}
 	}
 	return nil
+}
+
+// afterStream is what an asynchronous launch frees once its stream is done
+// with the buffers it made.
+type afterStream []func()
+
+// run waits for s, where there is anything to free, and frees it (a
+// pointer receiver, so that a deferred run sees what was added later).
+func (a *afterStream) run(s cuda.Stream) {
+	if len(*a) == 0 {
+		return
+	}
+	s.Synchronize()
+	for _, f := range *a {
+		f()
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/reference"
 	"github.com/fac-compiler/fac/runtime/cpu"
@@ -50,95 +51,221 @@ type PagedInputs struct {
 }
 
 // pagedCall is a checked paged call: its dense shape (SeqK the longest
-// cache length), the cache geometry and the plan.
+// cache length, at least 1) and the cache geometry.
 type pagedCall struct {
-	sh                         Shape
-	numPages, maxPages, maxLen int
+	sh                 Shape
+	ps                 PagedShape // KVHeads set
+	numPages, maxPages int
 }
 
-// checkPaged checks a paged call's tensors against ps and each other.
+// checkPaged checks a paged call's host tensors against ps and each other.
 func (f *Forward) checkPaged(in PagedInputs, ps PagedShape) (pagedCall, error) {
 	var c pagedCall
-	if ps.KVHeads == 0 {
-		ps.KVHeads = ps.Heads
+	if err := ps.check(); err != nil {
+		return c, err
 	}
-	if ps.Batch <= 0 || ps.Heads <= 0 || ps.KVHeads <= 0 || ps.SeqQ <= 0 {
-		return c, fmt.Errorf("paged shape %+v: batch, heads, kv heads and seqlen_q must be positive", ps)
-	}
-	if ps.PageSize <= 0 {
-		return c, fmt.Errorf("page size %d: want a positive count of keys per page", ps.PageSize)
-	}
+	ps = ps.withKV()
 	d, dv := f.dim, f.dimV
 	row := ps.PageSize * ps.KVHeads
 	if len(in.KCache) == 0 || len(in.KCache)%(row*d) != 0 {
 		return c, fmt.Errorf("k_cache has %d elements: want [num_pages, %d, %d, %d] with num_pages ≥ 1", len(in.KCache), ps.PageSize, ps.KVHeads, d)
 	}
-	c.numPages = len(in.KCache) / (row * d)
-	if len(in.VCache) != c.numPages*row*dv {
-		return c, fmt.Errorf("v_cache has %d elements: want [%d, %d, %d, %d] as k_cache", len(in.VCache), c.numPages, ps.PageSize, ps.KVHeads, dv)
+	numPages := len(in.KCache) / (row * d)
+	if len(in.VCache) != numPages*row*dv {
+		return c, fmt.Errorf("v_cache has %d elements: want [%d, %d, %d, %d] as k_cache", len(in.VCache), numPages, ps.PageSize, ps.KVHeads, dv)
 	}
 	if len(in.PageTable) == 0 || len(in.PageTable)%ps.Batch != 0 {
 		return c, fmt.Errorf("page_table has %d elements: want [%d, max_pages] with max_pages ≥ 1", len(in.PageTable), ps.Batch)
 	}
-	c.maxPages = len(in.PageTable) / ps.Batch
-	if len(in.CacheSeqlens) != ps.Batch {
-		return c, fmt.Errorf("cache_seqlens has %d elements: want %d (one per sequence)", len(in.CacheSeqlens), ps.Batch)
-	}
-	if int64(c.numPages)*int64(row)*int64(max(d, dv)) > 1<<31-1 {
-		return c, fmt.Errorf("a cache of %d pages exceeds 32-bit offsets", c.numPages)
+	c, err := f.checkPagedGeometry(ps, numPages, len(in.PageTable)/ps.Batch, in.CacheSeqlens, in.Scalars)
+	if err != nil {
+		return c, err
 	}
 	for b, n := range in.CacheSeqlens {
-		if n < 0 || int(n) > c.maxPages*ps.PageSize {
-			return c, fmt.Errorf("cache_seqlens[%d] = %d: want 0 to max_pages · page_size = %d", b, n, c.maxPages*ps.PageSize)
-		}
 		for j := 0; j < launch.CeilDiv(int(n), ps.PageSize); j++ {
 			if pg := in.PageTable[b*c.maxPages+j]; pg < 0 || int(pg) >= c.numPages {
 				return c, fmt.Errorf("page_table[%d, %d] = %d: want a page of 0 to %d", b, j, pg, c.numPages-1)
 			}
 		}
-		c.maxLen = max(c.maxLen, int(n))
-	}
-	c.sh = Shape{Batch: ps.Batch, Heads: ps.Heads, KVHeads: ps.KVHeads, SeqQ: ps.SeqQ, SeqK: max(c.maxLen, 1), Dim: d}
-	if dv != d {
-		c.sh.DimV = dv
-	}
-	if err := c.sh.Validate(); err != nil {
-		return c, err
 	}
 	if len(in.Q) != ps.Batch*ps.Heads*ps.SeqQ*d {
 		return c, fmt.Errorf("q has %d elements: want [%d, %d, %d, %d]", len(in.Q), ps.Batch, ps.Heads, ps.SeqQ, d)
 	}
+	return c, nil
+}
+
+// check checks the counts of a paged shape.
+func (ps PagedShape) check() error {
+	if ps.Batch <= 0 || ps.Heads <= 0 || ps.KVHeads < 0 || ps.SeqQ <= 0 {
+		return fmt.Errorf("paged shape %+v: batch, heads and seqlen_q must be positive, kv heads positive or 0 (= heads)", ps)
+	}
+	if ps.PageSize <= 0 {
+		return fmt.Errorf("page size %d: want a positive count of keys per page", ps.PageSize)
+	}
+	return nil
+}
+
+// withKV is ps with KVHeads 0 read as Heads.
+func (ps PagedShape) withKV() PagedShape {
+	if ps.KVHeads == 0 {
+		ps.KVHeads = ps.Heads
+	}
+	return ps
+}
+
+// checkPagedGeometry checks what host and device calls share: the cache
+// lengths against a cache of numPages pages and a table of maxPages
+// columns, 32-bit offsets, the kernel and the mods' inputs.
+func (f *Forward) checkPagedGeometry(ps PagedShape, numPages, maxPages int, lens []int32, scalars map[string]any) (pagedCall, error) {
+	c := pagedCall{ps: ps, numPages: numPages, maxPages: maxPages}
+	if numPages < 1 || maxPages < 1 {
+		return c, fmt.Errorf("a paged cache of %d pages and a page table of %d columns: want at least 1 of each", numPages, maxPages)
+	}
+	if len(lens) != ps.Batch {
+		return c, fmt.Errorf("cache_seqlens has %d elements: want %d (one per sequence)", len(lens), ps.Batch)
+	}
+	if int64(numPages)*int64(ps.PageSize*ps.KVHeads)*int64(max(f.dim, f.dimV)) > 1<<31-1 {
+		return c, fmt.Errorf("a cache of %d pages exceeds 32-bit offsets", numPages)
+	}
+	if int64(ps.Batch)*int64(maxPages) > 1<<31-1 {
+		return c, fmt.Errorf("a page table of %d × %d entries exceeds 32-bit offsets", ps.Batch, maxPages)
+	}
+	maxLen := 0
+	for b, n := range lens {
+		if n < 0 || int(n) > maxPages*ps.PageSize {
+			return c, fmt.Errorf("cache_seqlens[%d] = %d: want 0 to max_pages · page_size = %d", b, n, maxPages*ps.PageSize)
+		}
+		maxLen = max(maxLen, int(n))
+	}
+	c.sh = pagedDense(ps, maxLen, f.dim, f.dimV)
+	if err := c.sh.Validate(); err != nil {
+		return c, err
+	}
+	if err := f.pagedForm(); err != nil {
+		return c, err
+	}
+	return c, f.checkScalars(scalars)
+}
+
+// pagedForm is nil where f has a paged form: the split-KV kernel's mods,
+// with no aux tensors.
+func (f *Forward) pagedForm() error {
 	if !f.splitKVCapable() {
-		return c, fmt.Errorf("kernel %s has no paged form (sinks, varlen and the .full variant run on dense tensors)", f.res.Kernel)
+		return fmt.Errorf("kernel %s has no paged form (sinks, varlen and the .full variant run on dense tensors)", f.res.Kernel)
 	}
 	if aux := f.AuxTensors(); len(aux) > 0 {
-		return c, fmt.Errorf("the paged kernel takes no aux tensors yet, and the mods read %v", aux)
+		return fmt.Errorf("the paged kernel takes no aux tensors yet, and the mods read %v", aux)
 	}
-	return c, f.checkScalars(in.Scalars)
+	return nil
+}
+
+// pagedDense is the dense shape a paged call of shape ps is planned as:
+// SeqK the longest cache length (at least 1).
+func pagedDense(ps PagedShape, maxLen, d, dv int) Shape {
+	ps = ps.withKV()
+	sh := Shape{Batch: ps.Batch, Heads: ps.Heads, KVHeads: ps.KVHeads, SeqQ: ps.SeqQ, SeqK: max(maxLen, 1), Dim: d}
+	if dv != d {
+		sh.DimV = dv
+	}
+	return sh
 }
 
 // PagedPlan is the plan a paged call of shape ps runs with caches up to
 // maxLen keys: flash_fwd_paged's tile, splits and packing, chosen as Plan
 // chooses them for the dense shape of that length (SplitKV is always true).
+// A call whose mask reads h runs one head a tile where this plan packs.
 func (f *Forward) PagedPlan(ps PagedShape, maxLen, sms int) (DecodePlan, error) {
-	kv := ps.KVHeads
-	if kv == 0 {
-		kv = ps.Heads
+	if err := ps.check(); err != nil {
+		return DecodePlan{}, err
 	}
-	sh := Shape{Batch: ps.Batch, Heads: ps.Heads, KVHeads: kv, SeqQ: ps.SeqQ, SeqK: max(maxLen, 1), Dim: f.dim}
-	if f.dimV != f.dim {
-		sh.DimV = f.dimV
-	}
-	return f.pagedPlan(sh, sms, f.opts.PackGQA)
+	return f.pagedPlan(pagedDense(ps, maxLen, f.dim, f.dimV), ps.PageSize, sms, f.opts.PackGQA)
 }
 
-func (f *Forward) pagedPlan(sh Shape, sms int, pk PackGQA) (DecodePlan, error) {
-	if !f.splitKVCapable() {
-		return DecodePlan{}, fmt.Errorf("kernel %s has no paged form (sinks, varlen and the .full variant run on dense tensors)", f.res.Kernel)
+func (f *Forward) pagedPlan(sh Shape, pageSize, sms int, pk PackGQA) (DecodePlan, error) {
+	if err := f.pagedForm(); err != nil {
+		return DecodePlan{}, err
 	}
 	p, err := f.plan(sh, sms, pk)
 	p.SplitKV, p.Paged = true, true
+	p.PageTiles = err == nil && p.BlockN > 0 && pageSize%p.BlockN == 0
 	return p, err
+}
+
+// pagedBound is a paged call bound to flash_fwd_paged and
+// flash_fwd_combine: its plan, the kernels and their calls, and the split
+// kernel's inputs made on the host (cache_seqlens and the block-mask
+// lists) by parameter name.
+type pagedBound struct {
+	plan  DecodePlan
+	res   [2]*compiler.Result
+	calls [2]*launch.Call
+	lists map[string][]int32
+}
+
+// bindPaged plans call c for sms multiprocessors (0: DefaultSMs), builds
+// its block mask from the cache lengths and binds both kernels.
+func (f *Forward) bindPaged(c pagedCall, lens []int32, scale float32, scalars map[string]any, sms int) (*pagedBound, error) {
+	sh := c.sh
+	plan, err := f.pagedPlan(sh, c.ps.PageSize, sms, f.opts.PackGQA)
+	if err != nil {
+		return nil, err
+	}
+	// The block mask is varlen's for sequences of SeqQ queries and their
+	// cache lengths: logical kv blocks, none past a sequence's end.
+	cuQ, cuK := make([]int32, sh.Batch+1), make([]int32, sh.Batch+1)
+	for b, n := range lens {
+		cuQ[b+1], cuK[b+1] = cuQ[b]+int32(sh.SeqQ), cuK[b]+n
+	}
+	vin := VarlenInputs{CuSeqlensQ: cuQ, CuSeqlensK: cuK, Scalars: scalars}
+	sq, sk := f.sparse()
+	bm, err := buildVarlenBlockMask(f.res.Program, f.res.Mask, vin, sh.Heads, sq, sk, f.maskParams(vin.modValues()))
+	if err != nil {
+		return nil, err
+	}
+	// A packed tile reads its group's first head's rows: where the mask
+	// reads h those differ, and auto packing gives way.
+	if plan.Pack > 1 && !sharedGroupRows(bm.kv.rowStart, plan.Pack) {
+		if f.opts.PackGQA == PackGQAOn {
+			return nil, fmt.Errorf("PackGQA on: mask %s reads h, so a packed tile's heads need their own block-mask rows, which the paged kernel does not take (set PackGQA auto or off)", bm.mask)
+		}
+		if plan, err = f.pagedPlan(sh, c.ps.PageSize, sms, PackGQAOff); err != nil {
+			return nil, err
+		}
+	}
+	paged, err := f.splitFamilyKernel(attention.FlashFwdPaged, plan.BlockM, plan.PageTiles)
+	if err != nil {
+		return nil, err
+	}
+	comb, err := f.combineKernel(plan.NumSplits)
+	if err != nil {
+		return nil, err
+	}
+	host := map[string]any{}
+	sizes := map[string]int{attention.PagedNumPages: c.numPages, attention.PagedPageSize: c.ps.PageSize, attention.PagedMaxPages: c.maxPages}
+	bm.kv.hostData(attention.VarlenKVLists, host, sizes)
+	b := &pagedBound{plan: plan, res: [2]*compiler.Result{paged, comb}, lists: map[string][]int32{"cache_seqlens": lens}}
+	for name, xs := range host {
+		b.lists[name] = xs.([]int32)
+	}
+	p := launch.Problem{Shape: sh, Attrs: paged.Attrs(), Scale: scale, NumSplits: plan.NumSplits, Pack: plan.Pack, Lens: sizes}
+	if b.calls[0], err = attention.FlashFwdPaged.Bind(paged.Params(), launch.Request{Problem: p, Scalars: scalars}); err != nil {
+		return nil, err
+	}
+	p = launch.Problem{Shape: sh, Attrs: comb.Attrs(), NumSplits: plan.NumSplits}
+	if b.calls[1], err = attention.FlashFwdCombine.Bind(comb.Params(), launch.Request{Problem: p}); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// hostData are the split kernel's host tensors by parameter name: in's and
+// the lists.
+func (b *pagedBound) hostData(in PagedInputs) map[string]any {
+	host := map[string]any{"q": in.Q, "k_cache": in.KCache, "v_cache": in.VCache, "page_table": in.PageTable}
+	for name, xs := range b.lists {
+		host[name] = xs
+	}
+	return host
 }
 
 // RunPagedCPU runs a paged call on the CPU reference device and returns O
@@ -155,59 +282,15 @@ func (f *Forward) RunPagedCPUContext(ctx context.Context, in PagedInputs, ps Pag
 	if err != nil {
 		return nil, nil, err
 	}
-	sh := c.sh
-	plan, err := f.pagedPlan(sh, 0, f.opts.PackGQA)
+	b, err := f.bindPaged(c, in.CacheSeqlens, in.Scale, in.Scalars, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The block mask is varlen's for sequences of SeqQ queries and their
-	// cache lengths: logical kv blocks, none past a sequence's end.
-	cuQ, cuK := make([]int32, sh.Batch+1), make([]int32, sh.Batch+1)
-	for b, n := range in.CacheSeqlens {
-		cuQ[b+1], cuK[b+1] = cuQ[b]+int32(sh.SeqQ), cuK[b]+n
-	}
-	vin := VarlenInputs{CuSeqlensQ: cuQ, CuSeqlensK: cuK, Scalars: in.Scalars}
-	sq, sk := f.sparse()
-	bm, err := buildVarlenBlockMask(f.res.Program, f.res.Mask, vin, sh.Heads, sq, sk, f.maskParams(vin.modValues()))
+	part, err := cpu.Run(ctx, b.res[0].Module, b.calls[0], b.hostData(in))
 	if err != nil {
 		return nil, nil, err
 	}
-	// A packed tile reads its group's first head's rows: where the mask
-	// reads h those differ, and auto packing gives way.
-	if plan.Pack > 1 && !sharedGroupRows(bm.kv.rowStart, plan.Pack) {
-		if f.opts.PackGQA == PackGQAOn {
-			return nil, nil, fmt.Errorf("PackGQA on: mask %s reads h, so a packed tile's heads need their own block-mask rows, which the paged kernel does not take (set PackGQA auto or off)", bm.mask)
-		}
-		if plan, err = f.pagedPlan(sh, 0, PackGQAOff); err != nil {
-			return nil, nil, err
-		}
-	}
-	paged, err := f.splitFamilyKernel(attention.FlashFwdPaged, plan.BlockM)
-	if err != nil {
-		return nil, nil, err
-	}
-	comb, err := f.combineKernel(plan.NumSplits)
-	if err != nil {
-		return nil, nil, err
-	}
-	host := map[string]any{"q": in.Q, "k_cache": in.KCache, "v_cache": in.VCache, "page_table": in.PageTable, "cache_seqlens": in.CacheSeqlens}
-	lens := map[string]int{attention.PagedNumPages: c.numPages, attention.PagedPageSize: ps.PageSize, attention.PagedMaxPages: c.maxPages}
-	bm.kv.hostData(attention.VarlenKVLists, host, lens)
-	p := launch.Problem{Shape: sh, Attrs: paged.Attrs(), Scale: in.Scale, NumSplits: plan.NumSplits, Pack: plan.Pack, Lens: lens}
-	call, err := attention.FlashFwdPaged.Bind(paged.Params(), launch.Request{Problem: p, Scalars: in.Scalars})
-	if err != nil {
-		return nil, nil, err
-	}
-	part, err := cpu.Run(ctx, paged.Module, call, host)
-	if err != nil {
-		return nil, nil, err
-	}
-	p = launch.Problem{Shape: sh, Attrs: comb.Attrs(), NumSplits: plan.NumSplits}
-	ccall, err := attention.FlashFwdCombine.Bind(comb.Params(), launch.Request{Problem: p})
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := cpu.Run(ctx, comb.Module, ccall, map[string]any{"o_partial": part["o_partial"], "lse_partial": part["lse_partial"]})
+	out, err := cpu.Run(ctx, b.res[1].Module, b.calls[1], map[string]any{"o_partial": part["o_partial"], "lse_partial": part["lse_partial"]})
 	if err != nil {
 		return nil, nil, err
 	}

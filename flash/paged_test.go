@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/fac-compiler/fac/runtime/cuda"
 )
 
 // pagedSrc is a user mask that reads h and both lengths: each head looks
@@ -58,9 +60,10 @@ func pagedCache(rng *rand.Rand, lens []int32, pageSize, hkv, d, dv int) PagedInp
 
 // TestPagedCPU checks flash_fwd_paged + flash_fwd_combine on the CPU device
 // against the dense reference of each sequence's gathered pages: page
-// sizes 1 to 256, shuffled and shared pages, unequal lengths (0 and 1
-// among them), GQA packed and not, splits auto and forced, stdlib and user
-// masks.
+// sizes 1 to 256 (keys gathered by page below BLOCK_N, a page per tile
+// from it, and 16-key tiles on 16-key pages), shuffled and shared pages,
+// unequal lengths (0 and 1 among them), GQA packed and not, splits auto
+// and forced, stdlib and user masks.
 func TestPagedCPU(t *testing.T) {
 	const H, Hkv, D = 8, 2, 32
 	lens := []int32{300, 170, 0, 1, 65}
@@ -71,6 +74,7 @@ func TestPagedCPU(t *testing.T) {
 		pack     PackGQA
 		splits   int
 		dimV     int
+		blockN   string // DecodeConsts' BLOCK_N ("": the default 64)
 	}
 	var runs []run
 	for _, ps := range []int{1, 16, 64, 256} {
@@ -82,11 +86,16 @@ func TestPagedCPU(t *testing.T) {
 		run{mask: "sliding_window(40, 0)", pageSize: 16, sq: 4, splits: 2},
 		run{mask: "causal_bottom_right", pageSize: 16, sq: 5, pack: PackGQAOn, splits: 4, dimV: 16},
 		run{mask: "paged_lookback", pageSize: 16, sq: 3, splits: 2},
+		run{mask: "causal_bottom_right", pageSize: 16, sq: 3, splits: 3, blockN: "16"}, // a page per 16-key tile
+		run{mask: "sliding_window(40, 0)", pageSize: 128, sq: 2, splits: 2},
 	)
 	for _, r := range runs {
-		name := fmt.Sprintf("%s/page%d/sq%d", strings.NewReplacer("(", "", ")", "", ", ", "_").Replace(r.mask), r.pageSize, r.sq)
+		name := fmt.Sprintf("%s/page%d/sq%d/n%s", strings.NewReplacer("(", "", ")", "", ", ", "_").Replace(r.mask), r.pageSize, r.sq, r.blockN)
 		t.Run(name, func(t *testing.T) {
 			opts := Options{Mask: r.mask, NumSplits: r.splits, PackGQA: r.pack, DimV: r.dimV, Sources: map[string]string{"paged.fa": pagedSrc}}
+			if r.blockN != "" {
+				opts.DecodeConsts = map[string]string{"BLOCK_N": r.blockN}
+			}
 			f, err := CompileForward(opts, D)
 			if err != nil {
 				t.Fatal(err)
@@ -99,6 +108,13 @@ func TestPagedCPU(t *testing.T) {
 			in := pagedCache(rng, lens, r.pageSize, Hkv, D, dv)
 			ps := PagedShape{Batch: len(lens), Heads: H, KVHeads: Hkv, SeqQ: r.sq, PageSize: r.pageSize}
 			in.Q = randF32(rng, ps.Batch*H*r.sq*D)
+			plan, err := f.PagedPlan(ps, 300, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := r.pageSize%plan.BlockN == 0; plan.PageTiles != want {
+				t.Errorf("page size %d, BLOCK_N %d: PageTiles %v, want %v", r.pageSize, plan.BlockN, plan.PageTiles, want)
+			}
 			o, lse, err := f.RunPagedCPU(in, ps)
 			if err != nil {
 				t.Fatal(err)
@@ -177,5 +193,53 @@ func TestPagedErrors(t *testing.T) {
 	}
 	if _, _, err := sinks.RunPagedCPU(in, ps); err == nil || !strings.Contains(err.Error(), "no paged form") {
 		t.Errorf("sinks: %v", err)
+	}
+}
+
+// TestAfterStreamRunsLaterAdditions: a launch defers the freeing of what
+// it allocates before allocating it, so the deferred run must see what is
+// added after the defer (without a driver, the stream's wait fails and
+// the frees still run).
+func TestAfterStreamRunsLaterAdditions(t *testing.T) {
+	ran := 0
+	func() {
+		var after afterStream
+		defer after.run(cuda.Stream{})
+		after = append(after, func() { ran++ }, func() { ran++ })
+	}()
+	if ran != 2 {
+		t.Fatalf("%d of 2 frees ran", ran)
+	}
+}
+
+// TestPagedLaunchBuffers: LaunchPagedCUDA names a device buffer for every
+// buffer of both kernels' calls (d.Launch refuses a null one, which only
+// a GPU would show).
+func TestPagedLaunchBuffers(t *testing.T) {
+	f, err := CompileForward(Options{Mask: "causal_bottom_right"}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := PagedShape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 1, PageSize: 16}
+	lens := []int32{40, 0}
+	c, err := f.checkPagedGeometry(ps, 3, 3, lens, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.bindPaged(c, lens, 0, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := map[string]uintptr{}
+	for name := range b.lists {
+		lists[name] = 1
+	}
+	ptrs := pagedPtrs(PagedDeviceTensors{Q: 1, KCache: 1, VCache: 1, PageTable: 1, O: 1, LSE: 1}, &ForwardWorkspace{oPartial: 1, lsePartial: 1}, lists)
+	for _, call := range b.calls {
+		for _, buf := range call.Buffers {
+			if ptrs[buf.Name] == 0 {
+				t.Errorf("kernel %s: no device buffer for %s", call.Kernel, buf.Name)
+			}
+		}
 	}
 }

@@ -73,6 +73,13 @@ type bundler interface {
 	BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error)
 }
 
+// pagedBundler bundles a forward's paged kernels.
+type pagedBundler struct{ *fac.Forward }
+
+func (p pagedBundler) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
+	return p.BundlePagedKernels(ctx, c, arch, tool)
+}
+
 // varlenUnpacked is flash_fwd_varlen's schedule with loads that never
 // leave the sequence (packed_loads=false: cp.async, masked by the
 // sequence's end, so no producer), beside the tuned default's packed loads
@@ -98,8 +105,9 @@ func varlenBenchConsts(d int) []map[string]string {
 // addSuiteKernels adds to b, for arch, the kernels of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
 // TestGPUVarlenMatchesReference, TestGPUVarlenUnpacked,
-// TestGPUVarlenNoProducer, TestGPUVarlenLong, TestGPUVarlenBackward and
-// TestGPUDimV compile (keep the lists in step with them), and
+// TestGPUVarlenNoProducer, TestGPUVarlenLong, TestGPUVarlenBackward,
+// TestGPUDimV and the paged suite compile (keep the lists in step with
+// them), and
 // `fac bench --varlen-len`'s, each as compiled without an arch and tuned for
 // arch (RunCUDA tunes for the device).
 func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool) {
@@ -119,6 +127,22 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 					b.Add(*k)
 				}
 			}
+		}
+	}
+	// The paged suite (TestGPUPagedMatchesReference, TestGPUPagedLaunch):
+	// bf16, split counts do not change the kernels.
+	for _, d := range pagedSuiteDims {
+		paged := func(o fac.Options) (bundler, error) {
+			f, err := fac.CompileForward(o, d)
+			return pagedBundler{f}, err
+		}
+		for _, m := range pagedSuiteMasks {
+			add("paged", paged, pagedOpts(m, "bf16", 0))
+		}
+		if d == 128 {
+			o := pagedOpts("causal_bottom_right", "bf16", 0)
+			o.DecodeConsts = pagedTile16
+			add("paged", paged, o)
 		}
 	}
 	for _, dtype := range []string{"bf16", "f16"} {

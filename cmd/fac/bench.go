@@ -47,9 +47,21 @@ type benchResult struct {
 	KVTBps float64 `json:"kv_tbps"`
 	// NumSplits and PackGQA are the forward's plan (docs/decoding.md): 1
 	// and 1 when flash_fwd ran alone.
-	NumSplits int       `json:"num_splits"`
-	PackGQA   int       `json:"pack_gqa"`
-	TimesMs   []float64 `json:"times_ms"`
+	NumSplits int `json:"num_splits"`
+	PackGQA   int `json:"pack_gqa"`
+	// PageSize is a paged row's keys per page (--page-size; pass "forward
+	// paged"), 0 for a dense row.
+	PageSize int       `json:"page_size,omitempty"`
+	TimesMs  []float64 `json:"times_ms"`
+}
+
+// label is the row's first column: the mask, and for a paged row its page
+// size.
+func (r benchResult) label() string {
+	if r.PageSize > 0 {
+		return fmt.Sprintf("%s paged %d", r.Mask, r.PageSize)
+	}
+	return r.Mask
 }
 
 // anchorMasks are the masks of the anchor configurations (the anchor
@@ -58,7 +70,7 @@ var anchorMasks = []string{"none", "causal", "sliding_window(1023, 0)", "documen
 
 func benchCmd() *cobra.Command {
 	var masks, bundles, files, constFlags []string
-	var seqlens, seqQs, seqKs []int
+	var seqlens, seqQs, seqKs, pageSizes []int
 	var tokens, batch, heads, kvHeads, dim, dimV, warmup, reps, docLen, block, varlenLen int
 	var dtype, jsonOut, device string
 	var backward, decode, step bool
@@ -88,6 +100,9 @@ anchor scripts that scripts/gpu runs): B=8, 32 query heads, 8 kv heads, D=128, b
 Sk in {8192, 32768} (each overridable by its flag); --seqlen-q/--seqlen-k give any other lengths
 (every Sk with every Sq), --batch and --kv-heads the rest of the shape. --num-splits and --pack-gqa
 choose split-KV and PackGQA (docs/decoding.md); the plan each row ran shows in its last columns.
+--page-size N[,N...] (with --decode) adds a row per page size after each dense one: the same call over a
+paged KV cache (flash_fwd_paged + flash_fwd_combine; docs/decoding.md), every sequence Sk long, its
+pages shuffled, in KV TB/s as the dense row.
 --varlen-len L times the varlen kernel (docs/varlen.md) on --tokens packed as sequences of L tokens
 with the mask within each sequence: none over 1000-token sequences is the dense document(1000) anchor's
 work, as one packed batch.
@@ -99,6 +114,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
   fac bench --backward --seqlen 8192 --json bwd.json
   fac bench --decode --bundle decode.bundle --json decode.json
   fac bench --decode --num-splits 8 --pack-gqa on --seqlen-q 1 --seqlen-k 8192
+  fac bench --decode --page-size 1,16,64,256   # each decoding row, then paged with those page sizes
   fac bench --varlen-len 1000 --mask none --tokens 16384   # varlen, as the dense document(1000) anchor`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDevice(device, "cuda"); err != nil {
@@ -162,6 +178,9 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 			if (backward || step) && (len(seqQs) > 0 || len(seqKs) > 0 || kvHeads > 0 || decode || df.changed()) {
 				return fmt.Errorf("--backward and --step time Sq = Sk = --seqlen with Hkv = H (no --seqlen-q, --seqlen-k, --kv-heads, --decode or split-KV flags)")
 			}
+			if err := checkBenchPageSizes(pageSizes, decode, backward || step || varlenLen != 0); err != nil {
+				return err
+			}
 			if varlenLen != 0 {
 				if varlenLen < 0 || backward || step || decode || len(seqQs) > 0 || len(seqKs) > 0 || fl.Changed("seqlen") || fl.Changed("batch") || df.changed() {
 					return fmt.Errorf("--varlen-len %d: want a positive length, with --tokens, --heads, --kv-heads (no --backward, --decode, --seqlen, --seqlen-q, --seqlen-k, --batch or split-KV flags)", varlenLen)
@@ -216,9 +235,19 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 					if err != nil {
 						return fmt.Errorf("%s Sq=%d Sk=%d: %w", m, sh.SeqQ, sh.SeqK, err)
 					}
-					rows = append(rows, r)
-					fmt.Fprintf(w, "%-26s %6d %6d %3d %4d %4d %10.3f %9.1f %8.3f %6d %4d\n", r.Mask, r.SeqLenQ, r.SeqLenK, r.Batch, r.Heads, r.KVHeads,
-						r.MedianMs, r.TFLOPS, r.KVTBps, r.NumSplits, r.PackGQA)
+					rs := []benchResult{r}
+					if len(pageSizes) > 0 {
+						paged, err := benchPaged(gpu, opts, sh, pageSizes, r.Pairs, warmup, reps)
+						if err != nil {
+							return fmt.Errorf("%s Sq=%d Sk=%d paged: %w", m, sh.SeqQ, sh.SeqK, err)
+						}
+						rs = append(rs, paged...)
+					}
+					for _, r := range rs {
+						rows = append(rows, r)
+						fmt.Fprintf(w, "%-26s %6d %6d %3d %4d %4d %10.3f %9.1f %8.3f %6d %4d\n", r.label(), r.SeqLenQ, r.SeqLenK, r.Batch, r.Heads, r.KVHeads,
+							r.MedianMs, r.TFLOPS, r.KVTBps, r.NumSplits, r.PackGQA)
+					}
 				}
 			}
 			if jsonOut != "" {
@@ -238,6 +267,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	fs.IntVar(&batch, "batch", 0, "batch (0: tokens / Sk)")
 	fs.IntVar(&heads, "heads", 16, "heads")
 	fs.IntVar(&kvHeads, "kv-heads", 0, "kv heads (0: --heads; fewer is grouped-query attention)")
+	fs.IntSliceVar(&pageSizes, "page-size", nil, "with --decode: also time each shape over a paged KV cache of these page sizes (comma-separated, e.g. 1,16,64,256)")
 	fs.BoolVar(&decode, "decode", false, "time decode_bench.py's decoding anchors (B=8, H=32, Hkv=8, D=128, no mask, Sq 1 and 16, Sk 8192 and 32768; flags override)")
 	df.add(fs)
 	tf.add(fs)
@@ -264,14 +294,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 // generator for more random tensors. fac bench can make up no other aux
 // tensor.
 func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.Inputs, func(int) []float32, error) {
-	rng := rand.New(rand.NewPCG(uint64(sh.SeqQ), 3))
-	randn := func(n int) []float32 {
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = float32(rng.NormFloat64())
-		}
-		return out
-	}
+	randn := normals(rand.New(rand.NewPCG(uint64(sh.SeqQ), 3)))
 	nq, nk := sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, sh.Batch*sh.KV()*sh.SeqK*sh.Dim
 	in := fac.Inputs{Q: randn(nq), K: randn(nk), V: randn(nk / sh.Dim * sh.VDim()), Aux: map[string]any{}}
 	doc := make([]int32, max(sh.SeqQ, sh.SeqK))
@@ -292,6 +315,11 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 		}
 	}
 	return in, randn, nil
+}
+
+// normals draws n standard normal float32s from rng per call.
+func normals(rng *rand.Rand) func(n int) []float32 {
+	return func(n int) []float32 { return tensorArg(nil, n, rng) }
 }
 
 // benchShapes are the shapes fac bench times, in order: each --seqlen as

@@ -36,14 +36,7 @@ func benchVarlen(gpu *fac.CUDA, opts fac.Options, seqLen int, sh fac.Shape, warm
 	if err != nil {
 		return benchResult{}, err
 	}
-	rng := rand.New(rand.NewPCG(uint64(seqLen), 5))
-	randn := func(n int) []float32 {
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = float32(rng.NormFloat64())
-		}
-		return out
-	}
+	randn := normals(rand.New(rand.NewPCG(uint64(seqLen), 5)))
 	in := fac.VarlenInputs{Q: randn(sh.SeqQ * sh.Heads * sh.Dim), K: randn(sh.SeqK * sh.KV() * sh.Dim), V: randn(sh.SeqK * sh.KV() * sh.VDim()),
 		CuSeqlensQ: cu, CuSeqlensK: cu}
 	times, err := fwd.BenchCUDA(gpu, in, sh.Heads, sh.KV(), warmup, reps)

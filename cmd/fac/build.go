@@ -19,7 +19,7 @@ func buildCmd() *cobra.Command {
 	var dims []int
 	var block, dimV int
 	var out, cacheDir string
-	var verbose, backward bool
+	var verbose, backward, paged bool
 	var df decodeFlags
 	var tf targetFlags
 	cmd := &cobra.Command{
@@ -31,10 +31,14 @@ func buildCmd() *cobra.Command {
   fac build mymask.fa --mask my_mask -o - | ssh gpu-host 'cat > my.bundle'   # "wrote" goes to stderr
   fac build --mask none --decode-const BLOCK_N=64 -o decode-n64.bundle   # split-KV kernels with 64-key tiles
   fac build --num-splits 1 --pack-gqa off -o fwd.bundle   # no split-KV kernels: flash_fwd alone, always
-  fac build --backward --mask causal --dim 128 --dim-v 64 -o dv64.bundle   # v and o with head dim 64, q and k 128`,
+  fac build --backward --mask causal --dim 128 --dim-v 64 -o dv64.bundle   # v and o with head dim 64, q and k 128
+  fac build --paged --mask causal_bottom_right --dim 128 -o serve.bundle   # and the paged KV cache's kernels`,
 		Long: `Compiles flash_fwd for every mask × score × dtype × head dim × arch, with the block classifier and,
 unless --num-splits 1 --pack-gqa off, the split-KV kernels a decoding call may run (flash_fwd_splitkv
-with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), and --backward the backward's.
+with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), --backward the backward's, and
+--paged those of decoding over a paged KV cache (flash_fwd_paged with both tile heights, keys gathered and a
+page per tile, flash_fwd_combine;
+masks and scores that read aux tensors have no paged form and are refused).
 --target-opt NAME=VALUE sets a code generation switch (fac compile --help lists them); the kernels
 are then those of that variant, which a device finds with the same switches.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -117,6 +121,13 @@ are then those of that variant, which a device finds with the same switches.`,
 								if err != nil {
 									return err
 								}
+								if paged {
+									pks, err := fwd.BundlePagedKernels(context.Background(), c, arch, tool)
+									if err != nil {
+										return fmt.Errorf("--paged, mask %s, score %s: %w", m, s, err)
+									}
+									ks = append(ks, pks...)
+								}
 								if bwd != nil {
 									bks, err := bwd.BundleKernels(context.Background(), c, arch, tool)
 									if err != nil {
@@ -126,7 +137,7 @@ are then those of that variant, which a device finds with the same switches.`,
 								}
 								for _, k := range ks {
 									if b.Has(k.Ident) {
-										continue // the classifier and the backward's pre- and postprocess are shared
+										continue // the classifier, the combine kernels and the backward's pre- and postprocess are shared
 									}
 									b.Add(*k)
 									if verbose {
@@ -169,6 +180,7 @@ are then those of that variant, which a device finds with the same switches.`,
 	df.add(fs)
 	tf.add(fs)
 	fs.BoolVar(&backward, "backward", false, "also the backward pass's kernels (flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess, or flash_bwd_dq with --const DETERMINISTIC=true)")
+	fs.BoolVar(&paged, "paged", false, "also the paged KV cache's kernels (flash_fwd_paged at both tile heights in both forms, flash_fwd_combine)")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
 }

@@ -20,7 +20,7 @@ type pagedFlags struct {
 
 func (p *pagedFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.IntVar(&p.pageSize, "page-size", 0, "paged KV cache (flash_fwd_paged + flash_fwd_combine, --device cpu): keys per page, 1 or a power of two such as 16 to 256")
+	fs.IntVar(&p.pageSize, "page-size", 0, "paged KV cache (flash_fwd_paged + flash_fwd_combine): keys per page, 1 or a power of two such as 16 to 256")
 	fs.IntSliceVar(&p.cacheLens, "cache-seqlens", nil, "paged: each sequence's cache length, comma-separated, one per --batch (default: --seqlen-k each)")
 }
 
@@ -34,6 +34,7 @@ type pagedArgs struct {
 	opts    fac.Options
 	sh      fac.Shape
 	device  string
+	bundles []string
 	seed    uint64
 	scale   float32
 	noCheck bool
@@ -41,19 +42,19 @@ type pagedArgs struct {
 	dtype   string
 }
 
-// run is fac run over a paged cache on the CPU device: the pages of every
-// sequence shuffled, the first page shared by the first two sequences
-// where both reach past it, checked against the dense float64 reference
-// of each sequence's gathered pages.
+// run is fac run over a paged cache, on the CPU device or the GPU: the
+// pages of every sequence shuffled, the first page shared by the first two
+// sequences where both reach past it, checked against the dense float64
+// reference of each sequence's gathered pages.
 func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
+	if !cmd.Flags().Changed("page-size") {
+		return fmt.Errorf("--cache-seqlens gives a paged cache's lengths: give --page-size N too")
+	}
 	if p.pageSize <= 0 {
 		return fmt.Errorf("--page-size %d: want a positive number of keys per page (1, or a power of two such as 16 to 256)", p.pageSize)
 	}
-	if a.device != "cpu" {
-		return fmt.Errorf("--page-size runs on --device cpu only so far (no GPU launch of flash_fwd_paged yet)")
-	}
 	// What the paged path does not take: say so rather than ignore it.
-	for _, f := range []string{"q", "k", "v", "blockmask", "blockmask-mask", "sinks", "backward", "aux", "scalar", "random-aux", "bundle", "cu-seqlens-q", "cu-seqlens-k", "out", "lse-out"} {
+	for _, f := range []string{"q", "k", "v", "blockmask", "blockmask-mask", "sinks", "backward", "aux", "scalar", "random-aux", "cu-seqlens-q", "cu-seqlens-k", "out", "lse-out"} {
 		if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
 			return fmt.Errorf("--%s does not work with --page-size yet", f)
 		}
@@ -90,16 +91,32 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 	for _, n := range lens {
 		maxLen = max(maxLen, int(n))
 	}
-	plan, err := fwd.PagedPlan(ps, maxLen, 0)
+	w := a.w
+	var gpu *fac.CUDA
+	sms := 0
+	if a.device == "cuda" {
+		if gpu, err = openGPU(a.bundles); err != nil {
+			return err
+		}
+		sms = gpu.SMs()
+		if fb := fac.ArchFallback(gpu.Arch); fb != "" {
+			fmt.Fprintf(w, "note: %s\n", fb)
+		}
+	}
+	plan, err := fwd.PagedPlan(ps, maxLen, sms)
 	if err != nil {
 		return err
 	}
-	w := a.w
 	fmt.Fprintf(w, "kernel flash_fwd_paged mask=%s score=%s dtype=%s on %s\n", modName(fwd.Mask()), modName(fwd.Score()), a.dtype, a.device)
 	fmt.Fprintf(w, "paged: B=%d H=%d Hkv=%d Sq=%d D=%d%s, %d pages of %d keys (shuffled), cache lengths %v\n",
 		sh.Batch, sh.Heads, sh.KV(), sh.SeqQ, sh.Dim, dvNote(sh), numPages, p.pageSize, lens)
 	fmt.Fprintf(w, "decoding: %s\n", plan)
-	o, lse, err := fwd.RunPagedCPU(in, ps)
+	var o, lse []float32
+	if gpu != nil {
+		o, lse, err = fwd.RunPagedCUDA(gpu, in, ps)
+	} else {
+		o, lse, err = fwd.RunPagedCPU(in, ps)
+	}
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fac-compiler/fac/codegen/llc"
 )
 
 // TestRunPaged: --page-size runs flash_fwd_paged over shuffled pages with
@@ -34,4 +37,38 @@ func TestRunPaged(t *testing.T) {
 	} {
 		wantFail(t, runFac(t, "", append(append([]string{}, base...), c.args...)...), c.want)
 	}
+}
+
+// TestBenchPagedFlags: fac bench --page-size refuses what it cannot time,
+// before looking for a GPU.
+func TestBenchPagedFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--decode", "--page-size", "0"}, "--page-size 0"},
+		{[]string{"--decode", "--page-size", "16,-2"}, "--page-size -2"},
+		{[]string{"--page-size", "16"}, "give --decode"},
+		{[]string{"--page-size", "16", "--step"}, "--page-size [16] times paged decoding"},
+		{[]string{"--page-size", "16", "--varlen-len", "1000"}, "--page-size"},
+	} {
+		wantFail(t, runFac(t, "", append([]string{"bench"}, c.args...)...), c.want)
+	}
+}
+
+// TestBuildPaged: fac build --paged bundles flash_fwd_paged at both tile
+// heights, keys gathered and a page per tile, beside the decoding kernels,
+// and refuses a mask that has no paged form, naming it.
+func TestBuildPaged(t *testing.T) {
+	if _, err := llc.Find(); err != nil {
+		t.Skipf("no llc: %v", err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "p.bundle")
+	r := runFac(t, "", "build", "--paged", "--mask", "causal_bottom_right", "--dim", "64", "--cache-dir", "-", "-v", "-o", out)
+	wantOK(t, r)
+	if n := strings.Count(r.stderr, "build: flash_fwd_paged "); n != 4 {
+		t.Errorf("%d flash_fwd_paged kernels, want 4 (BLOCK_M 16 and 64, PAGE_TILES false and true):\n%s", n, r.stderr)
+	}
+	wantFail(t, runFac(t, "", "build", "--paged", "--mask", "document", "--dim", "64", "--cache-dir", "-", "-o", out), "--paged, mask document", "no aux tensors")
 }

@@ -69,7 +69,7 @@ Decoding (docs/decoding.md): a call whose q tiles are too few to fill the GPU ru
 (flash_fwd_splitkv over --num-splits programs per tile, then flash_fwd_combine), and with Sq ≤ 64 and
 GQA packs the query heads of a kv head into one tile (--pack-gqa); both are chosen from the shape and
 the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The plan is printed.
---page-size N runs it over a paged KV cache (flash_fwd_paged, --device cpu): random pages of N keys,
+--page-size N runs it over a paged KV cache (flash_fwd_paged + flash_fwd_combine): random pages of N keys,
 shuffled, the first page shared by the first two sequences, each sequence --cache-seqlens long (default
 --seqlen-k), checked against the dense reference of each sequence's gathered pages.
 
@@ -133,11 +133,11 @@ lists the switches).`,
 				if err != nil {
 					return err
 				}
-				opts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: req.Consts, DType: dtype, DimV: sh.DimV, Passes: req.Passes}
+				opts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: req.Consts, DType: dtype, DimV: sh.DimV, Passes: req.Passes, Target: target}
 				if err := df.apply(&opts); err != nil {
 					return err
 				}
-				return pf.run(cmd, pagedArgs{w: w, opts: opts, sh: sh, device: device, seed: seed, scale: scale, noCheck: noCheck, tol: t, dtype: dtype})
+				return pf.run(cmd, pagedArgs{w: w, opts: opts, sh: sh, device: device, bundles: bundles, seed: seed, scale: scale, noCheck: noCheck, tol: t, dtype: dtype})
 			}
 			if vlf.on() {
 				return vlf.run(cmd, varlenArgs{w: w, cf: &cf, files: files, shp: &shp, qf: qf, kf: kf, vf: vf, outF: outF, lseF: lseF,

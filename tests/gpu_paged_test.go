@@ -1,0 +1,172 @@
+//go:build gpu
+
+package tests
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"unsafe"
+
+	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/internal/half"
+	"github.com/fac-compiler/fac/runtime/cuda"
+)
+
+// TestGPUPagedMatchesReference runs flash_fwd_paged + flash_fwd_combine on
+// the GPU against PagedReference (each sequence's pages gathered, the mods
+// at logical positions): page sizes 1, 16, 64 and 256, pages shuffled and
+// shared between two sequences, unequal lengths (0, 1, a page boundary,
+// thousands), bottom-right causal, a top-left sliding window (most splits
+// keep no block), decoding's window at the end of each cache and a
+// look-back per head (packing gives way), bf16, GQA 4, Sq 1 and 3, head
+// dims 64 and 128, auto, 3 and 1 splits; keys gathered by page below 64
+// keys a page, a page per tile from 64, and 16-key tiles on 16-key pages
+// (causal_bottom_right, D = 128). RunPagedCUDA poisons the outputs
+// and the split workspace (NaN) before the launch, so a row or split no
+// kernel writes shows.
+func TestGPUPagedMatchesReference(t *testing.T) {
+	gpu := openTestGPU(t)
+	t.Logf("device %s (%s), %d SMs", gpu.Name, gpu.Arch, gpu.SMs())
+	lens := []int32{3000, 1700, 0, 1, 256, 65}
+	i := 0
+	run := func(opts fac.Options, d, pageSize, sq int) {
+		i++
+		fwd, err := fac.CompileForward(opts, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, ps := pagedCache(lens, pageSize, 8, 2, sq, d, uint64(i))
+		plan, err := fwd.PagedPlan(ps, 3000, gpu.SMs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("d%d/%s/page%d/sq%d/splits=%d,pack=%d,BLOCK_N=%d,page_tiles=%v", d, opts.Mask, pageSize, sq,
+			plan.NumSplits, plan.Pack, plan.BlockN, plan.PageTiles)
+		o, lse, err := fwd.RunPagedCUDA(gpu, in, ps)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ro, rlse, err := fwd.PagedReference(in, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFlat(t, name, o, lse, ro, rlse, gpuTol("bf16"))
+	}
+	for _, d := range pagedSuiteDims {
+		for _, m := range pagedSuiteMasks {
+			for _, pageSize := range []int{1, 16, 64, 256} {
+				for _, sq := range []int{1, 3} {
+					if testing.Short() && d == 64 && sq != 1 {
+						continue
+					}
+					run(pagedOpts(m, "bf16", []int{0, 3, 1}[i%3]), d, pageSize, sq)
+				}
+			}
+		}
+	}
+	for _, sq := range []int{1, 3} {
+		opts := pagedOpts("causal_bottom_right", "bf16", 0)
+		opts.DecodeConsts = pagedTile16
+		run(opts, 128, 16, sq)
+	}
+}
+
+// TestGPUPagedLaunch runs the decode anchors' heads (32 query heads, 8 kv
+// heads, D = 128, Sq = 1, bf16) through LaunchPagedCUDA on caller-owned
+// buffers, with a workspace made once and without one, on caches of
+// 8192, 0 and 777 keys in shuffled 16-key pages, outputs poisoned (NaN)
+// before each launch, against PagedReference.
+func TestGPUPagedLaunch(t *testing.T) {
+	gpu := openTestGPU(t)
+	fwd, err := fac.CompileForward(pagedOpts("causal_bottom_right", "bf16", 0), 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, ps := pagedCache([]int32{8192, 0, 777}, 16, 32, 8, 1, 128, 23)
+	plan, err := fwd.PagedPlan(ps, 8192, gpu.SMs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plan: %v", plan)
+	bf := func(xs []float32) []uint16 {
+		out := make([]uint16, len(xs))
+		for i, x := range xs {
+			out[i] = half.F32ToBF16(x)
+		}
+		return out
+	}
+	q, k, v := bf(in.Q), bf(in.KCache), bf(in.VCache)
+	dev := fac.PagedDeviceTensors{Q: toDevice(t, q), KCache: toDevice(t, k), VCache: toDevice(t, v),
+		PageTable: toDevice(t, in.PageTable), NumPages: len(in.KCache) / (16 * 8 * 128), MaxPages: len(in.PageTable) / ps.Batch,
+		CacheSeqlens: in.CacheSeqlens}
+	ws, err := fwd.NewPagedWorkspace(gpu, ps, 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Free()
+	ro, rlse, err := fwd.PagedReference(in, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := ps.Batch * ps.Heads * ps.SeqQ
+	for _, w := range []*fac.ForwardWorkspace{ws, nil} {
+		poison := make([]uint16, 2*len(q)) // all-ones: NaN in bf16 and in f32
+		for i := range poison {
+			poison[i] = 0xffff
+		}
+		dev.O, dev.LSE, dev.Workspace = toDevice(t, poison[:len(q)]), toDevice(t, poison[:2*rows]), w
+		if err := fwd.LaunchPagedCUDA(gpu, dev, ps, cuda.Stream{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := gpu.Ctx.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		ob := make([]uint16, len(q))
+		if err := cuda.DtoH(ob, cuda.DevicePtr(dev.O)); err != nil {
+			t.Fatal(err)
+		}
+		lse := make([]float32, rows)
+		if err := cuda.DtoH(lse, cuda.DevicePtr(dev.LSE)); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, len(ob))
+		for i, x := range ob {
+			got[i] = half.BF16ToF32(x)
+		}
+		checkFlat(t, fmt.Sprintf("LaunchPagedCUDA, workspace given: %v", w != nil), got, lse, ro, rlse, gpuTol("bf16"))
+	}
+	// A workspace too small for the plan is refused, naming the sizes.
+	small, err := fwd.NewPagedWorkspace(gpu, fac.PagedShape{Batch: 1, Heads: 32, KVHeads: 8, SeqQ: 1, PageSize: 16}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Free()
+	dev.Workspace = small
+	if err := fwd.LaunchPagedCUDA(gpu, dev, ps, cuda.Stream{}); err == nil {
+		t.Error("a workspace for one sequence of 16 keys was taken for 3 sequences of up to 8192")
+	}
+	times, err := fwd.BenchPagedCUDA(gpu, in, ps, 3, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	best := math.Inf(1)
+	for _, x := range times {
+		best = math.Min(best, x)
+	}
+	t.Logf("B=3 H=32 Hkv=8 Sq=1, caches 8192/0/777 in 16-key pages: best %.3f ms, %.2f TB/s of K and V", best, float64(2*(8192+777)*8*128*2)/best/1e9)
+}
+
+// toDevice copies xs to a device buffer freed when the test ends.
+func toDevice[T any](t *testing.T, xs []T) uintptr {
+	t.Helper()
+	p, err := cuda.MemAlloc(max(len(xs)*int(unsafe.Sizeof(xs[0])), 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cuda.MemFree(p) })
+	if err := cuda.HtoD(p, xs); err != nil {
+		t.Fatal(err)
+	}
+	return uintptr(p)
+}
