@@ -206,3 +206,26 @@ func init() {
 	register(FlashBwdPostprocess)
 	register(FlashBwdDQ)
 }
+
+// Backward is the backward pass: Δ and a zeroed dQ accumulator, flash_bwd
+// (dK, dV; dQ through atomics), then dQ scaled; or, deterministic,
+// flash_bwd_dq in place of the atomics and the postprocess. With sinks,
+// flash_bwd_sinks follows (it reads Δ).
+var Backward = &Variant{
+	Name: "backward",
+	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
+		ks := []*launch.Contract{FlashBwdPreprocess, FlashBwd, FlashBwdPostprocess}
+		if o.Deterministic {
+			ks = []*launch.Contract{FlashBwdPreprocess, FlashBwd, FlashBwdDQ}
+		}
+		if o.Sinks {
+			ks = append(ks, FlashBwdSinks)
+		}
+		return ks, nil
+	},
+	Main:      1,
+	Workspace: []string{"delta", "dq_accum"},
+	Results:   []string{"dq", "dk", "dv"},
+}
+
+func init() { registerVariant(Backward) }

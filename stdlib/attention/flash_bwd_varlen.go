@@ -1,6 +1,10 @@
 package attention
 
-import "github.com/fac-compiler/fac/launch"
+import (
+	"fmt"
+
+	"github.com/fac-compiler/fac/launch"
+)
 
 // FlashBwdVarlen is flash_bwd_varlen.fa's contract: one program per (kv
 // tile of the longest sequence, sequence × kv head). Problem.Shape has
@@ -39,9 +43,28 @@ var FlashBwdVarlen = &launch.Contract{
 }
 
 // VarlenQLists are flash_bwd_varlen's: the q blocks of each kv block.
-var VarlenQLists = VarlenLists{RowStart: "q_row_start", Counts: "q_num_blocks", FullCounts: "full_q_num_blocks",
+var VarlenQLists = VarlenLists{Transposed: true, RowStart: "q_row_start", Counts: "q_num_blocks", FullCounts: "full_q_num_blocks",
 	ListStart: "q_list_start", Indices: "q_indices"}
 
 func varlenLSEDims(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ} }
 
 func init() { register(FlashBwdVarlen) }
+
+// BackwardVarlen is the backward pass over packed sequences: the
+// backward's pre- and postprocess on the packed tensors seen as one batch,
+// flash_bwd_varlen between them (dQ through atomics).
+var BackwardVarlen = &Variant{
+	Name: "varlen backward",
+	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
+		if o.Sinks {
+			return nil, fmt.Errorf("%s: sinks are not supported yet (nor by flash_fwd_varlen)", FlashBwdVarlen.Kernel)
+		}
+		return []*launch.Contract{FlashBwdPreprocess, FlashBwdVarlen, FlashBwdPostprocess}, nil
+	},
+	Main:      1,
+	Lists:     &VarlenQLists,
+	Workspace: Backward.Workspace,
+	Results:   Backward.Results,
+}
+
+func init() { registerVariant(BackwardVarlen) }

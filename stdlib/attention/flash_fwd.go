@@ -382,3 +382,17 @@ func withSinks(c *launch.Contract) *launch.Contract {
 }
 
 func init() { register(FlashFwdSinks) }
+
+// Forward is the forward pass: flash_fwd, or flash_fwd_sinks with sinks.
+var Forward = &Variant{
+	Name: "forward",
+	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
+		if o.Sinks {
+			return []*launch.Contract{FlashFwdSinks}, nil
+		}
+		return []*launch.Contract{FlashFwd}, nil
+	},
+	Results: []string{"o", "lse"},
+}
+
+func init() { registerVariant(Forward) }

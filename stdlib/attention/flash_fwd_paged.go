@@ -47,6 +47,19 @@ var FlashFwdPaged = &launch.Contract{
 
 func init() { register(FlashFwdPaged) }
 
+// Paged is split-KV decoding over a paged KV cache, with varlen's
+// per-sequence block mask (sequences of SeqQ queries and their cache
+// lengths).
+var Paged = &Variant{
+	Name:      "paged",
+	Kernels:   only(FlashFwdPaged, FlashFwdCombine),
+	Lists:     &VarlenKVLists,
+	Workspace: SplitKV.Workspace,
+	Results:   SplitKV.Results,
+}
+
+func init() { registerVariant(Paged) }
+
 // pagedCacheDims are k_cache's dims, or v_cache's (V's head dim) when v.
 func pagedCacheDims(v bool) func(p launch.Problem) []int {
 	return func(p launch.Problem) []int {

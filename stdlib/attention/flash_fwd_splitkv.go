@@ -81,6 +81,18 @@ func init() {
 	register(FlashFwdCombine)
 }
 
+// SplitKV is the forward pass split over the keys (decoding): each split's
+// partial results in the workspace, then their combination. Sinks have no
+// split-KV form.
+var SplitKV = &Variant{
+	Name:      "split-KV",
+	Kernels:   only(FlashFwdSplitKV, FlashFwdCombine),
+	Workspace: []string{"o_partial", "lse_partial"},
+	Results:   []string{"o", "lse"},
+}
+
+func init() { registerVariant(SplitKV) }
+
 // QPerTile is the number of query positions in one tile of
 // flash_fwd_splitkv with pack heads per tile: the largest power of two
 // that is at most blockM / pack and divides sparseQ (so that a tile's

@@ -1,6 +1,7 @@
 package attention
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -44,8 +45,10 @@ var FlashFwdVarlen = &launch.Contract{
 // head h) start at RowStart[b·H + h], one per block along the walked
 // direction; Counts and FullCounts give each row's partial and full
 // blocks, listed (partial then full) in Indices from ListStart. Their
-// lengths are Problem.Lens[Counts] (rows) and Lens[Indices].
+// lengths are Problem.Lens[Counts] (rows) and Lens[Indices]. Transposed
+// lists give the q blocks of each kv block, for kernels walking kv blocks.
 type VarlenLists struct {
+	Transposed                                       bool
 	RowStart, Counts, FullCounts, ListStart, Indices string
 }
 
@@ -72,6 +75,21 @@ func varlenVDims(p launch.Problem) []int { return []int{p.TotalK, p.Shape.KV(), 
 func cuSeqlensDims(p launch.Problem) []int { return []int{p.Shape.Batch + 1} }
 
 func init() { register(FlashFwdVarlen) }
+
+// ForwardVarlen is the forward pass over packed sequences.
+var ForwardVarlen = &Variant{
+	Name: "varlen",
+	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
+		if o.Sinks {
+			return nil, fmt.Errorf("%s: sinks are not supported yet", FlashFwdVarlen.Kernel)
+		}
+		return []*launch.Contract{FlashFwdVarlen}, nil
+	},
+	Lists:   &VarlenKVLists,
+	Results: []string{"o", "lse"},
+}
+
+func init() { registerVariant(ForwardVarlen) }
 
 // varlenTiles are flash_fwd_varlen's tuned sets: flash_fwd's tiles, softmax
 // arguments, producer warpgroup and, at D = 128, three K/V buffers, on
