@@ -3,8 +3,6 @@ package flash
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -38,31 +36,6 @@ type Backward struct {
 	spans    spanVariant[*Backward] // bw with document as spans (withSpans)
 }
 
-// stage is one compiled kernel of the backward pass.
-type stage struct {
-	res      *compiler.Result
-	contract *launch.Contract
-}
-
-// backwardDType is opts' element type for the backward kernels (f32 by
-// default), checked with the head dimension.
-func backwardDType(opts Options, dim int) (string, error) {
-	if err := opts.check(); err != nil {
-		return "", err
-	}
-	dt := opts.DType
-	if dt == "" {
-		dt = "f32"
-	}
-	if dt != "f32" && dt != "bf16" && dt != "f16" {
-		return "", fmt.Errorf("unsupported dtype %q: the backward kernels take f32, bf16 or f16", dt)
-	}
-	if dim <= 0 || dim > 256 {
-		return "", fmt.Errorf("unsupported head dim %d: want 1..256", dim)
-	}
-	return dt, opts.checkDTypeDim(dt, dim)
-}
-
 // CompileBackward compiles the backward kernels for head dimension dim
 // (V's: opts.DimV, or dim). opts are the forward's: Mask, Score, Sources,
 // DType, DimV and Passes apply to
@@ -74,35 +47,19 @@ func backwardDType(opts Options, dim int) (string, error) {
 // dQ, dK and dV need no other change, since the forward's LSE includes
 // the sink.
 func CompileBackward(opts Options, dim int) (*Backward, error) {
-	dt, err := backwardDType(opts, dim)
-	if err != nil {
-		return nil, err
-	}
-	dimV, err := opts.dimV(dim)
-	if err != nil {
-		return nil, err
-	}
-	bw := &Backward{opts: opts, dim: dim, dimV: dimV}
+	vo := attention.VariantOptions{Sinks: opts.Sinks}
 	if v, ok := opts.Consts["DETERMINISTIC"]; ok {
 		d, err := strconv.ParseBool(v)
 		if err != nil {
 			return nil, fmt.Errorf("DETERMINISTIC = %q: want true or false", v)
 		}
-		bw.deterministic = d
+		vo.Deterministic = d
 	}
-	kernels := []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwd, attention.FlashBwdPostprocess}
-	if bw.deterministic {
-		kernels = []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwd, attention.FlashBwdDQ}
-	}
-	if opts.Sinks {
-		kernels = append(kernels, attention.FlashBwdSinks) // after the preprocess: it reads Δ
-	}
-	stages, err := compileStages(opts, dt, dim, dimV, kernels)
+	stages, dimV, err := compileVariant(attention.Backward, vo, opts, dim)
 	if err != nil {
 		return nil, err
 	}
-	bw.stages = stages
-	bw.main = &bw.stages[1]
+	bw := &Backward{opts: opts, dim: dim, dimV: dimV, deterministic: vo.Deterministic, stages: stages, main: &stages[attention.Backward.Main]}
 	if err := checkMaskForms(opts.MaskForms, bw.main.res.Program, bw.main.res.Mask); err != nil {
 		return nil, err
 	}
@@ -122,16 +79,7 @@ func (bw *Backward) Deterministic() bool { return bw.deterministic }
 func (bw *Backward) HasSinks() bool { return bw.opts.Sinks }
 
 // Kernels are the compiled kernels in launch order.
-func (bw *Backward) Kernels() []*compiler.Result { return stageResults(bw.stages) }
-
-// stageResults are the compiled kernels of stages, in order.
-func stageResults(stages []stage) []*compiler.Result {
-	out := make([]*compiler.Result, len(stages))
-	for i, s := range stages {
-		out[i] = s.res
-	}
-	return out
-}
+func (bw *Backward) Kernels() []*compiler.Result { return results(bw.stages) }
 
 // splitAux splits a backward kernel's aux tensor names into the mods'
 // inputs and the score's float aux tensors that get gradients (named
@@ -230,31 +178,14 @@ func (bw *Backward) RunCPUGrads(ctx context.Context, in BackwardInputs, sh Shape
 	if err != nil {
 		return nil, err
 	}
-	// Buffers that pass from kernel to kernel, by parameter name: they
-	// stay on the device (here: *cpu.Buffer).
-	host := bw.hostData(in, bm)
 	// The score's aux gradients: zeroed f32 buffers that flash_bwd adds
 	// into, bound as its aux tensors "score.<aux>.grad".
-	daux := map[string]*cpu.Buffer{}
-	for key, n := range b.gradLen {
-		daux[key] = cpu.NewBuffer(key, tir.F32, n)
-		host[key] = daux[key]
+	host, daux := bw.hostData(in, bm, b), cpuGrads(b.gradLen)
+	for key, buf := range daux {
+		host[key] = buf
 	}
-	for i := range bw.stages {
-		st := &bw.stages[i]
-		call := b.calls[i]
-		for _, buf := range call.Buffers {
-			if buf.Role == launch.Aux && daux[buf.Key] == nil {
-				host[buf.Name] = in.Aux[buf.Key]
-			}
-		}
-		out, err := cpu.Run(ctx, st.res.Module, call, host)
-		if err != nil {
-			return nil, err
-		}
-		for _, name := range st.contract.Outputs() {
-			host[name] = out[name]
-		}
+	if host, err = runCPU(ctx, bw.stages, b.calls, host); err != nil {
+		return nil, err
 	}
 	return hostGrads(host, daux, bw.opts.Sinks), nil
 }
@@ -273,6 +204,16 @@ func hostGrads(host map[string]any, daux map[string]*cpu.Buffer, withSinks bool)
 		g.DAux[auxGradName(key)] = b.F32()
 	}
 	return g
+}
+
+// cpuGrads are zeroed aux-gradient buffers on the CPU device, by binder
+// key (the kernel parameter: auxGradKey), of the lengths in gradLen.
+func cpuGrads(gradLen map[string]int) map[string]*cpu.Buffer {
+	daux := map[string]*cpu.Buffer{}
+	for key, n := range gradLen {
+		daux[key] = cpu.NewBuffer(key, tir.F32, n)
+	}
+	return daux
 }
 
 // auxGradKey is the kernel parameter (and binder key) of aux tensor a's
@@ -303,72 +244,41 @@ func (bw *Backward) bind(aux map[string]any, scalars map[string]any, scale float
 
 // bindLens is bind with the aux tensors' lengths.
 func (bw *Backward) bindLens(auxLen map[string]int, scalars map[string]any, scale float32, sh Shape, bm *blockmask.BlockMask, strides map[string][]int) (*bound, error) {
-	b := &bound{gradLen: map[string]int{}}
-	for _, a := range bw.AuxGrads() {
-		n, ok := auxLen[a]
-		if !ok {
-			n, ok = auxLen["score."+a]
-		}
+	grads, err := gradLens(bw.AuxGrads(), auxLen)
+	if err != nil {
+		return nil, err
+	}
+	r := launch.Request{Problem: launch.Problem{Shape: sh, Scale: scale}, Strides: strides, BlockMask: bm, Aux: auxLen, Scalars: scalars}
+	b := &bound{gradLen: grads}
+	b.calls, err = bindAll(bw.stages, attention.Backward.Main, r, grads)
+	return b, err
+}
+
+// gradLens are the lengths of the aux gradients of auxGrads (the float aux
+// tensors of the score that get one) by binder key (auxGradKey): each as
+// long as its aux tensor in auxLen.
+func gradLens(auxGrads []string, auxLen map[string]int) (map[string]int, error) {
+	out := map[string]int{}
+	for _, a := range auxGrads {
+		n, ok := lookupLen(auxLen, a)
 		if !ok {
 			return nil, fmt.Errorf("missing aux tensor %q", a)
 		}
-		b.gradLen[auxGradKey(a)] = n
+		out[auxGradKey(a)] = n
 	}
-	for i := range bw.stages {
-		st := &bw.stages[i]
-		req := launch.Request{Problem: launch.Problem{Shape: sh, Attrs: st.res.Attrs(), Scale: scale}}
-		if st.contract.BlockMask != nil {
-			req.BlockMask = bm
-		}
-		if len(st.contract.Mods) > 0 {
-			req.Aux = maps.Clone(auxLen)
-			if st == bw.main {
-				maps.Copy(req.Aux, b.gradLen)
-			}
-			req.Scalars = scalars
-		}
-		// Each kernel takes the strides of its own tensors.
-		for name, s := range strides {
-			if hasTensor(st.contract, name) {
-				if req.Strides == nil {
-					req.Strides = map[string][]int{}
-				}
-				req.Strides[name] = s
-			}
-		}
-		call, err := st.contract.Bind(st.res.Params(), req)
-		if err != nil {
-			return nil, err
-		}
-		b.calls = append(b.calls, call)
-	}
-	return b, nil
+	return out, nil
 }
 
-func hasTensor(c *launch.Contract, name string) bool {
-	for _, t := range c.Tensors {
-		if t.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// hostData are a host call's tensors by kernel parameter name: the inputs
-// and both directions of the block mask (flash_bwd reads the transposed
-// lists, flash_bwd_dq the forward's). Aux tensors are added per call.
-func (bw *Backward) hostData(in BackwardInputs, bm *blockmask.BlockMask) map[string]any {
+// hostData are a host call's data by kernel parameter name: the inputs,
+// both directions of the block mask (flash_bwd reads the transposed lists,
+// flash_bwd_dq the forward's) and the mods' aux tensors, but not the aux
+// gradients.
+func (bw *Backward) hostData(in BackwardInputs, bm *blockmask.BlockMask, b *bound) map[string]any {
 	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V, "o": in.O, "dout": in.DO, "lse": in.LSE}
 	if bw.opts.Sinks {
 		host["sinks"] = in.Sinks
 	}
-	for _, st := range bw.stages {
-		if st.contract.BlockMask != nil {
-			for name, xs := range st.contract.BlockMask.Tensors(bm) {
-				host[name] = xs
-			}
-		}
-	}
+	addCallData(bw.stages, b.calls, host, bm, in.Aux, b.gradLen)
 	return host
 }
 
@@ -378,30 +288,14 @@ func (bw *Backward) checkInputs(in BackwardInputs, sh Shape) error {
 	if err := bw.checkSinks(in.Sinks, sh); err != nil {
 		return err
 	}
-	if err := bw.masker.checkAux(in.Aux, sh); err != nil {
-		return err
-	}
-	if err := bw.masker.checkScalars(in.Scalars); err != nil {
+	if err := bw.masker.checkMods(in.Aux, in.Scalars, sh); err != nil {
 		return err
 	}
 	if err := bw.masker.checkDims(sh); err != nil {
 		return err
 	}
-	p := launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs(), Scale: in.Scale}
-	c := bw.main.contract
-	for _, t := range []struct {
-		name, tensor string
-		xs           []float32
-	}{{"Q", "q", in.Q}, {"K", "k", in.K}, {"V", "v", in.V}, {"O", "dout", in.O}, {"DO", "dout", in.DO}, {"LSE", "lse", in.LSE}} {
-		n, err := c.Extent(t.tensor, p, nil)
-		if err != nil {
-			return err
-		}
-		if len(t.xs) != n {
-			return fmt.Errorf("tensor %s has %d elements, shape %+v needs %d", t.name, len(t.xs), sh, n)
-		}
-	}
-	return nil
+	return checkSizes(bw.main.contract, launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs(), Scale: in.Scale}, []hostTensor{
+		{"Q", "q", in.Q}, {"K", "k", in.K}, {"V", "v", in.V}, {"O", "dout", in.O}, {"DO", "dout", in.DO}, {"LSE", "lse", in.LSE}})
 }
 
 // checkSinks checks a call's sinks against Options.Sinks and the heads.
@@ -413,66 +307,4 @@ func (bw *Backward) checkSinks(sinks []float32, sh Shape) error {
 		return fmt.Errorf("inputs have sinks, but the backward was compiled without them (Options.Sinks)")
 	}
 	return nil
-}
-
-// compileStages compiles kernels in order for the backward's opts, dtype
-// dt and head dims (dimV: V's and O's, for the kernels that read them):
-// each gets the mods and those of opts.Consts it declares; a const that
-// none declares is an error.
-func compileStages(opts Options, dt string, dim, dimV int, kernels []*launch.Contract) ([]stage, error) {
-	var stages []stage
-	prog, err := compiler.Load(opts.Sources)
-	if err != nil {
-		return nil, err
-	}
-	used := map[string]bool{}
-	for _, c := range kernels {
-		cps, ok := prog.KernelParams(c.Kernel)
-		if !ok {
-			return nil, fmt.Errorf("internal compiler error: no kernel %s", c.Kernel)
-		}
-		consts := map[string]string{}
-		req := compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Consts: consts, Passes: opts.Passes, Target: opts.target()}
-		for _, cp := range cps {
-			switch {
-			case cp.Name == "HEAD_DIM":
-				consts[cp.Name] = strconv.Itoa(dim)
-			case cp.Name == "HEAD_DIM_V" && dimV != dim:
-				consts[cp.Name] = strconv.Itoa(dimV)
-			case cp.Name == "DTYPE":
-				consts[cp.Name] = dt
-			case cp.Kind == "mask":
-				req.Mask = opts.Mask
-			case cp.Kind == "score":
-				req.Score = opts.Score
-			}
-			if v, ok := opts.Consts[cp.Name]; ok {
-				consts[cp.Name] = v
-				used[cp.Name] = true
-			}
-		}
-		res, err := compiler.Compile(req)
-		if err != nil {
-			return nil, err
-		}
-		if res.Func() == nil {
-			return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
-		}
-		if err := c.CheckParams(res.Params()); err != nil {
-			return nil, fmt.Errorf("internal compiler error: %w", err)
-		}
-		p := launch.Problem{Shape: Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim, DimV: dimV}, Attrs: res.Attrs()}
-		if c.Check != nil {
-			if err := c.Check(p); err != nil {
-				return nil, err
-			}
-		}
-		stages = append(stages, stage{res: res, contract: c})
-	}
-	for _, k := range slices.Sorted(maps.Keys(opts.Consts)) {
-		if !used[k] {
-			return nil, fmt.Errorf("no backward kernel has a compile-time parameter %s", k)
-		}
-	}
-	return stages, nil
 }

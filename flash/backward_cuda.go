@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/cache"
@@ -11,7 +12,7 @@ import (
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/cuda"
-	"github.com/fac-compiler/fac/runtime/gpu"
+	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
 // tuned is the backward the GPU of arch runs: bw compiled again with
@@ -27,23 +28,10 @@ func (bw *Backward) tuned(arch string) (*Backward, error) {
 	})
 }
 
-// kernels finds (or builds) and loads the backward's kernels on d.
-func (bw *Backward) kernels(ctx context.Context, d *CUDA) ([]*gpu.Kernel, error) {
-	out := make([]*gpu.Kernel, len(bw.stages))
-	for i, st := range bw.stages {
-		k, err := d.Kernel(ctx, st.res, nil)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = k
-	}
-	return out, nil
-}
-
 // prepare builds the block mask, binds every kernel and uploads a host
 // call; the kernels share Δ, the dQ accumulator and the aux gradients on
 // the device. The aux gradients' parameter names come back too.
-func (bw *Backward) prepare(ctx context.Context, d *CUDA, in BackwardInputs, sh Shape) (*gpu.Sequence, []string, error) {
+func (bw *Backward) prepare(ctx context.Context, d *CUDA, in BackwardInputs, sh Shape) (preparedCall, []string, error) {
 	bw, err := bw.tuned(d.Arch)
 	if err != nil {
 		return nil, nil, err
@@ -62,38 +50,29 @@ func (bw *Backward) prepare(ctx context.Context, d *CUDA, in BackwardInputs, sh 
 	// kernels can be had, with bw's block mask.
 	if g, gin := bw.withSpans(in, sh); g != bw {
 		if g, err = g.tuned(d.Arch); err == nil {
-			if _, err = g.kernels(ctx, d); err == nil {
+			if _, err = loadKernels(ctx, d, g.stages); err == nil {
 				bw, in = g, gin
 			}
 		}
-	}
-	ks, err := bw.kernels(ctx, d)
-	if err != nil {
-		return nil, nil, err
 	}
 	b, err := bw.bind(in.Aux, in.Scalars, in.Scale, sh, bm, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	host := bw.hostData(in, bm)
-	var grads []string
-	steps := make([]gpu.Step, len(ks))
-	for i, call := range b.calls {
-		steps[i] = gpu.Step{Kernel: ks[i], Call: call}
-		for _, buf := range call.Buffers {
-			if buf.Role != launch.Aux {
-				continue
-			}
-			if n, ok := b.gradLen[buf.Key]; ok {
-				host[buf.Name] = make([]float32, n) // zeroed: flash_bwd adds into it
-				grads = append(grads, buf.Name)
-			} else {
-				host[buf.Name] = in.Aux[buf.Key]
-			}
-		}
+	host, grads := bw.hostData(in, bm, b), zeroGrads(b)
+	maps.Copy(host, grads)
+	p, err := prepareCUDA(ctx, d, bw.stages, b.calls, host, attention.Backward.Results)
+	return p, slices.Sorted(maps.Keys(grads)), err
+}
+
+// zeroGrads are b's aux gradients as zeroed host buffers, by parameter
+// name: the main kernel adds into them.
+func zeroGrads(b *bound) map[string]any {
+	out := map[string]any{}
+	for key, n := range b.gradLen {
+		out[key] = make([]float32, n)
 	}
-	seq, err := d.PrepareSequence(steps, host)
-	return seq, grads, err
+	return out
 }
 
 // RunCUDA runs the backward pass on the GPU with host tensors and returns
@@ -122,7 +101,7 @@ func (bw *Backward) RunCUDAGrads(ctx context.Context, d *CUDA, in BackwardInputs
 // runGrads runs an uploaded backward sequence once, frees it, and returns
 // its gradients: dQ, dK, dV, dsinks when withSinks, and the aux gradients
 // in the buffers named grads.
-func runGrads(d *CUDA, seq *gpu.Sequence, grads []string, withSinks bool) (*Grads, error) {
+func runGrads(d *CUDA, seq preparedCall, grads []string, withSinks bool) (*Grads, error) {
 	defer seq.Free()
 	if err := seq.Run(cuda.Stream{}); err != nil {
 		return nil, err
@@ -162,12 +141,12 @@ func runGrads(d *CUDA, seq *gpu.Sequence, grads []string, withSinks bool) (*Grad
 // CUDA events: warmup runs, then reps timed ones; it returns each run's
 // time in milliseconds. dQ, dK and dV must hold no NaN afterwards.
 func (bw *Backward) BenchCUDA(d *CUDA, in BackwardInputs, sh Shape, warmup, reps int) ([]float64, error) {
-	seq, _, err := bw.prepare(context.Background(), d, in, sh)
+	p, _, err := bw.prepare(context.Background(), d, in, sh)
 	if err != nil {
 		return nil, err
 	}
-	defer seq.Free()
-	return seq.Bench(warmup, reps, "dq", "dk", "dv")
+	defer p.Free()
+	return p.Bench(warmup, reps)
 }
 
 // BackwardDeviceTensors are device buffers for Backward.LaunchCUDA, as raw
@@ -210,60 +189,34 @@ type BackwardDeviceTensors struct {
 // tile adds zeros into; one element in DETERMINISTIC mode). One workspace
 // serves every launch of a shape no larger than it was made for, on one
 // stream at a time.
-type BackwardWorkspace struct {
-	delta, dqAccum cuda.DevicePtr
-	nDelta, nAccum int // elements
-}
+type BackwardWorkspace struct{ w *workspace }
 
 // NewWorkspace allocates a workspace for launches of shapes up to sh.
 func (bw *Backward) NewWorkspace(sh Shape) (*BackwardWorkspace, error) {
-	nd, na, err := bw.workspaceLens(sh)
+	lens, err := bw.workspaceLens(sh)
 	if err != nil {
 		return nil, err
 	}
-	w := &BackwardWorkspace{nDelta: nd, nAccum: na}
-	if err := allocF32s([]*cuda.DevicePtr{&w.delta, &w.dqAccum}, []int{nd, na}); err != nil {
+	w, err := newWorkspace(attention.Backward.Workspace, lens)
+	if err != nil {
 		return nil, err
 	}
-	return w, nil
+	return &BackwardWorkspace{w}, nil
 }
 
 // Free releases the workspace.
-func (w *BackwardWorkspace) Free() { freeAll(&w.delta, &w.dqAccum) }
+func (w *BackwardWorkspace) Free() { w.w.free() }
 
-// allocF32s allocates n[i] float32s (at least one) at *ps[i], for each i;
-// on a failure it frees what it allocated.
-func allocF32s(ps []*cuda.DevicePtr, n []int) error {
-	for i, p := range ps {
-		var err error
-		if *p, err = cuda.MemAlloc(max(n[i], 1) * 4); err != nil {
-			freeAll(ps[:i]...)
-			return err
-		}
-	}
-	return nil
-}
-
-// freeAll frees the device buffers that are set and clears them.
-func freeAll(ps ...*cuda.DevicePtr) {
-	for _, p := range ps {
-		if *p != 0 {
-			cuda.MemFree(*p)
-			*p = 0
-		}
-	}
-}
-
-func (bw *Backward) workspaceLens(sh Shape) (delta, accum int, err error) {
+// workspaceLens are the elements of the workspace buffers for shape sh.
+func (bw *Backward) workspaceLens(sh Shape) ([]int, error) {
 	if err := sh.Validate(); err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	p := launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs()}
-	if delta, err = bw.main.contract.Extent("delta", p, nil); err != nil {
-		return 0, 0, err
+	cs := make([]*launch.Contract, len(bw.stages))
+	for i, st := range bw.stages {
+		cs[i] = st.contract
 	}
-	accum, err = bw.main.contract.Extent("dq_accum", p, nil)
-	return delta, accum, err
+	return workspaceLens(cs, attention.Backward.Workspace, launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs()})
 }
 
 // LaunchCUDA runs the backward pass on device buffers, asynchronously on
@@ -278,14 +231,11 @@ func (bw *Backward) LaunchCUDA(d *CUDA, t BackwardDeviceTensors, sh Shape, s cud
 	if err := sh.Validate(); err != nil {
 		return err
 	}
-	ks, err := bw.kernels(context.Background(), d)
+	ks, err := loadKernels(context.Background(), d, bw.stages)
 	if err != nil {
 		return err
 	}
-	aux := map[string]int{}
-	for name, a := range t.Aux {
-		aux[name] = a.Len
-	}
+	aux := deviceLens(t.Aux)
 	if err := bw.masker.checkAuxLens(aux, sh); err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
@@ -296,57 +246,25 @@ func (bw *Backward) LaunchCUDA(d *CUDA, t BackwardDeviceTensors, sh Shape, s cud
 		return fmt.Errorf("LaunchCUDA: a backward compiled with Options.Sinks = %v needs Sinks and DSinks set (only then)", bw.opts.Sinks)
 	}
 	// Free what this call allocates once the stream is done with it.
-	var cleanup []func()
-	defer func() {
-		if len(cleanup) > 0 {
-			s.Synchronize()
-			for _, f := range cleanup {
-				f()
-			}
-		}
-	}()
-	ws := t.Workspace
-	nd, na, err := bw.workspaceLens(sh)
+	var after afterStream
+	defer after.run(s)
+	lens, err := bw.workspaceLens(sh)
 	if err != nil {
 		return err
 	}
-	if ws == nil {
-		if ws, err = bw.NewWorkspace(sh); err != nil {
-			return err
-		}
-		cleanup = append(cleanup, ws.Free)
-	} else if ws.nDelta < nd || ws.nAccum < na {
-		return fmt.Errorf("LaunchCUDA: workspace holds %d and %d elements, shape %+v needs %d and %d", ws.nDelta, ws.nAccum, sh, nd, na)
+	var ws *workspace
+	if t.Workspace != nil {
+		ws = t.Workspace.w
 	}
-	dm := t.BlockMask
-	if dm == nil {
-		host, err := bw.masker.hostAux(t.Aux)
-		if err != nil {
-			return err
-		}
-		bm, err := bw.masker.blockMaskCUDA(d, Inputs{Aux: host, Scalars: t.Scalars}, sh)
-		if err != nil {
-			return err
-		}
-		if dm, err = d.UploadBlockMask(bm); err != nil {
-			return err
-		}
-		cleanup = append(cleanup, dm.Free)
-	} else if err := bw.masker.checkBlockMask(dm.Mask, sh); err != nil {
-		return err
-	} else if err := bw.masker.checkBlockMaskParams(dm.Mask, Inputs{Scalars: t.Scalars}.modValues()); err != nil {
+	if ws, err = ws.orNew(attention.Backward.Workspace, lens, fmt.Sprintf("shape %+v", sh), &after); err != nil {
+		return fmt.Errorf("LaunchCUDA: %w", err)
+	}
+	dm, err := bw.masker.deviceBlockMask(d, t.BlockMask, t.Aux, t.Scalars, sh, bw.stages, &after)
+	if err != nil {
 		return err
 	}
-	if err := bw.uploadLists(dm); err != nil {
-		return err
-	}
-	strides := map[string][]int{}
-	for name, st := range map[string][3]int{"q": t.QStride, "k": t.KStride, "v": t.VStride, "o": t.OStride,
-		"dout": t.DOStride, "dq": t.DQStride, "dk": t.DKStride, "dv": t.DVStride} {
-		if st != [3]int{} {
-			strides[name] = st[:]
-		}
-	}
+	strides := deviceStrides(map[string][3]int{"q": t.QStride, "k": t.KStride, "v": t.VStride, "o": t.OStride,
+		"dout": t.DOStride, "dq": t.DQStride, "dk": t.DKStride, "dv": t.DVStride})
 	for _, a := range bw.AuxGrads() {
 		g, ok := t.DAux[a]
 		if !ok {
@@ -361,25 +279,12 @@ func (bw *Backward) LaunchCUDA(d *CUDA, t BackwardDeviceTensors, sh Shape, s cud
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
 	ptrs := map[string]uintptr{"q": t.Q, "k": t.K, "v": t.V, "o": t.O, "lse": t.LSE, "dout": t.DO,
-		"dq": t.DQ, "dk": t.DK, "dv": t.DV, "delta": uintptr(ws.delta), "dq_accum": uintptr(ws.dqAccum),
-		"sinks": t.Sinks, "dsinks": t.DSinks}
-	for name, p := range dm.ptrs {
-		ptrs[name] = p
-	}
-	for i, call := range b.calls {
-		for _, buf := range call.Buffers {
-			if buf.Role != launch.Aux {
-				continue
-			}
-			if _, ok := b.gradLen[buf.Key]; ok {
-				ptrs[buf.Name] = t.DAux[auxGradName(buf.Key)].Ptr
-			} else {
-				ptrs[buf.Name] = t.Aux[buf.Key].Ptr
-			}
-		}
-		if err := d.Launch(ks[i], call, ptrs, s); err != nil {
-			return fmt.Errorf("LaunchCUDA: %w", err)
-		}
+		"dq": t.DQ, "dk": t.DK, "dv": t.DV, "sinks": t.Sinks, "dsinks": t.DSinks}
+	ws.addPtrs(ptrs)
+	maps.Copy(ptrs, dm.ptrs)
+	addDeviceAux(ptrs, b.calls, t.Aux, b.gradLen, t.DAux)
+	if err := launchAll(d, ks, b.calls, ptrs, s); err != nil {
+		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
 	return nil
 }
@@ -394,31 +299,6 @@ func lookupLen(lens map[string]int, a string) (int, bool) {
 	return n, ok
 }
 
-// uploadLists adds to dm the block-mask lists a backward kernel reads that
-// it does not hold yet (UploadBlockMask uploads the forward's kv lists;
-// flash_bwd reads the transposed q lists). They are freed with dm.
-func (bw *Backward) uploadLists(dm *DeviceBlockMask) error {
-	for _, st := range bw.stages {
-		if st.contract.BlockMask == nil {
-			continue
-		}
-		for name, xs := range st.contract.BlockMask.Tensors(dm.Mask) {
-			if _, ok := dm.ptrs[name]; ok {
-				continue
-			}
-			p, err := cuda.MemAlloc(max(len(xs), 1) * 4)
-			if err != nil {
-				return err
-			}
-			dm.ptrs[name] = uintptr(p)
-			if err := cuda.HtoD(p, xs); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // BundleKernels compiles the backward's kernels, its block classifier
 // (for masks the analytic builder cannot bound) and the span form of a
 // document mask (withSpans) for arch, through the cache c (which may be
@@ -428,9 +308,9 @@ func (bw *Backward) BundleKernels(ctx context.Context, c *cache.Cache, arch stri
 	if err != nil {
 		return nil, err
 	}
-	rs := append(stageResults(bw.stages), cls)
+	rs := append(results(bw.stages), cls)
 	if g, ok := bw.spanVariant(); ok {
-		rs = append(rs, stageResults(g.stages)...) // what document runs as on contiguous ids (withSpans)
+		rs = append(rs, results(g.stages)...) // what document runs as on contiguous ids (withSpans)
 	}
 	return bundleResults(ctx, c, rs, arch, tool)
 }
@@ -439,7 +319,7 @@ func (bw *Backward) BundleKernels(ctx context.Context, c *cache.Cache, arch stri
 // the cache c (which may be nil), as bundle entries (its block masks are
 // built on the host: no classifier).
 func (bw *BackwardVarlen) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
-	return bundleResults(ctx, c, stageResults(bw.stages), arch, tool)
+	return bundleResults(ctx, c, results(bw.stages), arch, tool)
 }
 
 // BundleKernels compiles the varlen forward's kernel for arch, through the

@@ -3,13 +3,10 @@ package flash
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/fac-compiler/fac/compiler"
-	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/reference"
-	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/stdlib/attention"
 	"github.com/fac-compiler/fac/tir"
 )
@@ -38,45 +35,24 @@ type BackwardVarlen struct {
 // them). SPARSE_Q × SPARSE_K
 // must be the forward's for one VarlenBlockMask to serve both.
 func CompileBackwardVarlen(opts Options, dim int) (*BackwardVarlen, error) {
-	dt, err := backwardDType(opts, dim)
-	if err != nil {
-		return nil, err
-	}
-	if opts.Sinks {
-		return nil, fmt.Errorf("%s: sinks are not supported yet (nor by flash_fwd_varlen)", attention.FlashBwdVarlen.Kernel)
-	}
 	if v, ok := opts.Consts["DETERMINISTIC"]; ok {
 		return nil, fmt.Errorf("DETERMINISTIC = %s: the varlen backward has no deterministic mode yet (dQ goes through atomics)", v)
 	}
-	dimV, err := opts.dimV(dim)
+	stages, dimV, err := compileVariant(attention.BackwardVarlen, attention.VariantOptions{Sinks: opts.Sinks}, opts, dim)
 	if err != nil {
 		return nil, err
 	}
-	stages, err := compileStages(opts, dt, dim, dimV, []*launch.Contract{attention.FlashBwdPreprocess, attention.FlashBwdVarlen, attention.FlashBwdPostprocess})
-	if err != nil {
+	main := stages[attention.BackwardVarlen.Main]
+	if err := checkVarlenAux(main); err != nil {
 		return nil, err
 	}
-	main := stages[1].res
-	for _, m := range []*lang.ModInst{main.Mask, main.Score} {
-		if m == nil {
-			continue
-		}
-		for _, p := range m.AuxParams() {
-			for _, d := range p.Dims {
-				if d.SeqQ != 0 || d.SeqK != 0 {
-					return nil, fmt.Errorf("%s %s: aux tensor %s %s is shaped by the sequence lengths, which %s does not support yet (they differ per sequence)",
-						m.Kind(), m, p.Name, p.Type(), attention.FlashBwdVarlen.Kernel)
-				}
-			}
-		}
-	}
-	bw := &BackwardVarlen{opts: opts, dim: dim, dimV: dimV, stages: stages, dtype: main.Func().Params[0].Type.Elem}
-	bw.masker = &ForwardVarlen{f: &Forward{opts: opts, res: main, contract: attention.FlashBwdVarlen, dim: dim, dimV: dimV, dtype: bw.dtype}}
+	bw := &BackwardVarlen{opts: opts, dim: dim, dimV: dimV, stages: stages, dtype: main.res.Func().Params[0].Type.Elem}
+	bw.masker = &ForwardVarlen{f: &Forward{opts: opts, res: main.res, contract: main.contract, dim: dim, dimV: dimV, dtype: bw.dtype}}
 	return bw, nil
 }
 
 // Kernels are the compiled kernels in launch order.
-func (bw *BackwardVarlen) Kernels() []*compiler.Result { return stageResults(bw.stages) }
+func (bw *BackwardVarlen) Kernels() []*compiler.Result { return results(bw.stages) }
 
 // AuxTensors are the aux tensors the mods read; AuxGrads the float aux
 // tensors of the score that get gradients (Grads.DAux).
@@ -121,46 +97,30 @@ func (bw *BackwardVarlen) RunCPUContext(ctx context.Context, in VarlenBackwardIn
 	if b.empty != nil {
 		return b.empty, nil
 	}
-	host := b.host
-	daux := map[string]*cpu.Buffer{}
-	for key, n := range b.gradLen {
-		daux[key] = cpu.NewBuffer(key, tir.F32, n)
-		host[key] = daux[key]
+	host, daux := b.host, cpuGrads(b.gradLen)
+	for key, buf := range daux {
+		host[key] = buf
 	}
-	for i := range bw.stages {
-		st := &bw.stages[i]
-		out, err := cpu.Run(ctx, st.res.Module, b.calls[i], host)
-		if err != nil {
-			return nil, err
-		}
-		for _, name := range st.contract.Outputs() {
-			host[name] = out[name]
-		}
+	if host, err = runCPU(ctx, bw.stages, b.calls, host); err != nil {
+		return nil, err
 	}
 	return hostGrads(host, daux, false), nil
 }
 
-// varlenBound is a varlen backward call bound: the stages' calls, the
-// host tensors by parameter name, the aux gradients' lengths by binder
-// key; empty holds the (zero) gradients of a call with no queries, which
-// runs nothing.
+// varlenBound is a varlen backward call bound: the stages' calls and aux
+// gradients' lengths (bound), the host data by parameter name; empty
+// holds the (zero) gradients of a call with no queries, which runs
+// nothing.
 type varlenBound struct {
-	calls   []*launch.Call
-	host    map[string]any
-	gradLen map[string]int
-	empty   *Grads
+	bound
+	host  map[string]any
+	empty *Grads
 }
 
 // bind checks a call and binds its three kernels.
 func (bw *BackwardVarlen) bind(in VarlenBackwardInputs, heads, kvHeads int) (*varlenBound, error) {
 	f, d, dv := bw.masker.f, bw.dim, bw.dimV
-	if kvHeads == 0 {
-		kvHeads = heads
-	}
-	if heads <= 0 || kvHeads <= 0 {
-		return nil, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
-	}
-	totalQ, totalK, err := f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads)
+	sh, totalQ, totalK, err := f.varlenCall(in.VarlenInputs, heads, kvHeads)
 	if err != nil {
 		return nil, err
 	}
@@ -168,28 +128,18 @@ func (bw *BackwardVarlen) bind(in VarlenBackwardInputs, heads, kvHeads int) (*va
 		return nil, fmt.Errorf("O has %d elements, DO %d, LSE %d: want O and DO [%d, %d, %d] and LSE [%d, %d]",
 			len(in.O), len(in.DO), len(in.LSE), totalQ, heads, dv, heads, totalQ)
 	}
-	sh, err := varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d, dv)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.checkAux(in.Aux, sh); err != nil {
-		return nil, err
-	}
-	if err := f.checkScalars(in.Scalars); err != nil {
+	if err := f.checkMods(in.Aux, in.Scalars, sh); err != nil {
 		return nil, err
 	}
 	auxLen, err := auxLens(in.Aux)
 	if err != nil {
 		return nil, err
 	}
-	b := &varlenBound{gradLen: map[string]int{}}
-	for _, a := range bw.AuxGrads() {
-		n, ok := lookupLen(auxLen, a)
-		if !ok {
-			return nil, fmt.Errorf("missing aux tensor %q", a)
-		}
-		b.gradLen[auxGradKey(a)] = n
+	grads, err := gradLens(bw.AuxGrads(), auxLen)
+	if err != nil {
+		return nil, err
 	}
+	b := &varlenBound{bound: bound{gradLen: grads}}
 	if totalQ == 0 { // no query: every gradient is zero, nothing to run
 		b.empty = &Grads{DQ: []float32{}, DK: make([]float32, len(in.K)), DV: make([]float32, len(in.V)), DAux: map[string][]float32{}}
 		for key, n := range b.gradLen {
@@ -204,37 +154,26 @@ func (bw *BackwardVarlen) bind(in VarlenBackwardInputs, heads, kvHeads int) (*va
 	b.host = map[string]any{"q": in.Q, "k": in.K, "v": in.V, "o": in.O, "dout": in.DO, "lse": in.LSE,
 		"cu_seqlens_q": in.CuSeqlensQ, "cu_seqlens_k": in.CuSeqlensK}
 	lens := map[string]int{}
-	bm.q.hostData(attention.VarlenQLists, b.host, lens)
+	bm.addLists(attention.BackwardVarlen.Lists, b.host, lens)
 	// The pre- and postprocess see one batch of totalQ positions: packed
 	// [total_q, H, D] is [1, H, total_q, D] with these strides (and O, dO
 	// with Dv for D).
-	packed := Shape{Batch: 1, Heads: heads, KVHeads: heads, SeqQ: totalQ, SeqK: 1, Dim: d, DimV: sh.DimV}
-	strides := []int{totalQ * heads * d, d, heads * d}
-	stridesV := []int{totalQ * heads * dv, dv, heads * dv}
+	packed := launch.Request{Problem: launch.Problem{Shape: Shape{Batch: 1, Heads: heads, KVHeads: heads, SeqQ: totalQ, SeqK: 1, Dim: d, DimV: sh.DimV},
+		Scale: in.Scale}, Strides: map[string][]int{"o": {totalQ * heads * dv, dv, heads * dv}, "dout": {totalQ * heads * dv, dv, heads * dv},
+		"dq": {totalQ * heads * d, d, heads * d}}}
+	main := launch.Request{Problem: launch.Problem{Shape: sh, Scale: in.Scale, TotalQ: totalQ, TotalK: totalK, Lens: lens}, Aux: auxLen, Scalars: in.Scalars}
 	for i, st := range bw.stages {
-		req := launch.Request{Problem: launch.Problem{Shape: packed, Attrs: st.res.Attrs(), Scale: in.Scale}}
-		switch i {
-		case 0:
-			req.Strides = map[string][]int{"o": stridesV, "dout": stridesV}
-		case 1:
-			req.Problem = launch.Problem{Shape: sh, Attrs: st.res.Attrs(), Scale: in.Scale, TotalQ: totalQ, TotalK: totalK, Lens: lens}
-			req.Aux = maps.Clone(auxLen)
-			maps.Copy(req.Aux, b.gradLen)
-			req.Scalars = in.Scalars
-		case 2:
-			req.Strides = map[string][]int{"dq": strides}
+		r, grads := packed, map[string]int(nil)
+		if i == attention.BackwardVarlen.Main {
+			r, grads = main, b.gradLen
 		}
-		call, err := st.contract.Bind(st.res.Params(), req)
+		calls, err := bindAll([]stage{st}, 0, r, grads)
 		if err != nil {
 			return nil, err
 		}
-		for _, buf := range call.Buffers {
-			if _, isGrad := b.gradLen[buf.Key]; buf.Role == launch.Aux && !isGrad {
-				b.host[buf.Name] = in.Aux[buf.Key]
-			}
-		}
-		b.calls = append(b.calls, call)
+		b.calls = append(b.calls, calls[0])
 	}
+	addCallData(bw.stages, b.calls, b.host, nil, in.Aux, b.gradLen)
 	return b, nil
 }
 
@@ -245,27 +184,15 @@ func (bw *BackwardVarlen) bind(in VarlenBackwardInputs, heads, kvHeads int) (*va
 // in.LSE and in.BlockMask are not read).
 func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int) (reference.Grads, error) {
 	f, d, dv := bw.masker.f, bw.dim, bw.dimV
-	if kvHeads == 0 {
-		kvHeads = heads
-	}
-	if heads <= 0 || kvHeads <= 0 {
-		return reference.Grads{}, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
-	}
-	totalQ, totalK, err := f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads)
+	sh, totalQ, _, err := f.varlenCall(in.VarlenInputs, heads, kvHeads)
 	if err != nil {
 		return reference.Grads{}, err
 	}
+	hkv := sh.KV()
 	if len(in.DO) != totalQ*heads*dv {
 		return reference.Grads{}, fmt.Errorf("do has %d elements: want [%d, %d, %d], like O", len(in.DO), totalQ, heads, dv)
 	}
-	sh, err := varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d, dv)
-	if err != nil {
-		return reference.Grads{}, err
-	}
-	if err := f.checkAux(in.Aux, sh); err != nil {
-		return reference.Grads{}, err
-	}
-	if err := f.checkScalars(in.Scalars); err != nil {
+	if err := f.checkMods(in.Aux, in.Scalars, sh); err != nil {
 		return reference.Grads{}, err
 	}
 	lens, err := auxLens(in.Aux)
@@ -275,17 +202,7 @@ func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int)
 	vals := in.modValues()
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
 	q, k, v, do := roundTo(in.Q, bw.dtype), roundTo(in.K, bw.dtype), roundTo(in.V, bw.dtype), roundTo(in.DO, bw.dtype)
-	// gather takes a sequence's rows [n, hs, d] at start to [1, hs, n, d];
-	// scatter adds them back.
-	gather := func(xs []float64, start, n, hs, d int) []float64 {
-		out := make([]float64, hs*n*d)
-		for t := range n {
-			for h := range hs {
-				copy(out[(h*n+t)*d:][:d], xs[((start+t)*hs+h)*d:][:d])
-			}
-		}
-		return out
-	}
+	// scatter puts a sequence's rows back where gatherSeq took them.
 	scatter := func(dst, xs []float64, start, n, hs, d int) {
 		for t := range n {
 			for h := range hs {
@@ -308,7 +225,7 @@ func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int)
 		if sq == 0 || sk == 0 {
 			continue // no query, or no key: no gradient
 		}
-		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: sk, Dim: d, DimV: sh.DimV}
+		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: hkv, SeqQ: sq, SeqK: sk, Dim: d, DimV: sh.DimV}
 		maskFn, err := modFunc(f.res.Program, f.res.Mask, seq, vals)
 		if err != nil {
 			return reference.Grads{}, err
@@ -326,11 +243,11 @@ func (bw *BackwardVarlen) Reference(in VarlenBackwardInputs, heads, kvHeads int)
 			}
 			deriv = func(s float64, _, h, i, j int, aux func(string, int, float64)) float64 { return ds(s, b, h, i, j, aux) }
 		}
-		sg := reference.AttentionGrad(gather(q, qs, sq, heads, d), gather(k, ks, sk, kvHeads, d), gather(v, ks, sk, kvHeads, dv), gather(do, qs, sq, heads, dv),
-			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d, DV: dv}, scale, mask, score, deriv, gradLens)
+		sg := reference.AttentionGrad(gatherSeq(q, qs, sq, heads, d), gatherSeq(k, ks, sk, hkv, d), gatherSeq(v, ks, sk, hkv, dv), gatherSeq(do, qs, sq, heads, dv),
+			reference.Shape{B: 1, H: heads, HKV: hkv, Sq: sq, Sk: sk, D: d, DV: dv}, scale, mask, score, deriv, gradLens)
 		scatter(g.DQ, sg.DQ, qs, sq, heads, d)
-		scatter(g.DK, sg.DK, ks, sk, kvHeads, d)
-		scatter(g.DV, sg.DV, ks, sk, kvHeads, dv)
+		scatter(g.DK, sg.DK, ks, sk, hkv, d)
+		scatter(g.DV, sg.DV, ks, sk, hkv, dv)
 		for a, xs := range sg.DAux {
 			for i, x := range xs {
 				g.DAux[a][i] += x

@@ -56,31 +56,30 @@ func (f *Forward) prepare(ctx context.Context, d *CUDA, in Inputs, sh Shape) (pr
 	if err != nil {
 		return nil, err
 	}
-	if plan.SplitKV {
-		return f.prepareDecode(ctx, d, plan, in, sh)
-	}
 	bm, err := f.blockMaskCUDA(d, in, sh)
 	if err != nil {
 		return nil, err
 	}
 	// The span form keeps the same pairs: f's block mask serves it. A
 	// span kernel that cannot be had (in no bundle, no llc) leaves f.
-	if g, gin := f.withSpans(in, sh); g != f {
-		if g, err = g.tuned(d.Arch); err == nil {
-			if _, err = d.Kernel(ctx, g.res, nil); err == nil {
-				f, in = g, gin
+	if !plan.SplitKV {
+		if g, gin := f.withSpans(in, sh); g != f {
+			if g, err = g.tuned(d.Arch); err == nil {
+				if _, err = d.Kernel(ctx, g.res, nil); err == nil {
+					f, in = g, gin
+				}
 			}
 		}
 	}
-	k, err := d.Kernel(ctx, f.res, nil)
+	aux, err := auxLens(in.Aux)
 	if err != nil {
 		return nil, err
 	}
-	call, err := f.bind(in, sh, bm, nil)
+	c, err := f.bindPlan(plan, sh, in.Scale, bm, aux, in.Scalars, nil)
 	if err != nil {
 		return nil, err
 	}
-	return d.Prepare(k, call, f.hostData(in, bm, call))
+	return prepareCUDA(ctx, d, c.ks, c.calls, f.hostData(in, c), attention.Forward.Results)
 }
 
 // RunCUDA runs the forward kernel on the GPU with host tensors and returns
@@ -231,65 +230,133 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 	if err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
-	var k *gpu.Kernel
-	if !plan.SplitKV {
-		if k, err = d.Kernel(context.Background(), f.res, nil); err != nil {
-			return err
-		}
-	}
-	strides := map[string][]int{}
-	for name, st := range map[string][3]int{"q": t.QStride, "k": t.KStride, "v": t.VStride, "o": t.OStride} {
-		if st != [3]int{} {
-			strides[name] = st[:]
-		}
-	}
-	ptrs := map[string]uintptr{"q": t.Q, "k": t.K, "v": t.V, "o": t.O, "lse": t.LSE}
-	aux := map[string]int{}
-	for name, a := range t.Aux {
-		aux[name] = a.Len
-	}
+	aux := deviceLens(t.Aux)
 	if err := f.checkAuxLens(aux, sh); err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
-	dm := t.BlockMask
-	if dm == nil {
-		host, err := f.hostAux(t.Aux)
-		if err != nil {
-			return err
-		}
-		bm, err := f.blockMaskCUDA(d, Inputs{Aux: host, Scalars: t.Scalars}, sh)
-		if err != nil {
-			return err
-		}
-		if dm, err = d.UploadBlockMask(bm); err != nil {
-			return err
-		}
-		// The launch is asynchronous: free after the stream is done with it.
-		defer func() { s.Synchronize(); dm.Free() }()
-	} else if err := f.checkBlockMask(dm.Mask, sh); err != nil {
-		return err
-	} else if err := f.checkBlockMaskParams(dm.Mask, Inputs{Scalars: t.Scalars}.modValues()); err != nil {
+	var after afterStream // the launch is asynchronous: free once s is done
+	defer after.run(s)
+	dm, err := f.deviceBlockMask(d, t.BlockMask, t.Aux, t.Scalars, sh, nil, &after)
+	if err != nil {
 		return err
 	}
-	for name, p := range dm.ptrs {
-		ptrs[name] = p
-	}
-	if plan.SplitKV {
-		return f.launchDecode(d, plan, t, sh, s, dm, strides, ptrs, aux)
-	}
-	call, err := f.contract.Bind(k.Art.Params, launch.Request{Problem: f.problem(sh, t.Scale), Strides: strides, BlockMask: dm.Mask, Aux: aux, Scalars: t.Scalars})
+	ptrs := map[string]uintptr{"q": t.Q, "k": t.K, "v": t.V, "o": t.O, "lse": t.LSE}
+	maps.Copy(ptrs, dm.ptrs)
+	strides := deviceStrides(map[string][3]int{"q": t.QStride, "k": t.KStride, "v": t.VStride, "o": t.OStride})
+	c, err := f.bindPlan(plan, sh, t.Scale, dm.Mask, aux, t.Scalars, strides)
 	if err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
-	for _, b := range call.Buffers {
-		if b.Role == launch.Aux {
-			ptrs[b.Name] = t.Aux[b.Key].Ptr
-		}
+	ks, err := loadKernels(context.Background(), d, c.ks)
+	if err != nil {
+		return err
 	}
-	if err := d.Launch(k, call, ptrs, s); err != nil {
+	if c.bm != dm.Mask {
+		// PackGQA over a block mask per query head: the union over each
+		// group's heads, for this call.
+		pm, err := d.UploadBlockMask(c.bm)
+		if err != nil {
+			return err
+		}
+		after = append(after, pm.Free)
+		maps.Copy(ptrs, pm.ptrs)
+	}
+	if plan.SplitKV {
+		ws, err := t.Workspace.orNew(plan, sh, &after)
+		if err != nil {
+			return fmt.Errorf("LaunchCUDA: %w", err)
+		}
+		ws.addPtrs(ptrs)
+	}
+	addDeviceAux(ptrs, c.calls, t.Aux, nil, nil)
+	if err := launchAll(d, ks, c.calls, ptrs, s); err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}
 	return nil
+}
+
+// deviceLens are the lengths of device aux tensors, by the caller's names.
+func deviceLens(aux map[string]DeviceAux) map[string]int {
+	out := map[string]int{}
+	for name, a := range aux {
+		out[name] = a.Len
+	}
+	return out
+}
+
+// deviceStrides are the strides of device tensors given as {batch, head,
+// seq} (zero: contiguous), by tensor name.
+func deviceStrides(given map[string][3]int) map[string][]int {
+	out := map[string][]int{}
+	for name, st := range given {
+		if st != [3]int{} {
+			out[name] = st[:]
+		}
+	}
+	return out
+}
+
+// addDeviceAux adds to ptrs the device aux tensors the calls read: aux by
+// the caller's names, the aux gradients (grads, by binder key) from daux.
+func addDeviceAux(ptrs map[string]uintptr, calls []*launch.Call, aux map[string]DeviceAux, grads map[string]int, daux map[string]DeviceAux) {
+	for _, call := range calls {
+		for _, b := range call.Buffers {
+			if b.Role != launch.Aux {
+				continue
+			}
+			if _, ok := grads[b.Key]; ok {
+				ptrs[b.Name] = daux[auxGradName(b.Key)].Ptr
+			} else {
+				ptrs[b.Name] = aux[b.Key].Ptr
+			}
+		}
+	}
+}
+
+// deviceBlockMask is the block mask of a launch on device buffers: dm,
+// checked against the call, or one built for it (from the mask's aux
+// tensors, read back, and run-time parameters) and uploaded, freed with
+// after. It gets the lists of ks' kernels that it lacks (UploadBlockMask
+// uploads the kv lists; flash_bwd reads the transposed q lists), freed
+// with it.
+func (f *Forward) deviceBlockMask(d *CUDA, dm *DeviceBlockMask, aux map[string]DeviceAux, scalars map[string]any, sh Shape, ks []stage, after *afterStream) (*DeviceBlockMask, error) {
+	if dm == nil {
+		host, err := f.hostAux(aux)
+		if err != nil {
+			return nil, err
+		}
+		bm, err := f.blockMaskCUDA(d, Inputs{Aux: host, Scalars: scalars}, sh)
+		if err != nil {
+			return nil, err
+		}
+		if dm, err = d.UploadBlockMask(bm); err != nil {
+			return nil, err
+		}
+		*after = append(*after, dm.Free)
+	} else if err := f.checkBlockMask(dm.Mask, sh); err != nil {
+		return nil, err
+	} else if err := f.checkBlockMaskParams(dm.Mask, Inputs{Scalars: scalars}.modValues()); err != nil {
+		return nil, err
+	}
+	for _, st := range ks {
+		if st.contract.BlockMask == nil {
+			continue
+		}
+		for name, xs := range st.contract.BlockMask.Tensors(dm.Mask) {
+			if _, ok := dm.ptrs[name]; ok {
+				continue
+			}
+			p, err := cuda.MemAlloc(max(len(xs), 1) * 4)
+			if err != nil {
+				return nil, err
+			}
+			dm.ptrs[name] = uintptr(p)
+			if err := cuda.HtoD(p, xs); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return dm, nil
 }
 
 // blockMaskCUDA is blockMask for a GPU call: given, else analytic where the

@@ -1,7 +1,6 @@
 package flash
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/launch"
-	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
@@ -120,12 +118,12 @@ type DecodePlan struct {
 	Paged, PageTiles bool
 }
 
-// splitKernelName is the plan's split kernel.
-func (p DecodePlan) splitKernelName() string {
+// variant is the variant a split-KV plan runs.
+func (p DecodePlan) variant() *attention.Variant {
 	if p.Paged {
-		return attention.FlashFwdPaged.Kernel
+		return attention.Paged
 	}
-	return attention.FlashFwdSplitKV.Kernel
+	return attention.SplitKV
 }
 
 // Kernels are the kernels the plan launches, in order.
@@ -133,7 +131,7 @@ func (p DecodePlan) Kernels() []string {
 	if !p.SplitKV {
 		return nil
 	}
-	return []string{p.splitKernelName(), attention.FlashFwdCombine.Kernel}
+	return p.variant().Names(attention.VariantOptions{})
 }
 
 func (p DecodePlan) String() string {
@@ -152,7 +150,7 @@ func (p DecodePlan) String() string {
 		tile = ", keys gathered by page"
 	}
 	return fmt.Sprintf("%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile%s) + flash_fwd_combine: %d splits, PackGQA %s, %d programs (%d SMs)",
-		p.splitKernelName(), p.BlockM, p.BlockN, p.QPerTile, tile, p.NumSplits, pack, p.Programs, p.SMs)
+		p.variant().Names(attention.VariantOptions{})[0], p.BlockM, p.BlockN, p.QPerTile, tile, p.NumSplits, pack, p.Programs, p.SMs)
 }
 
 // Reason says in plain words why a call of shape sh runs plan p (from
@@ -346,12 +344,6 @@ func (f *Forward) splitBlockN() (int, error) {
 	return bn, nil
 }
 
-// splitKernel compiles (once per BLOCK_M) flash_fwd_splitkv with f's mods,
-// dtype, head dims and mask block sizes, and DecodeConsts.
-func (f *Forward) splitKernel(blockM int) (*compiler.Result, error) {
-	return f.splitFamilyKernel(attention.FlashFwdSplitKV, blockM, false)
-}
-
 // splitFamilyKernel compiles (once per kernel, BLOCK_M and pageTiles) c's
 // kernel, flash_fwd_splitkv or flash_fwd_paged, which take the same
 // constants; pageTiles sets flash_fwd_paged's PAGE_TILES.
@@ -389,16 +381,10 @@ func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, pageTiles bo
 	consts["DTYPE"] = f.dtype.String()
 	consts["SPARSE_Q"] = strconv.FormatInt(a["SPARSE_Q"], 10)
 	consts["SPARSE_K"] = strconv.FormatInt(a["SPARSE_K"], 10)
-	res, err := compiler.Compile(compiler.Request{Sources: f.opts.Sources, Kernel: c.Kernel,
+	res, err := compileKernel(c, compiler.Request{Sources: f.opts.Sources, Kernel: c.Kernel,
 		Mask: f.opts.Mask, Score: f.opts.Score, Consts: consts, Passes: f.opts.Passes, Target: f.opts.target()})
 	if err != nil {
 		return nil, err
-	}
-	if res.Func() == nil {
-		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
-	}
-	if err := c.CheckParams(res.Params()); err != nil {
-		return nil, fmt.Errorf("internal compiler error: %w", err)
 	}
 	if f.splitRes == nil {
 		f.splitRes = map[splitKey]*compiler.Result{}
@@ -430,16 +416,10 @@ func (f *Forward) combineKernel(splits int) (*compiler.Result, error) {
 	if f.dimV != f.dim {
 		consts["HEAD_DIM_V"] = strconv.Itoa(f.dimV)
 	}
-	res, err := compiler.Compile(compiler.Request{Kernel: attention.FlashFwdCombine.Kernel, Passes: f.opts.Passes, Target: f.opts.target(),
-		Consts: consts})
+	res, err := compileKernel(attention.FlashFwdCombine, compiler.Request{Kernel: attention.FlashFwdCombine.Kernel, Passes: f.opts.Passes,
+		Target: f.opts.target(), Consts: consts})
 	if err != nil {
 		return nil, err
-	}
-	if res.Func() == nil {
-		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", attention.FlashFwdCombine.Kernel)
-	}
-	if err := attention.FlashFwdCombine.CheckParams(res.Params()); err != nil {
-		return nil, fmt.Errorf("internal compiler error: %w", err)
 	}
 	if f.combineRes == nil {
 		f.combineRes = map[int]*compiler.Result{}
@@ -473,95 +453,64 @@ func (f *Forward) DecodeKernels(plan DecodePlan) ([]*compiler.Result, error) {
 	if !plan.SplitKV {
 		return nil, nil
 	}
-	s, err := f.splitKernel(plan.BlockM)
+	ks, err := f.planKernels(plan)
 	if err != nil {
 		return nil, err
 	}
-	c, err := f.combineKernel(plan.NumSplits)
-	if err != nil {
-		return nil, err
-	}
-	return []*compiler.Result{s, c}, nil
+	return results(ks), nil
 }
 
-// decodeBound is a split-KV call bound: the kernels, their calls, and the
-// block mask the split kernel reads.
-type decodeBound struct {
-	res   [2]*compiler.Result
-	calls [2]*launch.Call
+// planKernels compiles the kernels of split-KV plan's variant: the split
+// kernel (flash_fwd_splitkv or flash_fwd_paged) with the plan's tile, then
+// flash_fwd_combine for its splits.
+func (f *Forward) planKernels(plan DecodePlan) ([]stage, error) {
+	cs, err := plan.variant().Kernels(attention.VariantOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ks := make([]stage, len(cs))
+	for i, c := range cs {
+		var res *compiler.Result
+		if c == attention.FlashFwdCombine {
+			res, err = f.combineKernel(plan.NumSplits)
+		} else {
+			res, err = f.splitFamilyKernel(c, plan.BlockM, plan.PageTiles)
+		}
+		if err != nil {
+			return nil, err
+		}
+		ks[i] = stage{res: res, contract: c}
+	}
+	return ks, nil
+}
+
+// forwardCall is a forward call bound: the kernels it runs (flash_fwd, or
+// a split-KV plan's), their calls and the block mask they read.
+type forwardCall struct {
+	ks    []stage
+	calls []*launch.Call
 	bm    *blockmask.BlockMask
 }
 
-// bindDecode binds both kernels of plan for one call: aux are the aux
-// tensors' lengths by the caller's names, strides the leading-dimension
-// strides of q, k, v (to the split kernel) and o (to the combine).
-func (f *Forward) bindDecode(plan DecodePlan, sh Shape, scale float32, bm *blockmask.BlockMask, aux map[string]int, scalars map[string]any, strides map[string][]int) (*decodeBound, error) {
-	ks, err := f.DecodeKernels(plan)
-	if err != nil {
-		return nil, err
-	}
-	pbm, err := packBlockMask(bm, plan.Pack, sh.KV())
-	if err != nil {
-		return nil, err
-	}
-	d := &decodeBound{res: [2]*compiler.Result{ks[0], ks[1]}, bm: pbm}
-	pick := func(names ...string) map[string][]int {
-		var out map[string][]int
-		for _, n := range names {
-			if s, ok := strides[n]; ok {
-				if out == nil {
-					out = map[string][]int{}
-				}
-				out[n] = s
-			}
+// bindPlan binds a call of plan: f's kernel, or the split-KV kernels with
+// bm packed for PackGQA. aux are the aux tensors' lengths by the caller's
+// names, strides the leading-dimension strides of q, k, v and o.
+func (f *Forward) bindPlan(plan DecodePlan, sh Shape, scale float32, bm *blockmask.BlockMask, aux map[string]int, scalars map[string]any, strides map[string][]int) (*forwardCall, error) {
+	c := &forwardCall{ks: f.kernels(), bm: bm}
+	p := launch.Problem{Shape: sh, Scale: scale}
+	if plan.SplitKV {
+		var err error
+		if c.ks, err = f.planKernels(plan); err != nil {
+			return nil, err
 		}
-		return out
-	}
-	p := launch.Problem{Shape: sh, Attrs: ks[0].Attrs(), Scale: scale, NumSplits: plan.NumSplits, Pack: plan.Pack}
-	if d.calls[0], err = attention.FlashFwdSplitKV.Bind(ks[0].Params(), launch.Request{Problem: p, Strides: pick("q", "k", "v"),
-		BlockMask: pbm, Aux: aux, Scalars: scalars}); err != nil {
-		return nil, err
-	}
-	p = launch.Problem{Shape: sh, Attrs: ks[1].Attrs(), NumSplits: plan.NumSplits}
-	if d.calls[1], err = attention.FlashFwdCombine.Bind(ks[1].Params(), launch.Request{Problem: p, Strides: pick("o")}); err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
-// hostData are the split kernel's host tensors by parameter name.
-func (d *decodeBound) hostData(in Inputs) map[string]any {
-	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V}
-	for name, xs := range attention.FlashFwdSplitKV.BlockMask.Tensors(d.bm) {
-		host[name] = xs
-	}
-	for _, b := range d.calls[0].Buffers {
-		if b.Role == launch.Aux {
-			host[b.Name] = in.Aux[b.Key]
+		if c.bm, err = packBlockMask(bm, plan.Pack, sh.KV()); err != nil {
+			return nil, err
 		}
+		p.NumSplits, p.Pack = plan.NumSplits, plan.Pack
 	}
-	return host
-}
-
-// runDecodeCPU runs a split-KV plan on the CPU reference device.
-func (f *Forward) runDecodeCPU(ctx context.Context, plan DecodePlan, in Inputs, sh Shape, bm *blockmask.BlockMask) (o, lse []float32, err error) {
-	aux, err := auxLens(in.Aux)
-	if err != nil {
-		return nil, nil, err
-	}
-	d, err := f.bindDecode(plan, sh, in.Scale, bm, aux, in.Scalars, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	part, err := cpu.Run(ctx, d.res[0].Module, d.calls[0], d.hostData(in))
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := cpu.Run(ctx, d.res[1].Module, d.calls[1], map[string]any{"o_partial": part["o_partial"], "lse_partial": part["lse_partial"]})
-	if err != nil {
-		return nil, nil, err
-	}
-	return out["o"].F32(), out["lse"].F32(), nil
+	var err error
+	c.calls, err = bindAll(c.ks, 0, launch.Request{Problem: p, Strides: strides, BlockMask: c.bm, Aux: aux, Scalars: scalars}, nil)
+	return c, err
 }
 
 // packBlockMask is bm as PackGQA's tiles read it, one row per (b, kv head,

@@ -6,15 +6,20 @@
 // Programs import the root package fac, which names every exported type,
 // function and constant of this package (its types are aliases of these,
 // so methods and fields are documented here). This package is one piece:
-// the forward, backward, varlen and split-KV decode paths share the block
+// the forward, backward, varlen, split-KV and paged paths share the block
 // masks and their checks, the checks of the mods' aux tensors and run-time
 // parameters, the recompiles tuned per GPU arch and the span forms of
 // document masks.
 //
 // Where things are:
+//   - variant.go, variant_cuda.go: every kernel variant
+//     (stdlib/attention.Variant) compiled, bound, run on the CPU device,
+//     uploaded and launched on a GPU the same way; the files below hold
+//     each variant's calling convention (inputs, checks, block mask, plan).
 //   - forward.go: Options, Inputs, Forward (CompileForward, RunCPU, block
 //     masks and their checks); decode.go, decode_cuda.go: split-KV and
-//     PackGQA (Forward.Plan, flash_fwd_splitkv + flash_fwd_combine).
+//     PackGQA (Forward.Plan, flash_fwd_splitkv + flash_fwd_combine);
+//     paged.go, paged_cuda.go: the paged KV cache (flash_fwd_paged).
 //   - backward.go, backward_cuda.go: Backward (flash_bwd_preprocess,
 //     flash_bwd, flash_bwd_postprocess or flash_bwd_dq, flash_bwd_sinks).
 //   - varlen.go, varlen_blockmask.go, varlen_cuda.go, backward_varlen.go:

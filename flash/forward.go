@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -110,60 +109,19 @@ func (f *Forward) Options() Options { return f.opts }
 // CompileForward compiles flash_fwd for head dimension dim (Q's and K's;
 // V's is Options.DimV, or dim).
 func CompileForward(opts Options, dim int) (*Forward, error) {
-	if err := opts.check(); err != nil {
-		return nil, err
-	}
-	c := attention.FlashFwd
-	if opts.Sinks {
-		c = attention.FlashFwdSinks
-	}
-	consts := map[string]string{"HEAD_DIM": strconv.Itoa(dim)}
-	for k, v := range opts.Consts {
-		consts[k] = v
-	}
-	dt := opts.DType
-	if dt == "" {
-		dt = "f32"
-	}
-	if dt != "f32" && dt != "bf16" && dt != "f16" {
-		return nil, fmt.Errorf("unsupported dtype %q: %s takes f32, bf16 or f16", dt, c.Kernel)
-	}
-	if dim <= 0 || dim > 256 {
-		return nil, fmt.Errorf("unsupported head dim %d: want 1..256", dim)
-	}
-	if err := opts.checkDTypeDim(dt, dim); err != nil {
-		return nil, err
-	}
-	dimV, err := opts.dimV(dim)
+	ks, dimV, err := compileVariant(attention.Forward, attention.VariantOptions{Sinks: opts.Sinks}, opts, dim)
 	if err != nil {
 		return nil, err
 	}
-	if dimV != dim {
-		consts["HEAD_DIM_V"] = strconv.Itoa(dimV)
-	}
-	consts["DTYPE"] = dt
-	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),
-		Score: opts.Score, Consts: consts, Passes: opts.Passes})
-	if err != nil {
-		return nil, err
-	}
+	res := ks[0].res
 	if err := checkMaskForms(opts.MaskForms, res.Program, res.Mask); err != nil {
 		return nil, err
 	}
-	f := &Forward{opts: opts, res: res, contract: c, dim: dim, dimV: dimV}
-	k := res.Func()
-	if k == nil {
-		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
-	}
-	if err := c.CheckParams(res.Params()); err != nil {
-		return nil, fmt.Errorf("internal compiler error: %w", err)
-	}
-	if err := c.Check(f.problem(Shape{Batch: 1, Heads: 1, SeqQ: 1, SeqK: 1, Dim: dim, DimV: dimV}, 0)); err != nil {
-		return nil, err
-	}
-	f.dtype = k.Params[0].Type.Elem
-	return f, nil
+	return &Forward{opts: opts, res: res, contract: ks[0].contract, dim: dim, dimV: dimV, dtype: res.Func().Params[0].Type.Elem}, nil
 }
+
+// kernels are the kernels a call without split-KV runs: f's.
+func (f *Forward) kernels() []stage { return []stage{{res: f.res, contract: f.contract}} }
 
 // Module is the compiled tile IR.
 func (f *Forward) Module() *tir.Module { return f.res.Module }
@@ -245,16 +203,6 @@ func (f *Forward) sparse() (q, k int) {
 	return int(a[f.contract.BlockMask.BlockQAttr]), int(a[f.contract.BlockMask.BlockKAttr])
 }
 
-// bind checks a call's inputs and binds them to the kernel under its
-// contract.
-func (f *Forward) bind(in Inputs, sh Shape, bm *blockmask.BlockMask, strides map[string][]int) (*launch.Call, error) {
-	aux, err := auxLens(in.Aux)
-	if err != nil {
-		return nil, err
-	}
-	return f.contract.Bind(f.res.Params(), launch.Request{Problem: f.problem(sh, in.Scale), Strides: strides, BlockMask: bm, Aux: aux, Scalars: in.Scalars})
-}
-
 // checkAux checks the host aux tensors the mods read against their
 // declared types and shapes for sh (a missing one is left to the binder,
 // which names it).
@@ -277,6 +225,15 @@ func (f *Forward) checkAux(aux map[string]any, sh Shape) error {
 		}
 	}
 	return nil
+}
+
+// checkMods checks a call's aux tensors (checkAux) and run-time
+// parameters (checkScalars) against the mods'.
+func (f *Forward) checkMods(aux, scalars map[string]any, sh Shape) error {
+	if err := f.checkAux(aux, sh); err != nil {
+		return err
+	}
+	return f.checkScalars(scalars)
 }
 
 // checkAuxLens checks the lengths of device aux tensors against the mods'
@@ -320,20 +277,14 @@ func checkAuxValue(m *lang.ModInst, p lang.AuxParam, v any, sh Shape) error {
 // elemName is an element type as launch and the devices name it.
 func elemName(e tir.Elem) string { return e.String() }
 
-// hostData are a call's host tensors by kernel parameter name.
-func (f *Forward) hostData(in Inputs, bm *blockmask.BlockMask, call *launch.Call) map[string]any {
+// hostData are the host data of call c by kernel parameter name: in's
+// tensors, c's block-mask lists and the mods' aux tensors.
+func (f *Forward) hostData(in Inputs, c *forwardCall) map[string]any {
 	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V}
 	if f.opts.Sinks {
 		host["sinks"] = in.Sinks
 	}
-	for name, xs := range f.contract.BlockMask.Tensors(bm) {
-		host[name] = xs
-	}
-	for _, b := range call.Buffers {
-		if b.Role == launch.Aux {
-			host[b.Name] = in.Aux[b.Key]
-		}
-	}
+	addCallData(c.ks, c.calls, host, c.bm, in.Aux, nil)
 	return host
 }
 
@@ -392,10 +343,7 @@ func (f *Forward) checkDims(sh Shape) error {
 // checkInputs checks the host tensors' sizes against the shape, and the
 // mods' aux tensors and run-time parameters against their declarations.
 func (f *Forward) checkInputs(in Inputs, sh Shape) error {
-	if err := f.checkAux(in.Aux, sh); err != nil {
-		return err
-	}
-	if err := f.checkScalars(in.Scalars); err != nil {
+	if err := f.checkMods(in.Aux, in.Scalars, sh); err != nil {
 		return err
 	}
 	switch {
@@ -407,17 +355,26 @@ func (f *Forward) checkInputs(in Inputs, sh Shape) error {
 	if err := f.checkDims(sh); err != nil {
 		return err
 	}
-	p := f.problem(sh, in.Scale)
-	for _, t := range []struct {
-		name string
-		xs   []float32
-	}{{"q", in.Q}, {"k", in.K}, {"v", in.V}} {
-		n, err := f.contract.Extent(t.name, p, nil)
+	return checkSizes(f.contract, f.problem(sh, in.Scale), []hostTensor{{"q", "q", in.Q}, {"k", "k", in.K}, {"v", "v", in.V}})
+}
+
+// hostTensor is a call's host tensor: its name in errors, the contract
+// tensor whose shape it has, and its data.
+type hostTensor struct {
+	name, tensor string
+	xs           []float32
+}
+
+// checkSizes checks each of ts against its tensor's size in contract c for
+// problem p.
+func checkSizes(c *launch.Contract, p launch.Problem, ts []hostTensor) error {
+	for _, t := range ts {
+		n, err := c.Extent(t.tensor, p, nil)
 		if err != nil {
 			return err
 		}
 		if len(t.xs) != n {
-			return fmt.Errorf("tensor %s has %d elements, shape %+v needs %d", t.name, len(t.xs), sh, n)
+			return fmt.Errorf("tensor %s has %d elements, shape %+v needs %d", t.name, len(t.xs), p.Shape, n)
 		}
 	}
 	return nil
@@ -446,19 +403,22 @@ func (f *Forward) RunCPUContext(ctx context.Context, in Inputs, sh Shape) (o, ls
 	if err != nil {
 		return nil, nil, err
 	}
-	if plan.SplitKV {
-		return f.runDecodeCPU(ctx, plan, in, sh, bm)
+	if !plan.SplitKV {
+		f, in = f.withSpans(in, sh) // the same pairs: bm serves it
 	}
-	f, in = f.withSpans(in, sh) // the same pairs: bm serves it
-	call, err := f.bind(in, sh, bm, nil)
+	aux, err := auxLens(in.Aux)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := cpu.Run(ctx, f.res.Module, call, f.hostData(in, bm, call))
+	c, err := f.bindPlan(plan, sh, in.Scale, bm, aux, in.Scalars, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	return out["o"].F32(), out["lse"].F32(), nil
+	out, err := runCPU(ctx, c.ks, c.calls, f.hostData(in, c))
+	if err != nil {
+		return nil, nil, err
+	}
+	return f32s(out, "o"), f32s(out, "lse"), nil
 }
 
 // BuildBlockMask classifies the mask's blocks for a shape on the host:

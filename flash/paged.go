@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/reference"
-	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
@@ -191,14 +189,13 @@ func (f *Forward) pagedPlan(sh Shape, pageSize, sms int, pk PackGQA) (DecodePlan
 	return p, err
 }
 
-// pagedBound is a paged call bound to flash_fwd_paged and
-// flash_fwd_combine: its plan, the kernels and their calls, and the split
-// kernel's inputs made on the host (cache_seqlens and the block-mask
-// lists) by parameter name.
+// pagedBound is a paged call bound: its plan, its kernels (flash_fwd_paged
+// and flash_fwd_combine) and their calls, and the paged kernel's inputs
+// made on the host (cache_seqlens and the block-mask lists) by parameter
+// name.
 type pagedBound struct {
+	forwardCall
 	plan  DecodePlan
-	res   [2]*compiler.Result
-	calls [2]*launch.Call
 	lists map[string][]int32
 }
 
@@ -232,33 +229,25 @@ func (f *Forward) bindPaged(c pagedCall, lens []int32, scale float32, scalars ma
 			return nil, err
 		}
 	}
-	paged, err := f.splitFamilyKernel(attention.FlashFwdPaged, plan.BlockM, plan.PageTiles)
-	if err != nil {
-		return nil, err
-	}
-	comb, err := f.combineKernel(plan.NumSplits)
+	ks, err := f.planKernels(plan)
 	if err != nil {
 		return nil, err
 	}
 	host := map[string]any{}
 	sizes := map[string]int{attention.PagedNumPages: c.numPages, attention.PagedPageSize: c.ps.PageSize, attention.PagedMaxPages: c.maxPages}
-	bm.kv.hostData(attention.VarlenKVLists, host, sizes)
-	b := &pagedBound{plan: plan, res: [2]*compiler.Result{paged, comb}, lists: map[string][]int32{"cache_seqlens": lens}}
+	bm.addLists(plan.variant().Lists, host, sizes)
+	b := &pagedBound{forwardCall: forwardCall{ks: ks}, plan: plan, lists: map[string][]int32{"cache_seqlens": lens}}
 	for name, xs := range host {
 		b.lists[name] = xs.([]int32)
 	}
-	p := launch.Problem{Shape: sh, Attrs: paged.Attrs(), Scale: scale, NumSplits: plan.NumSplits, Pack: plan.Pack, Lens: sizes}
-	if b.calls[0], err = attention.FlashFwdPaged.Bind(paged.Params(), launch.Request{Problem: p, Scalars: scalars}); err != nil {
-		return nil, err
-	}
-	p = launch.Problem{Shape: sh, Attrs: comb.Attrs(), NumSplits: plan.NumSplits}
-	if b.calls[1], err = attention.FlashFwdCombine.Bind(comb.Params(), launch.Request{Problem: p}); err != nil {
+	p := launch.Problem{Shape: sh, Scale: scale, NumSplits: plan.NumSplits, Pack: plan.Pack, Lens: sizes}
+	if b.calls, err = bindAll(ks, 0, launch.Request{Problem: p, Scalars: scalars}, nil); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// hostData are the split kernel's host tensors by parameter name: in's and
+// hostData are the paged kernel's host tensors by parameter name: in's and
 // the lists.
 func (b *pagedBound) hostData(in PagedInputs) map[string]any {
 	host := map[string]any{"q": in.Q, "k_cache": in.KCache, "v_cache": in.VCache, "page_table": in.PageTable}
@@ -286,15 +275,11 @@ func (f *Forward) RunPagedCPUContext(ctx context.Context, in PagedInputs, ps Pag
 	if err != nil {
 		return nil, nil, err
 	}
-	part, err := cpu.Run(ctx, b.res[0].Module, b.calls[0], b.hostData(in))
+	out, err := runCPU(ctx, b.ks, b.calls, b.hostData(in))
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := cpu.Run(ctx, b.res[1].Module, b.calls[1], map[string]any{"o_partial": part["o_partial"], "lse_partial": part["lse_partial"]})
-	if err != nil {
-		return nil, nil, err
-	}
-	return out["o"].F32(), out["lse"].F32(), nil
+	return f32s(out, "o"), f32s(out, "lse"), nil
 }
 
 // sharedGroupRows reports whether every group of pack consecutive heads of

@@ -3,6 +3,7 @@ package flash
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/cache"
@@ -56,11 +57,7 @@ func (f *Forward) preparePaged(ctx context.Context, d *CUDA, in PagedInputs, ps 
 	if err != nil {
 		return nil, err
 	}
-	ks, err := loadPair(ctx, d, b.res)
-	if err != nil {
-		return nil, err
-	}
-	return preparePair(d, ks, b.calls, b.hostData(in))
+	return prepareCUDA(ctx, d, b.ks, b.calls, b.hostData(in), b.plan.variant().Results)
 }
 
 // PagedDeviceTensors are a paged call's device buffers for LaunchPagedCUDA,
@@ -93,7 +90,7 @@ func (f *Forward) NewPagedWorkspace(d *CUDA, ps PagedShape, maxLen int) (*Forwar
 	if err != nil {
 		return nil, err
 	}
-	return newWorkspace(plan, pagedDense(ps, maxLen, f.dim, f.dimV))
+	return newForwardWorkspace(plan, pagedDense(ps, maxLen, f.dim, f.dimV))
 }
 
 // LaunchPagedCUDA runs a paged call on device buffers, asynchronously on
@@ -118,7 +115,7 @@ func (f *Forward) LaunchPagedCUDA(d *CUDA, t PagedDeviceTensors, ps PagedShape, 
 	if err != nil {
 		return fmt.Errorf("LaunchPagedCUDA: %w", err)
 	}
-	ks, err := loadPair(context.Background(), d, b.res)
+	ks, err := loadKernels(context.Background(), d, b.ks)
 	if err != nil {
 		return err
 	}
@@ -133,23 +130,18 @@ func (f *Forward) LaunchPagedCUDA(d *CUDA, t PagedDeviceTensors, ps PagedShape, 
 	if err != nil {
 		return fmt.Errorf("LaunchPagedCUDA: %w", err)
 	}
-	ptrs := pagedPtrs(t, ws, lists)
-	for i, call := range b.calls {
-		if err := d.Launch(ks[i], call, ptrs, s); err != nil {
-			return fmt.Errorf("LaunchPagedCUDA: %w", err)
-		}
+	if err := launchAll(d, ks, b.calls, pagedPtrs(t, ws, lists), s); err != nil {
+		return fmt.Errorf("LaunchPagedCUDA: %w", err)
 	}
 	return nil
 }
 
 // pagedPtrs are a paged launch's device buffers by kernel parameter name:
 // the caller's, the workspace's and the lists'.
-func pagedPtrs(t PagedDeviceTensors, ws *ForwardWorkspace, lists map[string]uintptr) map[string]uintptr {
-	ptrs := map[string]uintptr{"q": t.Q, "k_cache": t.KCache, "v_cache": t.VCache, "page_table": t.PageTable, "o": t.O, "lse": t.LSE,
-		"o_partial": uintptr(ws.oPartial), "lse_partial": uintptr(ws.lsePartial)}
-	for name, p := range lists {
-		ptrs[name] = p
-	}
+func pagedPtrs(t PagedDeviceTensors, ws *workspace, lists map[string]uintptr) map[string]uintptr {
+	ptrs := map[string]uintptr{"q": t.Q, "k_cache": t.KCache, "v_cache": t.VCache, "page_table": t.PageTable, "o": t.O, "lse": t.LSE}
+	ws.addPtrs(ptrs)
+	maps.Copy(ptrs, lists)
 	return ptrs
 }
 
@@ -162,7 +154,7 @@ func (f *Forward) BundlePagedKernels(ctx context.Context, c *cache.Cache, arch s
 	if err := f.pagedForm(); err != nil {
 		return nil, err
 	}
-	rs, err := f.splitFamilyResults(attention.FlashFwdPaged)
+	rs, err := f.splitFamilyResults(attention.Paged, false, true)
 	if err != nil {
 		return nil, err
 	}

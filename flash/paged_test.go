@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fac-compiler/fac/runtime/cuda"
+	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
 // pagedSrc is a user mask that reads h and both lengths: each head looks
@@ -234,7 +235,7 @@ func TestPagedLaunchBuffers(t *testing.T) {
 	for name := range b.lists {
 		lists[name] = 1
 	}
-	ptrs := pagedPtrs(PagedDeviceTensors{Q: 1, KCache: 1, VCache: 1, PageTable: 1, O: 1, LSE: 1}, &ForwardWorkspace{oPartial: 1, lsePartial: 1}, lists)
+	ptrs := pagedPtrs(PagedDeviceTensors{Q: 1, KCache: 1, VCache: 1, PageTable: 1, O: 1, LSE: 1}, &workspace{names: attention.Paged.Workspace, ptrs: []cuda.DevicePtr{1, 1}}, lists)
 	for _, call := range b.calls {
 		for _, buf := range call.Buffers {
 			if ptrs[buf.Name] == 0 {

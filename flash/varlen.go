@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/reference"
-	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
@@ -48,66 +46,36 @@ type VarlenInputs struct {
 // (V's: opts.DimV, or dim). opts.Sinks is not supported yet. SPARSE_Q and SPARSE_K (opts.Consts,
 // default 128) are the blocks of each sequence's block mask.
 func CompileForwardVarlen(opts Options, dim int) (*ForwardVarlen, error) {
-	if err := opts.check(); err != nil {
-		return nil, err
-	}
-	c := attention.FlashFwdVarlen
-	if opts.Sinks {
-		return nil, fmt.Errorf("%s: sinks are not supported yet", c.Kernel)
-	}
-	dt := opts.DType
-	if dt == "" {
-		dt = "f32"
-	}
-	if dt != "f32" && dt != "bf16" && dt != "f16" {
-		return nil, fmt.Errorf("unsupported dtype %q: %s takes f32, bf16 or f16", dt, c.Kernel)
-	}
-	if dim <= 0 || dim > 256 {
-		return nil, fmt.Errorf("unsupported head dim %d: want 1..256", dim)
-	}
-	if err := opts.checkDTypeDim(dt, dim); err != nil {
-		return nil, err
-	}
-	dimV, err := opts.dimV(dim)
+	ks, dimV, err := compileVariant(attention.ForwardVarlen, attention.VariantOptions{Sinks: opts.Sinks}, opts, dim)
 	if err != nil {
 		return nil, err
 	}
-	consts := map[string]string{"HEAD_DIM": strconv.Itoa(dim), "DTYPE": dt}
-	if dimV != dim {
-		consts["HEAD_DIM_V"] = strconv.Itoa(dimV)
-	}
-	for k, v := range opts.Consts {
-		consts[k] = v
-	}
-	res, err := compiler.Compile(compiler.Request{Sources: opts.Sources, Kernel: c.Kernel, Mask: opts.Mask, Target: opts.target(),
-		Score: opts.Score, Consts: consts, Passes: opts.Passes})
-	if err != nil {
+	if err := checkVarlenAux(ks[0]); err != nil {
 		return nil, err
 	}
-	k := res.Func()
-	if k == nil {
-		return nil, fmt.Errorf("internal compiler error: kernel %s missing after passes", c.Kernel)
-	}
-	if err := c.CheckParams(res.Params()); err != nil {
-		return nil, fmt.Errorf("internal compiler error: %w", err)
-	}
-	// An aux tensor shaped by seqlen_q or seqlen_k would be indexed with
-	// each sequence's lengths but sized by the host for one: refuse it.
-	for _, m := range []*lang.ModInst{res.Mask, res.Score} {
+	res := ks[0].res
+	f := &Forward{opts: opts, res: res, contract: ks[0].contract, dim: dim, dimV: dimV, dtype: res.Func().Params[0].Type.Elem}
+	return &ForwardVarlen{f: f}, nil
+}
+
+// checkVarlenAux refuses an aux tensor shaped by seqlen_q or seqlen_k
+// among the mods of varlen kernel st: it would be indexed with each
+// sequence's lengths but sized by the host for one.
+func checkVarlenAux(st stage) error {
+	for _, m := range []*lang.ModInst{st.res.Mask, st.res.Score} {
 		if m == nil {
 			continue
 		}
 		for _, p := range m.AuxParams() {
 			for _, d := range p.Dims {
 				if d.SeqQ != 0 || d.SeqK != 0 {
-					return nil, fmt.Errorf("%s %s: aux tensor %s %s is shaped by the sequence lengths, which %s does not support yet (they differ per sequence)",
-						m.Kind(), m, p.Name, p.Type(), c.Kernel)
+					return fmt.Errorf("%s %s: aux tensor %s %s is shaped by the sequence lengths, which %s does not support yet (they differ per sequence)",
+						m.Kind(), m, p.Name, p.Type(), st.contract.Kernel)
 				}
 			}
 		}
 	}
-	f := &Forward{opts: opts, res: res, contract: c, dim: dim, dimV: dimV, dtype: k.Params[0].Type.Elem}
-	return &ForwardVarlen{f: f}, nil
+	return nil
 }
 
 // Result is the compiled kernel instance.
@@ -194,39 +162,26 @@ func (v *ForwardVarlen) RunCPU(in VarlenInputs, heads, kvHeads int) (o, lse []fl
 
 // RunCPUContext is RunCPU that gives up once ctx is done.
 func (v *ForwardVarlen) RunCPUContext(ctx context.Context, in VarlenInputs, heads, kvHeads int) (o, lse []float32, err error) {
-	call, host, err := v.bind(in, heads, kvHeads)
+	calls, host, err := v.bind(in, heads, kvHeads)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := cpu.Run(ctx, v.f.res.Module, call, host)
+	out, err := runCPU(ctx, v.f.kernels(), calls, host)
 	if err != nil {
 		return nil, nil, err
 	}
-	return out["o"].F32(), out["lse"].F32(), nil
+	return f32s(out, "o"), f32s(out, "lse"), nil
 }
 
 // bind checks a call's inputs, gets its block mask (given or built) and
-// binds the kernel; host are its input tensors by parameter name.
-func (v *ForwardVarlen) bind(in VarlenInputs, heads, kvHeads int) (*launch.Call, map[string]any, error) {
+// binds the kernel; host are its input data by parameter name.
+func (v *ForwardVarlen) bind(in VarlenInputs, heads, kvHeads int) ([]*launch.Call, map[string]any, error) {
 	f := v.f
-	if kvHeads == 0 {
-		kvHeads = heads
-	}
-	if heads <= 0 || kvHeads <= 0 {
-		return nil, nil, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
-	}
-	totalQ, totalK, err := f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads)
+	sh, totalQ, totalK, err := f.varlenCall(in, heads, kvHeads)
 	if err != nil {
 		return nil, nil, err
 	}
-	sh, err := varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, f.dim, f.dimV)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := f.checkAux(in.Aux, sh); err != nil {
-		return nil, nil, err
-	}
-	if err := f.checkScalars(in.Scalars); err != nil {
+	if err := f.checkMods(in.Aux, in.Scalars, sh); err != nil {
 		return nil, nil, err
 	}
 	aux, err := auxLens(in.Aux)
@@ -239,18 +194,15 @@ func (v *ForwardVarlen) bind(in VarlenInputs, heads, kvHeads int) (*launch.Call,
 	}
 	host := map[string]any{"q": in.Q, "k": in.K, "v": in.V, "cu_seqlens_q": in.CuSeqlensQ, "cu_seqlens_k": in.CuSeqlensK}
 	lens := map[string]int{}
-	bm.kv.hostData(attention.VarlenKVLists, host, lens)
-	p := launch.Problem{Shape: sh, Attrs: f.res.Attrs(), Scale: in.Scale, TotalQ: totalQ, TotalK: totalK, Lens: lens}
-	call, err := f.contract.Bind(f.res.Params(), launch.Request{Problem: p, Aux: aux, Scalars: in.Scalars})
+	bm.addLists(attention.ForwardVarlen.Lists, host, lens)
+	p := launch.Problem{Shape: sh, Scale: in.Scale, TotalQ: totalQ, TotalK: totalK, Lens: lens}
+	ks := f.kernels()
+	calls, err := bindAll(ks, 0, launch.Request{Problem: p, Aux: aux, Scalars: in.Scalars}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, b := range call.Buffers {
-		if b.Role == launch.Aux {
-			host[b.Name] = in.Aux[b.Key]
-		}
-	}
-	return call, host, nil
+	addCallData(ks, calls, host, nil, in.Aux, nil)
+	return calls, host, nil
 }
 
 // Reference computes naive float64 attention sequence by sequence with the
@@ -258,34 +210,15 @@ func (v *ForwardVarlen) bind(in VarlenInputs, heads, kvHeads int) (*launch.Call,
 // b = its index), in RunCPU's layouts, for checking any device's output.
 func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse []float64, err error) {
 	f := v.f
-	if kvHeads == 0 {
-		kvHeads = heads
-	}
-	if heads <= 0 || kvHeads <= 0 {
-		return nil, nil, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
-	}
-	totalQ, totalK, err := f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads)
+	sh, totalQ, _, err := f.varlenCall(in, heads, kvHeads)
 	if err != nil {
 		return nil, nil, err
 	}
-	d, dv := f.dim, f.dimV
-	sh, err := varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, d, dv)
-	if err != nil {
-		return nil, nil, err
-	}
+	d, dv, hkv := f.dim, f.dimV, sh.KV()
 	vals := Inputs{Aux: in.Aux, Scalars: in.Scalars}.modValues()
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
 	// The reference sees the inputs at the kernel's storage precision.
 	q, k, vv := roundTo(in.Q, f.dtype), roundTo(in.K, f.dtype), roundTo(in.V, f.dtype)
-	gather := func(xs []float64, start, n, hs, d int) []float64 {
-		out := make([]float64, hs*n*d)
-		for t := 0; t < n; t++ {
-			for h := 0; h < hs; h++ {
-				copy(out[(h*n+t)*d:][:d], xs[((start+t)*hs+h)*d:][:d])
-			}
-		}
-		return out
-	}
 	o, lse = make([]float64, totalQ*heads*dv), make([]float64, heads*totalQ)
 	var evalErr firstError
 	for b := 0; b < sh.Batch; b++ {
@@ -296,13 +229,13 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 		}
 		// The mods see this sequence's lengths; they are compiled for
 		// positive ones, and with no keys no mod is called.
-		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: kvHeads, SeqQ: sq, SeqK: max(sk, 1), Dim: d, DimV: sh.DimV}
+		seq := Shape{Batch: sh.Batch, Heads: heads, KVHeads: hkv, SeqQ: sq, SeqK: max(sk, 1), Dim: d, DimV: sh.DimV}
 		mask, score, err := f.refModsFor(seq, vals, b, &evalErr)
 		if err != nil {
 			return nil, nil, err
 		}
-		so, slse := reference.Attention(gather(q, qs, sq, heads, d), gather(k, ks, sk, kvHeads, d), gather(vv, ks, sk, kvHeads, dv),
-			reference.Shape{B: 1, H: heads, HKV: kvHeads, Sq: sq, Sk: sk, D: d, DV: dv}, scale, mask, score)
+		so, slse := reference.Attention(gatherSeq(q, qs, sq, heads, d), gatherSeq(k, ks, sk, hkv, d), gatherSeq(vv, ks, sk, hkv, dv),
+			reference.Shape{B: 1, H: heads, HKV: hkv, Sq: sq, Sk: sk, D: d, DV: dv}, scale, mask, score)
 		for h := 0; h < heads; h++ {
 			for t := 0; t < sq; t++ {
 				lse[h*totalQ+qs+t] = slse[h*sq+t]
@@ -311,6 +244,34 @@ func (v *ForwardVarlen) Reference(in VarlenInputs, heads, kvHeads int) (o, lse [
 		}
 	}
 	return o, lse, evalErr.get()
+}
+
+// varlenCall checks a varlen call's packed tensors and cu_seqlens (kvHeads
+// 0: heads) and gives its shape (varlenShape) and packed token counts.
+func (f *Forward) varlenCall(in VarlenInputs, heads, kvHeads int) (sh Shape, totalQ, totalK int, err error) {
+	if kvHeads == 0 {
+		kvHeads = heads
+	}
+	if heads <= 0 || kvHeads <= 0 {
+		return sh, 0, 0, fmt.Errorf("heads %d and kv heads %d must be positive", heads, kvHeads)
+	}
+	if totalQ, totalK, err = f.varlenTotals(in.Q, in.K, in.V, heads, kvHeads); err != nil {
+		return sh, 0, 0, err
+	}
+	sh, err = varlenShape(in.CuSeqlensQ, in.CuSeqlensK, totalQ, totalK, heads, kvHeads, f.dim, f.dimV)
+	return sh, totalQ, totalK, err
+}
+
+// gatherSeq is a sequence's rows of packed xs ([total, hs, d]), the n
+// from start, as [1, hs, n, d].
+func gatherSeq(xs []float64, start, n, hs, d int) []float64 {
+	out := make([]float64, hs*n*d)
+	for t := range n {
+		for h := range hs {
+			copy(out[(h*n+t)*d:][:d], xs[((start+t)*hs+h)*d:][:d])
+		}
+	}
+	return out
 }
 
 // varlenTotals are the packed token counts of a varlen call's tensors: q

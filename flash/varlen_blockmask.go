@@ -351,20 +351,25 @@ func (v *ForwardVarlen) varlenBlockMask(in VarlenInputs, heads int) (*VarlenBloc
 	return m, nil
 }
 
-// hostData are the rows of one direction by kernel parameter name, and
-// their lengths for launch.Problem.Lens (each buffer at least 1 long).
-func (r *varlenRows) hostData(names attention.VarlenLists, host map[string]any, lens map[string]int) {
+// addLists adds lists l of m to host by kernel parameter name (the q
+// lists where l is transposed, else the kv lists), and their lengths to
+// lens for launch.Problem.Lens (each buffer at least 1 long).
+func (m *VarlenBlockMask) addLists(l *attention.VarlenLists, host map[string]any, lens map[string]int) {
+	r := &m.kv
+	if l.Transposed {
+		r = &m.q
+	}
 	pad := func(xs []int32) []int32 {
 		if len(xs) == 0 {
 			return []int32{0}
 		}
 		return xs
 	}
-	host[names.RowStart] = pad(r.rowStart)
-	host[names.Counts] = pad(r.counts)
-	host[names.FullCounts] = pad(r.full)
-	host[names.ListStart] = pad(r.listStart)
-	host[names.Indices] = pad(r.indices)
-	lens[names.Counts] = len(r.counts)
-	lens[names.Indices] = len(r.indices)
+	host[l.RowStart] = pad(r.rowStart)
+	host[l.Counts] = pad(r.counts)
+	host[l.FullCounts] = pad(r.full)
+	host[l.ListStart] = pad(r.listStart)
+	host[l.Indices] = pad(r.indices)
+	lens[l.Counts] = len(r.counts)
+	lens[l.Indices] = len(r.indices)
 }

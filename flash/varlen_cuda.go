@@ -3,9 +3,9 @@ package flash
 import (
 	"context"
 	"maps"
+	"slices"
 
-	"github.com/fac-compiler/fac/launch"
-	"github.com/fac-compiler/fac/runtime/gpu"
+	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
 // RunCUDA runs the varlen kernel on the GPU with host tensors and returns
@@ -44,15 +44,11 @@ func (v *ForwardVarlen) prepare(ctx context.Context, d *CUDA, in VarlenInputs, h
 	if err != nil {
 		return nil, err
 	}
-	call, host, err := v.bind(in, heads, kvHeads)
+	calls, host, err := v.bind(in, heads, kvHeads)
 	if err != nil {
 		return nil, err
 	}
-	k, err := d.Kernel(ctx, v.f.res, nil)
-	if err != nil {
-		return nil, err
-	}
-	return d.Prepare(k, call, host)
+	return prepareCUDA(ctx, d, v.f.kernels(), calls, host, attention.ForwardVarlen.Results)
 }
 
 // RunCUDAGrads runs the varlen backward on the GPU with host tensors
@@ -72,26 +68,13 @@ func (bw *BackwardVarlen) RunCUDAGrads(ctx context.Context, d *CUDA, in VarlenBa
 	if b.empty != nil {
 		return b.empty, nil
 	}
-	steps := make([]gpu.Step, len(bw.stages))
-	var grads []string
-	for i, st := range bw.stages {
-		k, err := d.Kernel(ctx, st.res, nil)
-		if err != nil {
-			return nil, err
-		}
-		steps[i] = gpu.Step{Kernel: k, Call: b.calls[i]}
-		for _, buf := range b.calls[i].Buffers {
-			if n, ok := b.gradLen[buf.Key]; ok && buf.Role == launch.Aux {
-				b.host[buf.Name] = make([]float32, n) // zeroed: flash_bwd_varlen adds into it
-				grads = append(grads, buf.Name)
-			}
-		}
-	}
-	seq, err := d.PrepareSequence(steps, b.host)
+	grads := zeroGrads(&b.bound)
+	maps.Copy(b.host, grads)
+	p, err := prepareCUDA(ctx, d, bw.stages, b.calls, b.host, attention.BackwardVarlen.Results)
 	if err != nil {
 		return nil, err
 	}
-	return runGrads(d, seq, grads, false)
+	return runGrads(d, p, slices.Sorted(maps.Keys(grads)), false)
 }
 
 // tuned is the varlen forward the GPU of arch runs: v compiled again with
