@@ -59,8 +59,9 @@ func splitKVCase(file string, D, B, H, group, pack, qpt, splits, sq, sk int, slo
 }
 
 // pagedCase is flash_fwd_paged (front-end snapshot file: frontend_paged,
-// keys gathered by page, or frontend_paged_tiles, PAGE_TILES: a page per
-// 64-key tile; D = 64, bf16) on B = len(lens) sequences of the given cache
+// keys gathered by page, frontend_paged_tiles, TILE_PAGES=1: a page per
+// 64-key tile, or frontend_paged_tiles4, TILE_PAGES=4: four 16-key pages
+// per tile; D = 64, bf16) on B = len(lens) sequences of the given cache
 // lengths: q [B, H, sq, D], k and v
 // caches of pageSize-key pages in a shuffled order, the last sequence
 // sharing the first one's first page, the query heads of a kv head packed
@@ -149,7 +150,8 @@ func combineCase(B, H, sq, splits int) simCase {
 // mask) over 3 splits, with a 64-row tile of 16 positions × 4 heads over
 // 2 splits, flash_fwd_combine, and flash_fwd_paged with 16-key pages (4
 // heads packed, an empty cache), 1-key pages (no packing) and 64-key pages
-// read a page per tile (PAGE_TILES: the loads prefetched on sm_90a).
+// read a page per tile and 16-key pages four per tile (TILE_PAGES 1 and 4:
+// the loads prefetched on sm_90a).
 func TestSimulateDecode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -162,6 +164,7 @@ func TestSimulateDecode(t *testing.T) {
 		pagedCase("frontend_paged", 3, 8, 4, 4, 4, 3, 3, 16, []int32{300, 0, 130}),
 		pagedCase("frontend_paged", 2, 4, 1, 1, 16, 2, 2, 1, []int32{70, 129}),
 		pagedCase("frontend_paged_tiles", 3, 8, 4, 4, 4, 2, 3, 64, []int32{300, 0, 130}),
+		pagedCase("frontend_paged_tiles4", 3, 8, 4, 4, 4, 2, 3, 16, []int32{300, 0, 130}),
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {

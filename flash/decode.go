@@ -112,10 +112,30 @@ type DecodePlan struct {
 	// assumed.
 	Programs, SMs int
 	// Paged is true for a paged call's plan (Forward.PagedPlan): the split
-	// kernel is flash_fwd_paged. PageTiles says that each of its kv tiles
-	// lies in one page (the page size a multiple of BLOCK_N), read as a
-	// whole; else each key's page is gathered.
-	Paged, PageTiles bool
+	// kernel is flash_fwd_paged.
+	Paged bool
+	// TilePages (flash_fwd_paged's TILE_PAGES) is the number of pages a kv
+	// tile covers where it covers whole pages: 1 where each tile lies in
+	// one page (the page size a multiple of BLOCK_N), 2 or 4 where the
+	// page size is BLOCK_N / 2 or / 4; each page is then one table read and
+	// the tiles are prefetched. 0: each key's page is gathered.
+	TilePages int
+}
+
+// tilePagesForms are the TILE_PAGES a paged plan can pick (tilePages).
+var tilePagesForms = []int{0, 1, 2, 4}
+
+// tilePages is TILE_PAGES for pages of pageSize keys and tiles of blockN.
+func tilePages(pageSize, blockN int) int {
+	switch {
+	case blockN <= 0 || pageSize <= 0:
+		return 0
+	case pageSize%blockN == 0:
+		return 1
+	case blockN%pageSize == 0 && (blockN/pageSize == 2 || blockN/pageSize == 4):
+		return blockN / pageSize
+	}
+	return 0
 }
 
 // variant is the variant a split-KV plan runs.
@@ -144,8 +164,10 @@ func (p DecodePlan) String() string {
 	}
 	tile := ""
 	switch {
-	case p.Paged && p.PageTiles:
+	case p.Paged && p.TilePages == 1:
 		tile = ", a page per tile"
+	case p.Paged && p.TilePages > 1:
+		tile = fmt.Sprintf(", %d pages per tile", p.TilePages)
 	case p.Paged:
 		tile = ", keys gathered by page"
 	}
@@ -344,13 +366,13 @@ func (f *Forward) splitBlockN() (int, error) {
 	return bn, nil
 }
 
-// splitFamilyKernel compiles (once per kernel, BLOCK_M and pageTiles) c's
+// splitFamilyKernel compiles (once per kernel, BLOCK_M and tilePages) c's
 // kernel, flash_fwd_splitkv or flash_fwd_paged, which take the same
-// constants; pageTiles sets flash_fwd_paged's PAGE_TILES.
-func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, pageTiles bool) (*compiler.Result, error) {
+// constants; tilePages sets flash_fwd_paged's TILE_PAGES.
+func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, tilePages int) (*compiler.Result, error) {
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
-	key := splitKey{c.Kernel, blockM, pageTiles}
+	key := splitKey{c.Kernel, blockM, tilePages}
 	if r, ok := f.splitRes[key]; ok {
 		return r, nil
 	}
@@ -360,13 +382,13 @@ func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, pageTiles bo
 		switch k {
 		case "HEAD_DIM", "HEAD_DIM_V", "DTYPE", "SPARSE_Q", "SPARSE_K", "mask", "score":
 			return nil, fmt.Errorf("DecodeConsts %s: flash_fwd_splitkv takes it from the forward kernel (Options.Consts, DimV, Mask, Score, DType)", k)
-		case "PAGE_TILES":
-			return nil, fmt.Errorf("DecodeConsts PAGE_TILES: a paged call sets it from its page size and BLOCK_N")
+		case "TILE_PAGES":
+			return nil, fmt.Errorf("DecodeConsts TILE_PAGES: a paged call sets it from its page size and BLOCK_N")
 		}
 		consts[k] = v
 	}
-	if pageTiles {
-		consts["PAGE_TILES"] = "true"
+	if tilePages > 0 {
+		consts["TILE_PAGES"] = strconv.Itoa(tilePages)
 	}
 	bn, err := f.splitBlockN()
 	if err != nil {
@@ -394,11 +416,11 @@ func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, pageTiles bo
 }
 
 // splitKey names a compiled split-family kernel: its name, BLOCK_M and
-// PAGE_TILES.
+// TILE_PAGES.
 type splitKey struct {
 	kernel    string
 	blockM    int
-	pageTiles bool
+	tilePages int
 }
 
 // combineKernel compiles (once per width) flash_fwd_combine for f's dtype
@@ -474,7 +496,7 @@ func (f *Forward) planKernels(plan DecodePlan) ([]stage, error) {
 		if c == attention.FlashFwdCombine {
 			res, err = f.combineKernel(plan.NumSplits)
 		} else {
-			res, err = f.splitFamilyKernel(c, plan.BlockM, plan.PageTiles)
+			res, err = f.splitFamilyKernel(c, plan.BlockM, plan.TilePages)
 		}
 		if err != nil {
 			return nil, err

@@ -27,13 +27,13 @@ func (f *Forward) decodeResults() ([]*compiler.Result, error) {
 	if !f.splitKVCapable() || (f.opts.NumSplits == 1 && f.opts.PackGQA == PackGQAOff) {
 		return nil, nil
 	}
-	return f.splitFamilyResults(attention.SplitKV, false)
+	return f.splitFamilyResults(attention.SplitKV, 0)
 }
 
 // splitFamilyResults are the kernels of split-KV variant v that its plans
-// can pick: its split kernel at every tile height, with each of pageTiles
-// (flash_fwd_paged's PAGE_TILES), and flash_fwd_combine at every width.
-func (f *Forward) splitFamilyResults(v *attention.Variant, pageTiles ...bool) ([]*compiler.Result, error) {
+// can pick: its split kernel at every tile height, with each of tilePages
+// (flash_fwd_paged's TILE_PAGES), and flash_fwd_combine at every width.
+func (f *Forward) splitFamilyResults(v *attention.Variant, tilePages ...int) ([]*compiler.Result, error) {
 	heights, err := f.splitHeights()
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func (f *Forward) splitFamilyResults(v *attention.Variant, pageTiles ...bool) ([
 	}
 	var out []*compiler.Result
 	for _, bm := range heights {
-		for _, pt := range pageTiles {
+		for _, pt := range tilePages {
 			r, err := f.splitFamilyKernel(cs[0], bm, pt)
 			if err != nil {
 				return nil, err

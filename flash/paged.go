@@ -185,7 +185,9 @@ func (f *Forward) pagedPlan(sh Shape, pageSize, sms int, pk PackGQA) (DecodePlan
 	}
 	p, err := f.plan(sh, sms, pk)
 	p.SplitKV, p.Paged = true, true
-	p.PageTiles = err == nil && p.BlockN > 0 && pageSize%p.BlockN == 0
+	if err == nil {
+		p.TilePages = tilePages(pageSize, p.BlockN)
+	}
 	return p, err
 }
 

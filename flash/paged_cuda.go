@@ -148,13 +148,14 @@ func pagedPtrs(t PagedDeviceTensors, ws *workspace, lists map[string]uintptr) ma
 // BundlePagedKernels compiles the kernels a paged call of f may run for
 // arch, through the cache c (which may be nil), as bundle entries:
 // flash_fwd_paged at both tile heights (or DecodeConsts' BLOCK_M), keys
-// gathered and a page per tile, and flash_fwd_combine at every width. It
+// gathered and each TILE_PAGES form (1, 2 and 4 pages per tile), and
+// flash_fwd_combine at every width. It
 // fails where f has no paged form.
 func (f *Forward) BundlePagedKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
 	if err := f.pagedForm(); err != nil {
 		return nil, err
 	}
-	rs, err := f.splitFamilyResults(attention.Paged, false, true)
+	rs, err := f.splitFamilyResults(attention.Paged, tilePagesForms...)
 	if err != nil {
 		return nil, err
 	}

@@ -61,8 +61,9 @@ func pagedCache(rng *rand.Rand, lens []int32, pageSize, hkv, d, dv int) PagedInp
 
 // TestPagedCPU checks flash_fwd_paged + flash_fwd_combine on the CPU device
 // against the dense reference of each sequence's gathered pages: page
-// sizes 1 to 256 (keys gathered by page below BLOCK_N, a page per tile
-// from it, and 16-key tiles on 16-key pages), shuffled and shared pages,
+// sizes 1 to 256 (keys gathered by page at 1 and 8, 4 and 2 pages per
+// 64-key tile at 16 and 32, a page per tile from 64, and 16-key tiles on
+// 16-key pages), shuffled and shared pages,
 // unequal lengths (0 and 1 among them), GQA packed and not, splits auto
 // and forced, stdlib and user masks.
 func TestPagedCPU(t *testing.T) {
@@ -78,7 +79,7 @@ func TestPagedCPU(t *testing.T) {
 		blockN   string // DecodeConsts' BLOCK_N ("": the default 64)
 	}
 	var runs []run
-	for _, ps := range []int{1, 16, 64, 256} {
+	for _, ps := range []int{1, 8, 16, 32, 64, 256} {
 		runs = append(runs, run{mask: "causal_bottom_right", pageSize: ps, sq: 3})
 	}
 	runs = append(runs,
@@ -113,8 +114,15 @@ func TestPagedCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := r.pageSize%plan.BlockN == 0; plan.PageTiles != want {
-				t.Errorf("page size %d, BLOCK_N %d: PageTiles %v, want %v", r.pageSize, plan.BlockN, plan.PageTiles, want)
+			want := 0
+			switch {
+			case r.pageSize%plan.BlockN == 0:
+				want = 1
+			case plan.BlockN == 2*r.pageSize || plan.BlockN == 4*r.pageSize:
+				want = plan.BlockN / r.pageSize
+			}
+			if plan.TilePages != want {
+				t.Errorf("page size %d, BLOCK_N %d: TilePages %d, want %d", r.pageSize, plan.BlockN, plan.TilePages, want)
 			}
 			o, lse, err := f.RunPagedCPU(in, ps)
 			if err != nil {

@@ -15,13 +15,14 @@ import (
 
 // TestGPUPagedMatchesReference runs flash_fwd_paged + flash_fwd_combine on
 // the GPU against PagedReference (each sequence's pages gathered, the mods
-// at logical positions): page sizes 1, 16, 64 and 256, pages shuffled and
+// at logical positions): page sizes 1, 16, 32, 64 and 256, pages shuffled and
 // shared between two sequences, unequal lengths (0, 1, a page boundary,
 // thousands), bottom-right causal, a top-left sliding window (most splits
 // keep no block), decoding's window at the end of each cache and a
 // look-back per head (packing gives way), bf16, GQA 4, Sq 1 and 3, head
-// dims 64 and 128, auto, 3 and 1 splits; keys gathered by page below 64
-// keys a page, a page per tile from 64, and 16-key tiles on 16-key pages
+// dims 64 and 128, auto, 3 and 1 splits; keys gathered by page at 1, 4
+// and 2 pages per 64-key tile at 16 and 32, a page per tile from 64, and
+// 16-key tiles on 16-key pages
 // (causal_bottom_right, D = 128). RunPagedCUDA poisons the outputs
 // and the split workspace (NaN) before the launch, so a row or split no
 // kernel writes shows.
@@ -41,8 +42,8 @@ func TestGPUPagedMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := fmt.Sprintf("d%d/%s/page%d/sq%d/splits=%d,pack=%d,BLOCK_N=%d,page_tiles=%v", d, opts.Mask, pageSize, sq,
-			plan.NumSplits, plan.Pack, plan.BlockN, plan.PageTiles)
+		name := fmt.Sprintf("d%d/%s/page%d/sq%d/splits=%d,pack=%d,BLOCK_N=%d,tile_pages=%d", d, opts.Mask, pageSize, sq,
+			plan.NumSplits, plan.Pack, plan.BlockN, plan.TilePages)
 		o, lse, err := fwd.RunPagedCUDA(gpu, in, ps)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -55,7 +56,7 @@ func TestGPUPagedMatchesReference(t *testing.T) {
 	}
 	for _, d := range pagedSuiteDims {
 		for _, m := range pagedSuiteMasks {
-			for _, pageSize := range []int{1, 16, 64, 256} {
+			for _, pageSize := range []int{1, 16, 32, 64, 256} {
 				for _, sq := range []int{1, 3} {
 					if testing.Short() && d == 64 && sq != 1 {
 						continue

@@ -36,8 +36,8 @@ func buildCmd() *cobra.Command {
 		Long: `Compiles flash_fwd for every mask × score × dtype × head dim × arch, with the block classifier and,
 unless --num-splits 1 --pack-gqa off, the split-KV kernels a decoding call may run (flash_fwd_splitkv
 with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), --backward the backward's, and
---paged those of decoding over a paged KV cache (flash_fwd_paged with both tile heights, keys gathered and a
-page per tile, flash_fwd_combine;
+--paged those of decoding over a paged KV cache (flash_fwd_paged with both tile heights, keys gathered and
+1, 2 or 4 pages per tile, flash_fwd_combine;
 masks and scores that read aux tensors have no paged form and are refused).
 --target-opt NAME=VALUE sets a code generation switch (fac compile --help lists them); the kernels
 are then those of that variant, which a device finds with the same switches.`,

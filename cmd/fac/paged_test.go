@@ -57,7 +57,7 @@ func TestBenchPagedFlags(t *testing.T) {
 }
 
 // TestBuildPaged: fac build --paged bundles flash_fwd_paged at both tile
-// heights, keys gathered and a page per tile, beside the decoding kernels,
+// heights, keys gathered and 1, 2 and 4 pages per tile, beside the decoding kernels,
 // and refuses a mask that has no paged form, naming it.
 func TestBuildPaged(t *testing.T) {
 	if _, err := llc.Find(); err != nil {
@@ -67,8 +67,8 @@ func TestBuildPaged(t *testing.T) {
 	out := filepath.Join(dir, "p.bundle")
 	r := runFac(t, "", "build", "--paged", "--mask", "causal_bottom_right", "--dim", "64", "--cache-dir", "-", "-v", "-o", out)
 	wantOK(t, r)
-	if n := strings.Count(r.stderr, "build: flash_fwd_paged "); n != 4 {
-		t.Errorf("%d flash_fwd_paged kernels, want 4 (BLOCK_M 16 and 64, PAGE_TILES false and true):\n%s", n, r.stderr)
+	if n := strings.Count(r.stderr, "build: flash_fwd_paged "); n != 8 {
+		t.Errorf("%d flash_fwd_paged kernels, want 8 (BLOCK_M 16 and 64, TILE_PAGES 0, 1, 2 and 4):\n%s", n, r.stderr)
 	}
 	wantFail(t, runFac(t, "", "build", "--paged", "--mask", "document", "--dim", "64", "--cache-dir", "-", "-o", out), "--paged, mask document", "no aux tensors")
 }
