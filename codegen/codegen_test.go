@@ -482,9 +482,6 @@ func simCases() []simCase {
 		// dQ added through shared memory by deferred cp.reduce.async.bulk.
 		withTarget(bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=bulk"),
 		withTarget(bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true), "dq=bulk"),
-		// LSE and Δ rows prefetched into L1 a prefetch ahead (prefetch-l1):
-		// the hint must leave every result as it is.
-		withTarget(bwdCaseTMA("frontend_bwd_64x128_d64", 128, 8, 64, 1, 2, 2, 200, 300, false), "prefetch-l1=on"),
 		// Two pipelined loops sharing their buffers (placeStaged).
 		{kernel: "two_loops", grid: [3]int{1, 1, 1}, rtol: 1e-2, atol: 1e-2, args: func(rng *rand.Rand) []any {
 			return []any{buf("a", tir.BF16, 64*64, 1)(rng), buf("b", tir.BF16, 3*64*64, 1)(rng), zeros("c", tir.F32, 64*64), 3}

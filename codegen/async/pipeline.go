@@ -1,8 +1,6 @@
 package async
 
 import (
-	"maps"
-
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -51,18 +49,12 @@ type pipeline struct {
 	// attention kernels) and aheadSlice the slice ops they depend on, in
 	// order. They are read one iteration before the prefetch that needs
 	// them (readAhead): aheadPhis carry the values into the iteration that
-	// prefetches, aheadNext are the next iteration's.
+	// prefetches, aheadNext are the next iteration'pl.
 	ahead      []*tir.Op
 	aheadSlice []*tir.Op
 	aheadPhis  []*ir.InstPhi
 	aheadNext  []value.Value
 	aheadCur   []value.Value // the values for this iteration's prefetch
-	// side are the body's other tensor loads whose pointers (and masks)
-	// the slice computes (the backward's LSE and Δ rows): with L1
-	// prefetch on, the prefetch of iteration i+stages-1 also asks L1 for
-	// their lines (prefetchSide), so that the body's own load does not
-	// wait for L2.
-	side []*tir.Op
 	// bodyPhis carry the same entries on to the iterations that use them
 	// in their own body (bodyPhis[k]: iteration i+k's, k < stages-1), so
 	// that the body's block-list loads do not wait for global memory
@@ -101,14 +93,7 @@ type pipelines struct {
 	// inSlice > 0 while a slice is lowered for another iteration.
 	bodyAhead map[*tir.Op]value.Value
 	inSlice   int
-	// l1: side loads are prefetched into L1 (SetL1Prefetch).
-	l1 bool
 }
-
-// SetL1Prefetch makes the pipelined loops prefetch their side loads (the
-// tensor loads whose addresses the prefetch's slice computes) into L1 one
-// prefetch ahead (core.TargetConfig.PrefetchL1).
-func (s *Scheduler) SetL1Prefetch(on bool) { s.pl.l1 = on }
 
 // AsyncDotTarget is implemented by targets whose tensor-core dots may
 // complete asynchronously (they hand their results to core.DeferWait): a
@@ -281,7 +266,7 @@ func (pl *pipelines) plan(l *core.Lowerer) {
 	}
 	l.Func().Body.Walk(func(op *tir.Op) bool {
 		if op.Kind == tir.OpFor {
-			if p := pipelineFor(l, op, pl.l1); p != nil {
+			if p := pipelineFor(l, op); p != nil {
 				p.stages = stages
 				pl.pipes[op] = p
 				for _, st := range p.loads {
@@ -363,7 +348,7 @@ func (pl *pipelines) planTailsIn(l *core.Lowerer, ops, outer []*tir.Op) {
 // computed in the body only from the induction variable, values defined
 // outside the loop, and scalar or flexible values of pure ops (loads of
 // scalars included: those are safe to repeat).
-func pipelineFor(l *core.Lowerer, loop *tir.Op, side bool) *pipeline {
+func pipelineFor(l *core.Lowerer, loop *tir.Op) *pipeline {
 	body := loop.Regions[0]
 	in := map[*tir.Op]bool{}
 	var loads []*core.Staged
@@ -425,26 +410,7 @@ func pipelineFor(l *core.Lowerer, loop *tir.Op, side bool) *pipeline {
 	if !ok {
 		return nil
 	}
-	var sides []*tir.Op
-	if side {
-		// A side load joins when its operands' slice is one the prefetch
-		// can compute; its ops join the slice only then.
-		for _, op := range body.Ops {
-			if op.Kind != tir.OpLoad || op.Result().Type.IsScalar() || need[op] || l.Plan().StagedLoad(op) != nil {
-				continue
-			}
-			saved := maps.Clone(need)
-			for _, a := range op.Args {
-				visit(a)
-			}
-			if !ok {
-				need, ok = saved, true
-				continue
-			}
-			sides = append(sides, op)
-		}
-	}
-	p := &pipeline{loop: loop, loads: loads, defs: []*tir.Value{iv}, side: sides}
+	p := &pipeline{loop: loop, loads: loads, defs: []*tir.Value{iv}}
 	for _, op := range body.Ops {
 		if need[op] {
 			p.slice = append(p.slice, op)
@@ -525,54 +491,8 @@ func (pl *pipelines) issueStaged(l *core.Lowerer, p *pipeline, iv, guard, buf va
 			st.SetBuffer(nil, st.StagedDyn(), st.Parity())
 			l.CountStaged(1, 1)
 		}
-		if !pl.producer {
-			prefetchSide(l, p, guard)
-		}
 	})
 	return ahead
-}
-
-// asmPrefetchL1 asks L1 for the line at $0 where $1 is nonzero.
-const asmPrefetchL1 = "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p prefetch.global.L1 [$0];\n\t}"
-
-// prefetchSide issues, from the first warp only (its registers hold every
-// element of a row vector spread over the warps' rows, which is the
-// shape of the backward's LSE and Δ; elsewhere the hint covers less), an
-// L1 prefetch of each element of p's side loads at the slice's iteration,
-// under guard (nil: always) and each load's mask. A hint: nothing waits
-// for it, and a missed line only costs the load's own latency.
-func prefetchSide(l *core.Lowerer, p *pipeline, guard value.Value) {
-	if len(p.side) == 0 {
-		return
-	}
-	b := l.Block()
-	var cond value.Value = b.NewICmp(enum.IPredEQ, l.WarpID(), core.ConstI32(0))
-	if guard != nil {
-		cond = b.NewAnd(cond, guard)
-	}
-	l.IfThen(cond, "prefetch.l1", func() {
-		for _, op := range p.side {
-			lay, _ := l.Layouts().LayoutOf(op.Result())
-			ws := l.Layouts().OperandWants(op, lay)
-			ptrs, ok := l.Lookup(op.Args[0], ws[0])
-			if !ok {
-				continue
-			}
-			var mask []value.Value
-			if len(op.Args) == 3 {
-				if mask, ok = l.Lookup(op.Args[1], ws[1]); !ok {
-					continue
-				}
-			}
-			for r, ptr := range ptrs {
-				on := value.Value(core.ConstI32(1))
-				if mask != nil {
-					on = l.Block().NewZExt(mask[r], types.I32)
-				}
-				l.Asm(types.Void, asmPrefetchL1, "l,r,~{memory}", true, ptr, on)
-			}
-		}
-	})
 }
 
 // inSliceEnv runs lower with p's slice values in a private environment and

@@ -42,10 +42,6 @@ type TargetConfig struct {
 	// ctas_per_sm argument (ctas-per-sm=N); 0 keeps the kernel's. Kernels
 	// with a producer warpgroup keep one, and say so in a note.
 	CTAsPerSM int
-	// PrefetchL1 has a pipelined loop's prefetch also ask L1 for the lines
-	// of the body's other loads whose addresses it computes (the
-	// backward's LSE and Δ), one prefetch ahead (prefetch-l1=on).
-	PrefetchL1 bool
 }
 
 // ReleaseMode is how a pipelined TMA tile's buffers go back to the copy
@@ -100,7 +96,6 @@ func (c TargetConfig) Effective() TargetConfig {
 	if c.CTAsPerSM > 1 {
 		e.CTAsPerSM = c.CTAsPerSM
 	}
-	e.PrefetchL1 = c.PrefetchL1
 	if c.NoTMA {
 		e.NoTMA = true
 		return e
@@ -113,9 +108,8 @@ func (c TargetConfig) Effective() TargetConfig {
 // kernel's identity (artifact.Ident.Variant) and the contracts' tuned
 // sets: "" off the wgmma path (every arch but sm_90a, and wgmma=off);
 // "wgmma", then "-cpasync" (tma=off), "-tmabarrier" (release=barrier),
-// "-dqbulk" (dq=bulk), "-tmastore" (tma-store=on), "-ctas<n>"
-// (ctas-per-sm=n) and "-pfl1" (prefetch-l1=on) for each switch that
-// applies, in that order
+// "-dqbulk" (dq=bulk), "-tmastore" (tma-store=on) and "-ctas<n>"
+// (ctas-per-sm=n) for each switch that applies, in that order
 // ("wgmma-cpasync-ctas2").
 func (c TargetConfig) Variant() string { return strings.Join(c.variantWords(), "-") }
 
@@ -159,9 +153,6 @@ func (c TargetConfig) variantWords() []string {
 	if e.CTAsPerSM > 1 {
 		w = append(w, fmt.Sprintf("ctas%d", e.CTAsPerSM))
 	}
-	if e.PrefetchL1 {
-		w = append(w, "pfl1")
-	}
 	return w
 }
 
@@ -183,7 +174,6 @@ func (c TargetConfig) Or(d TargetConfig) TargetConfig {
 	if c.CTAsPerSM == 0 {
 		c.CTAsPerSM = d.CTAsPerSM
 	}
-	c.PrefetchL1 = c.PrefetchL1 || d.PrefetchL1
 	return c
 }
 
@@ -285,13 +275,6 @@ var targetOptions = []targetOption{
 			}
 			c.CTAsPerSM = n
 			return nil
-		}},
-	{"prefetch-l1", "on|off", "a pipelined loop's prefetch also asks L1 for the lines of the body's other loads whose addresses it computes (the backward's LSE and Δ), one prefetch ahead (on), or not (off)",
-		func(c *TargetConfig) string { return onOffString(c.PrefetchL1) },
-		func(c *TargetConfig, v string) error {
-			on, err := onOff(v)
-			c.PrefetchL1 = on
-			return err
 		}},
 }
 

@@ -108,12 +108,12 @@ func TestTargetConfigParse(t *testing.T) {
 		"ctas-per-sm=33": `target option ctas-per-sm=33: want 2 to 32`,
 		"ctas-per-sm=-2": `target option ctas-per-sm=-2: want 2 to 32`,
 		"ctas-per-sm=x":  `target option ctas-per-sm=x: want 2 to 32`,
-		"tma":            `target option "tma": want NAME=VALUE (wgmma, tma, release, dq, tma-store, ctas-per-sm, prefetch-l1)`,
+		"tma":            `target option "tma": want NAME=VALUE (wgmma, tma, release, dq, tma-store, ctas-per-sm)`,
 		"tma=":           `target option "tma=": want NAME=VALUE`,
 		"=off":           `target option "=off": want NAME=VALUE`,
 		"":               `target option "": want NAME=VALUE`,
 		"tma=off,":       `target option "": want NAME=VALUE`,
-		"wgmm=off":       `target option "wgmm=off": unknown name "wgmm" (options: wgmma, tma, release, dq, tma-store, ctas-per-sm, prefetch-l1)`,
+		"wgmm=off":       `target option "wgmm=off": unknown name "wgmm" (options: wgmma, tma, release, dq, tma-store, ctas-per-sm)`,
 		"arch=sm_80":     `target option "arch=sm_80": unknown name "arch"`,
 	} {
 		if _, err := ParseTargetConfig("sm_90a", opt); err == nil || !strings.Contains(err.Error(), msg) {
@@ -157,7 +157,7 @@ func TestTargetConfigString(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", c.c, s, c.want)
 		}
 	}
-	if n := len(TargetOptions()); n != len(TargetOptionNames()) || n != 7 || !strings.HasPrefix(TargetOptions()[0], "wgmma=on|off: ") {
+	if n := len(TargetOptions()); n != len(TargetOptionNames()) || n != 6 || !strings.HasPrefix(TargetOptions()[0], "wgmma=on|off: ") {
 		t.Errorf("TargetOptions %q", TargetOptions())
 	}
 }

@@ -216,16 +216,6 @@ func (em *Emitter) Get(v *tir.Value, lay Layout) []value.Value {
 	return nil
 }
 
-// Lookup is v's registers in layout lay where they have been computed in
-// that layout, without converting.
-func (em *Emitter) Lookup(v *tir.Value, lay Layout) ([]value.Value, bool) {
-	if v.Type.IsScalar() {
-		lay = scalarL
-	}
-	regs, ok := em.env[v][lay.String()]
-	return regs, ok
-}
-
 // ---- blocks and ops ----
 
 // lowerBlock lowers b's ops and returns its terminator (or nil).

@@ -268,10 +268,6 @@ func (c *compiler) asm(in *ir.InstCall, text string, s *callSite) op {
 			}
 		})
 
-	case strings.Contains(text, "prefetch.global.L1"):
-		// A cache hint: no effect on memory, so nothing to simulate.
-		return perLane(func(w *warp, l int) {})
-
 	// Conversions and predicates.
 	case strings.HasPrefix(text, "cvt.rn.bf16.f32"):
 		return perLane(func(w *warp, l int) { w.set(s, 0, l, uint64(half.F32ToBF16(f32(w.at(a[0], l))))) })

@@ -100,9 +100,7 @@ var _ core.Target = (*Target)(nil)
 // apply (core.TargetConfig.Effective).
 func New(cfg core.TargetConfig) *Target {
 	e := cfg.Effective()
-	s := async.New()
-	s.SetL1Prefetch(e.PrefetchL1)
-	return &Target{Scheduler: s, Arch: cfg.Arch, WGMMA: e.WGMMA(), TMA: e.TMA(), Release: e.TMA() && e.Release == core.ReleaseCounters,
+	return &Target{Scheduler: async.New(), Arch: cfg.Arch, WGMMA: e.WGMMA(), TMA: e.TMA(), Release: e.TMA() && e.Release == core.ReleaseCounters,
 		DQBulk: e.DQ == core.DQBulk, DQTMA: e.TMA() && e.DQ == core.DQTMA, TMAStore: e.TMAStore, CTAs: e.CTAsPerSM}
 }
 
