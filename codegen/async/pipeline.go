@@ -49,7 +49,7 @@ type pipeline struct {
 	// attention kernels) and aheadSlice the slice ops they depend on, in
 	// order. They are read one iteration before the prefetch that needs
 	// them (readAhead): aheadPhis carry the values into the iteration that
-	// prefetches, aheadNext are the next iteration'pl.
+	// prefetches, aheadNext are the next iteration's.
 	ahead      []*tir.Op
 	aheadSlice []*tir.Op
 	aheadPhis  []*ir.InstPhi
