@@ -39,6 +39,8 @@ type Options = flash.Options
 //   - BuildBlockMask, BuildBlockMaskCUDA: the mask's block mask for a shape;
 //     CountPairs: the pairs the mask keeps;
 //   - Plan, Reason, DecodeKernels: how a call runs (split-KV or not), and why;
+//     PlanCUDA: the plan on a device, flash_fwd alone where it cannot have a
+//     split-KV kernel (a bundle built with --num-splits 1);
 //   - RunPagedCPU, RunPagedCUDA, BenchPagedCUDA, PagedReference, PagedPlan:
 //     decoding over a paged KV cache (PagedInputs, PagedShape);
 //     LaunchPagedCUDA on device buffers (PagedDeviceTensors), with

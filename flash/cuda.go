@@ -52,7 +52,7 @@ func (f *Forward) prepare(ctx context.Context, d *CUDA, in Inputs, sh Shape) (pr
 	if err := f.checkInputs(in, sh); err != nil {
 		return nil, err
 	}
-	plan, err := f.Plan(sh, d.SMs())
+	plan, err := f.planCUDA(ctx, d, sh)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func (f *Forward) LaunchCUDA(d *CUDA, t DeviceTensors, sh Shape, s cuda.Stream) 
 	if err != nil {
 		return err
 	}
-	plan, err := f.Plan(sh, d.SMs())
+	plan, err := f.planCUDA(context.Background(), d, sh)
 	if err != nil {
 		return fmt.Errorf("LaunchCUDA: %w", err)
 	}

@@ -120,6 +120,9 @@ type DecodePlan struct {
 	// page size is BLOCK_N / 2 or / 4; each page is then one table read and
 	// the tiles are prefetched. 0: each key's page is gathered.
 	TilePages int
+	// Fallback says why the call runs flash_fwd alone where Plan chose
+	// split-KV: the device cannot have a split-KV kernel (PlanCUDA).
+	Fallback string
 }
 
 // tilePagesForms are the TILE_PAGES a paged plan can pick (tilePages).
@@ -156,6 +159,9 @@ func (p DecodePlan) Kernels() []string {
 
 func (p DecodePlan) String() string {
 	if !p.SplitKV {
+		if p.Fallback != "" {
+			return "no split-KV, no PackGQA (" + p.Fallback + ")"
+		}
 		return "no split-KV, no PackGQA"
 	}
 	pack := "off"

@@ -1,11 +1,14 @@
 package flash
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/fac-compiler/fac/compiler"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/cuda"
+	"github.com/fac-compiler/fac/runtime/gpu"
 	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
@@ -145,4 +148,56 @@ func workspaceOf(plan DecodePlan, sh Shape) (*attention.Variant, []int, error) {
 	}
 	lens, err := workspaceLens(cs, v.Workspace, launch.Problem{Shape: sh, NumSplits: plan.NumSplits})
 	return v, lens, err
+}
+
+// PlanCUDA is the plan a call of shape sh runs on d: Plan's, or flash_fwd
+// alone where d cannot have a split-KV kernel of it (withFallback).
+func (f *Forward) PlanCUDA(d *CUDA, sh Shape) (DecodePlan, error) {
+	t, err := f.tuned(d.Arch)
+	if err != nil {
+		return DecodePlan{}, err
+	}
+	return t.planCUDA(context.Background(), d, sh)
+}
+
+func (f *Forward) planCUDA(ctx context.Context, d *CUDA, sh Shape) (DecodePlan, error) {
+	plan, err := f.Plan(sh, d.SMs())
+	if err != nil {
+		return plan, err
+	}
+	return f.withFallback(plan, func(r *compiler.Result) error {
+		_, err := d.Kernel(ctx, r, nil)
+		return err
+	})
+}
+
+// withFallback is plan, or flash_fwd alone where the device cannot have
+// one of plan's split-KV kernels (have says so with a
+// *gpu.UnavailableError) and f was not told to split (NumSplits > 1,
+// PackGQAOn): a bundle built with --num-splits 1 then runs the call it
+// holds a kernel for. Told to split, the error says what to add.
+func (f *Forward) withFallback(plan DecodePlan, have func(*compiler.Result) error) (DecodePlan, error) {
+	if !plan.SplitKV {
+		return plan, nil
+	}
+	rs, err := f.DecodeKernels(plan)
+	if err != nil {
+		return plan, err
+	}
+	for _, r := range rs {
+		err := have(r)
+		var missing *gpu.UnavailableError
+		if err == nil {
+			continue
+		}
+		if !errors.As(err, &missing) {
+			return plan, err
+		}
+		if f.opts.NumSplits > 1 || f.opts.PackGQA == PackGQAOn {
+			return plan, fmt.Errorf("%w; this call's plan, %s, needs it: bundle the split-KV kernels (fac build without --num-splits 1 or --pack-gqa off), or ask for NumSplits 1 and PackGQA off", err, plan)
+		}
+		return DecodePlan{NumSplits: 1, Pack: 1, SMs: plan.SMs,
+			Fallback: fmt.Sprintf("the split-KV plan's %s is in no bundle and cannot be compiled here; bundle it (fac build without --num-splits 1) to decode faster", r.Kernel)}, nil
+	}
+	return plan, nil
 }

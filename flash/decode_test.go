@@ -1,9 +1,13 @@
 package flash
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fac-compiler/fac/blockmask"
+	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/runtime/gpu"
 )
 
 // classIn is the class of block (qb, kb) of row (b, h) in bm's kv lists.
@@ -97,5 +101,54 @@ func TestPackBlockMaskUnion(t *testing.T) {
 	}
 	if _, err := packBlockMask(bm, 3, 2); err == nil {
 		t.Error("8 heads packed 3 by 2 kv heads: no error")
+	}
+}
+
+// TestPlanFallback: a split-KV plan whose kernels the device cannot have
+// (a bundle built with --num-splits 1, no llc) falls back to flash_fwd
+// alone and says why; asked to split, the call fails saying what to add;
+// any other error, and a device that has the kernels, leave the plan.
+func TestPlanFallback(t *testing.T) {
+	sh := Shape{Batch: 1, Heads: 8, KVHeads: 2, SeqQ: 1, SeqK: 8192, Dim: 64}
+	missing := func(r *compiler.Result) error {
+		return &gpu.UnavailableError{Kernel: r.Kernel, Err: errors.New("no llc")}
+	}
+	for _, tc := range []struct {
+		name   string
+		splits int
+		have   func(*compiler.Result) error
+		want   string // "" the plan as it was, "alone" flash_fwd alone, else an error
+	}{
+		{"have", 0, func(*compiler.Result) error { return nil }, ""},
+		{"missing", 0, missing, "alone"},
+		{"forced", 4, missing, "bundle the split-KV kernels"},
+		{"other", 0, func(*compiler.Result) error { return errors.New("out of memory") }, "out of memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := CompileForward(Options{Mask: "causal_bottom_right", DType: "bf16", NumSplits: tc.splits}, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := f.Plan(sh, 132)
+			if err != nil || !plan.SplitKV {
+				t.Fatalf("plan %v, %v: want split-KV", plan, err)
+			}
+			got, err := f.withFallback(plan, tc.have)
+			switch tc.want {
+			case "":
+				if err != nil || got != plan {
+					t.Errorf("got %v, %v; want the plan unchanged", got, err)
+				}
+			case "alone":
+				if err != nil || got.SplitKV || got.NumSplits != 1 || !strings.Contains(got.Fallback, "flash_fwd_splitkv") ||
+					!strings.Contains(got.String(), "no split-KV") {
+					t.Errorf("got %v (%q), %v; want flash_fwd alone naming the missing kernel", got, got.Fallback, err)
+				}
+			default:
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("err %v, want one containing %q", err, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -421,7 +421,7 @@ func benchShape(gpu *fac.CUDA, opts fac.Options, sh fac.Shape, docLen, warmup, r
 	if err != nil {
 		return benchResult{}, err
 	}
-	plan, err := fwd.Plan(sh, gpu.SMs())
+	plan, err := fwd.PlanCUDA(gpu, sh)
 	if err != nil {
 		return benchResult{}, err
 	}

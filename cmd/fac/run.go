@@ -280,8 +280,14 @@ lists the switches).`,
 				}
 			}
 			plan, err := fwd.Plan(sh, sms)
+			if err == nil && gpu != nil {
+				plan, err = fwd.PlanCUDA(gpu, sh)
+			}
 			if err != nil {
 				return err
+			}
+			if plan.Fallback != "" {
+				fmt.Fprintf(w, "decoding: flash_fwd alone: %s\n", plan.Fallback)
 			}
 			if plan.SplitKV {
 				fmt.Fprintf(w, "decoding: %s\n", plan)

@@ -115,6 +115,19 @@ func Open(ordinal int, cfg Config) (*Device, error) {
 	return &Device{Dev: dev, Ctx: ctx, Arch: arch, Name: name, Cache: c, cfg: cfg, modules: map[string]*Kernel{}}, nil
 }
 
+// UnavailableError is a kernel that this device cannot have: it is in no
+// bundle added, and it cannot be compiled here (Err says why: no llc).
+type UnavailableError struct {
+	Kernel string // the kernel's identity
+	Err    error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("kernel %s is in no bundle and cannot be compiled: %v", e.Kernel, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
 // AddBundle makes the kernels of an AOT bundle available: a kernel found in
 // a bundle for this GPU's arch is loaded from it, with no llc needed.
 func (d *Device) AddBundle(b *bundle.Bundle) {
@@ -158,7 +171,7 @@ func (d *Device) find(ctx context.Context, res *compiler.Result, t *compiler.Tim
 	if d.llc == nil {
 		tool, err := d.cfg.LLC.Find()
 		if err != nil {
-			return "", nil, fmt.Errorf("kernel %s is in no bundle and cannot be compiled: %w", id, err)
+			return "", nil, &UnavailableError{Kernel: id.String(), Err: err}
 		}
 		d.llc = tool
 	}
