@@ -121,13 +121,18 @@ func pagedCase(file string, B, H, group, pack, qpt, splits, sq, pageSize int, le
 		}}
 }
 
-// combineCase is flash_fwd_combine (front-end snapshot, D = 64) on rows =
-// B·H·sq rows of splits partial results, a quarter of the (row, split)
-// LSEs -inf and some rows -inf in every split.
-func combineCase(B, H, sq, splits int) simCase {
+// combineCase is flash_fwd_combine, or with sinks flash_fwd_combine_sinks
+// (front-end snapshots, D = 64), on rows = B·H·sq rows of splits partial
+// results, a quarter of the (row, split) LSEs -inf and some rows -inf in
+// every split.
+func combineCase(B, H, sq, splits int, sinks bool) simCase {
 	const D = 64
 	rows := B * H * sq
-	return simCase{kernel: "frontend_combine", grid: [3]int{rows, 1, 1}, rtol: 1e-2, atol: 2e-3,
+	file := "frontend_combine"
+	if sinks {
+		file = "frontend_combine_sinks"
+	}
+	return simCase{kernel: file, grid: [3]int{rows, 1, 1}, rtol: 1e-2, atol: 2e-3,
 		args: func(rng *rand.Rand) []any {
 			lse := randBuf(rng, "lse_partial", tir.F32, splits*rows, 4)
 			for i := range lse.Vals {
@@ -135,11 +140,19 @@ func combineCase(B, H, sq, splits int) simCase {
 					lse.Vals[i] = math.Inf(-1)
 				}
 			}
-			return []any{
+			args := []any{
 				randBuf(rng, "o_partial", tir.F32, splits*rows*D, 1), lse,
 				cpu.NewBuffer("o", tir.BF16, rows*D), cpu.NewBuffer("lse", tir.F32, rows),
 				H * sq * D, sq * D, D, H, sq, splits, rows,
 			}
+			if sinks {
+				// Per-head sink logits, one -inf (then a row whose splits
+				// are all -inf keeps nothing at all).
+				sk := randBuf(rng, "sinks", tir.F32, H, 4)
+				sk.Vals[0] = math.Inf(-1)
+				args = append(args, sk)
+			}
+			return args
 		}}
 }
 
@@ -148,7 +161,7 @@ func combineCase(B, H, sq, splits int) simCase {
 // others: flash_fwd_splitkv with 4 heads packed in a 16-row tile (a
 // 64-key tile, the alibi score gathering per row head, a partial-block
 // mask) over 3 splits, with a 64-row tile of 16 positions × 4 heads over
-// 2 splits, flash_fwd_combine, and flash_fwd_paged with 16-key pages (4
+// 2 splits, flash_fwd_combine with and without sinks, and flash_fwd_paged with 16-key pages (4
 // heads packed, an empty cache), 1-key pages (no packing) and 64-key pages
 // read a page per tile and 16-key pages four per tile (TILE_PAGES 1 and 4:
 // the loads prefetched on sm_90a).
@@ -160,7 +173,8 @@ func TestSimulateDecode(t *testing.T) {
 		splitKVCase("frontend_splitkv_pack", 64, 1, 8, 4, 4, 4, 3, 3, 300, true),
 		splitKVCase("frontend_splitkv_m64", 128, 1, 4, 4, 4, 16, 2, 16, 200, false),
 		splitKVCase("frontend_splitkv_pack_s3", 64, 1, 8, 4, 4, 4, 2, 3, 700, true),
-		combineCase(2, 3, 2, 5),
+		combineCase(2, 3, 2, 5, false),
+		combineCase(2, 3, 2, 5, true),
 		pagedCase("frontend_paged", 3, 8, 4, 4, 4, 3, 3, 16, []int32{300, 0, 130}),
 		pagedCase("frontend_paged", 2, 4, 1, 1, 16, 2, 2, 1, []int32{70, 129}),
 		pagedCase("frontend_paged_tiles", 3, 8, 4, 4, 4, 2, 3, 64, []int32{300, 0, 130}),

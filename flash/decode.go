@@ -120,6 +120,9 @@ type DecodePlan struct {
 	// page size is BLOCK_N / 2 or / 4; each page is then one table read and
 	// the tiles are prefetched. 0: each key's page is gathered.
 	TilePages int
+	// Sinks: the forward has sinks, which the combination adds
+	// (flash_fwd_combine_sinks); the splits are flash_fwd_splitkv's.
+	Sinks bool
 	// Fallback says why the call runs flash_fwd alone where Plan chose
 	// split-KV: the device cannot have a split-KV kernel (PlanCUDA).
 	Fallback string
@@ -154,7 +157,7 @@ func (p DecodePlan) Kernels() []string {
 	if !p.SplitKV {
 		return nil
 	}
-	return p.variant().Names(attention.VariantOptions{})
+	return p.variant().Names(attention.VariantOptions{Sinks: p.Sinks})
 }
 
 func (p DecodePlan) String() string {
@@ -177,8 +180,9 @@ func (p DecodePlan) String() string {
 	case p.Paged:
 		tile = ", keys gathered by page"
 	}
-	return fmt.Sprintf("%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile%s) + flash_fwd_combine: %d splits, PackGQA %s, %d programs (%d SMs)",
-		p.variant().Names(attention.VariantOptions{})[0], p.BlockM, p.BlockN, p.QPerTile, tile, p.NumSplits, pack, p.Programs, p.SMs)
+	names := p.Kernels()
+	return fmt.Sprintf("%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile%s) + %s: %d splits, PackGQA %s, %d programs (%d SMs)",
+		names[0], p.BlockM, p.BlockN, p.QPerTile, tile, names[1], p.NumSplits, pack, p.Programs, p.SMs)
 }
 
 // Reason says in plain words why a call of shape sh runs plan p (from
@@ -211,9 +215,12 @@ func (f *Forward) Reason(p DecodePlan, sh Shape) string {
 	return strings.Join(why, "; ")
 }
 
-// splitKVCapable reports whether the kernel has a split-KV form: plain
-// flash_fwd does; flash_fwd_sinks, varlen and the .full variant do not.
-func (f *Forward) splitKVCapable() bool { return f.contract == attention.FlashFwd }
+// splitKVCapable reports whether the kernel has a split-KV form: flash_fwd
+// and flash_fwd_sinks do (the sinks join in the combination); varlen and
+// the .full variant do not.
+func (f *Forward) splitKVCapable() bool {
+	return f.contract == attention.FlashFwd || f.contract == attention.FlashFwdSinks
+}
 
 // Plan is the plan of a call of shape sh on a device with sms
 // multiprocessors (0: Options.SMs, else DefaultSMs): flash_fwd alone, or
@@ -238,7 +245,7 @@ func (f *Forward) plan(sh Shape, sms int, pk PackGQA) (DecodePlan, error) {
 	if sms <= 0 {
 		sms = DefaultSMs
 	}
-	p := DecodePlan{NumSplits: 1, Pack: 1, SMs: sms}
+	p := DecodePlan{NumSplits: 1, Pack: 1, SMs: sms, Sinks: f.opts.Sinks}
 	if err := sh.Validate(); err != nil {
 		return p, err
 	}
@@ -444,7 +451,11 @@ func (f *Forward) combineKernel(splits int) (*compiler.Result, error) {
 	if f.dimV != f.dim {
 		consts["HEAD_DIM_V"] = strconv.Itoa(f.dimV)
 	}
-	res, err := compileKernel(attention.FlashFwdCombine, compiler.Request{Kernel: attention.FlashFwdCombine.Kernel, Passes: f.opts.Passes,
+	c := attention.FlashFwdCombine
+	if f.opts.Sinks {
+		c = attention.FlashFwdCombineSinks
+	}
+	res, err := compileKernel(c, compiler.Request{Kernel: c.Kernel, Passes: f.opts.Passes,
 		Target: f.opts.target(), Consts: consts})
 	if err != nil {
 		return nil, err
@@ -492,14 +503,14 @@ func (f *Forward) DecodeKernels(plan DecodePlan) ([]*compiler.Result, error) {
 // kernel (flash_fwd_splitkv or flash_fwd_paged) with the plan's tile, then
 // flash_fwd_combine for its splits.
 func (f *Forward) planKernels(plan DecodePlan) ([]stage, error) {
-	cs, err := plan.variant().Kernels(attention.VariantOptions{})
+	cs, err := plan.variant().Kernels(attention.VariantOptions{Sinks: plan.Sinks})
 	if err != nil {
 		return nil, err
 	}
 	ks := make([]stage, len(cs))
 	for i, c := range cs {
 		var res *compiler.Result
-		if c == attention.FlashFwdCombine {
+		if c == attention.FlashFwdCombine || c == attention.FlashFwdCombineSinks {
 			res, err = f.combineKernel(plan.NumSplits)
 		} else {
 			res, err = f.splitFamilyKernel(c, plan.BlockM, plan.TilePages)

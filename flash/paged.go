@@ -148,7 +148,7 @@ func (f *Forward) checkPagedGeometry(ps PagedShape, numPages, maxPages int, lens
 // pagedForm is nil where f has a paged form: the split-KV kernel's mods,
 // with no aux tensors.
 func (f *Forward) pagedForm() error {
-	if !f.splitKVCapable() {
+	if !f.splitKVCapable() || f.opts.Sinks {
 		return fmt.Errorf("kernel %s has no paged form (sinks, varlen and the .full variant run on dense tensors)", f.res.Kernel)
 	}
 	if aux := f.AuxTensors(); len(aux) > 0 {

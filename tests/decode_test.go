@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -347,8 +348,6 @@ func TestDecodePlan(t *testing.T) {
 		want string
 	}{
 		{fac.Options{DType: "bf16", NumSplits: fac.MaxSplits + 1}, "NumSplits"},
-		{fac.Options{DType: "bf16", Sinks: true, NumSplits: 2}, "no split-KV"},
-		{fac.Options{DType: "bf16", Sinks: true, PackGQA: fac.PackGQAOn}, "no split-KV"},
 		{fac.Options{DType: "bf16", DecodeConsts: map[string]string{"BLOCK_N": "96"}}, "BLOCK_N"},
 	} {
 		f, err := fac.CompileForward(o.opts, 128)
@@ -363,13 +362,16 @@ func TestDecodePlan(t *testing.T) {
 			t.Errorf("%+v: error %v, want one about %s", o.opts, err, o.want)
 		}
 	}
-	// Sinks with auto choices run flash_fwd_sinks alone.
-	f, err := fac.CompileForward(fac.Options{DType: "bf16", Sinks: true}, 128)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := f.Plan(sh, 0); err != nil || p.SplitKV {
-		t.Errorf("sinks: plan %v, %v", p, err)
+	// Sinks decode as flash_fwd does, merged by flash_fwd_combine_sinks,
+	// whether the choices are automatic or asked for.
+	for _, o := range []fac.Options{{DType: "bf16", Sinks: true}, {DType: "bf16", Sinks: true, NumSplits: 2}, {DType: "bf16", Sinks: true, PackGQA: fac.PackGQAOn}} {
+		f, err := fac.CompileForward(o, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := f.Plan(sh, 0); err != nil || !p.SplitKV || !slices.Equal(p.Kernels(), []string{"flash_fwd_splitkv", "flash_fwd_combine_sinks"}) {
+			t.Errorf("sinks %+v: plan %v (%v), %v", o, p, p.Kernels(), err)
+		}
 	}
 	for _, s := range []string{"auto", "on", "off"} {
 		if p, err := fac.ParsePackGQA(s); err != nil || p.String() != s {

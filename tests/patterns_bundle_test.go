@@ -106,7 +106,7 @@ func varlenBenchConsts(d int) []map[string]string {
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
 // TestGPUVarlenMatchesReference, TestGPUVarlenUnpacked,
 // TestGPUVarlenNoProducer, TestGPUVarlenLong, TestGPUVarlenBackward,
-// TestGPUDimV and the paged suite compile (keep the lists in step with
+// TestGPUDimV, TestGPUSinksDecode and the paged suite compile (keep the lists in step with
 // them), and
 // `fac bench --varlen-len`'s, each as compiled without an arch and tuned for
 // arch (RunCUDA tunes for the device).
@@ -172,6 +172,13 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 			if dtype == "bf16" && d == 64 {
 				add("sinks backward", bwd, fac.Options{Mask: "causal_bottom_right", DType: dtype, Sinks: true,
 					Consts: map[string]string{"DETERMINISTIC": "true"}})
+			}
+			if dtype == "bf16" && d == 128 {
+				// TestGPUSinksDecode: the sinks forward split over the keys.
+				sfwd := func(o fac.Options) (bundler, error) { return fac.CompileForward(o, d) }
+				for _, m := range []string{"causal_bottom_right", "sliding_window(20, 3)"} {
+					add("sinks decode", sfwd, fac.Options{Mask: m, DType: dtype, Sinks: true})
+				}
 			}
 			vfwd := func(o fac.Options) (bundler, error) { return fac.CompileForwardVarlen(o, d) }
 			vbwd := func(o fac.Options) (bundler, error) { return fac.CompileBackwardVarlen(o, d) }

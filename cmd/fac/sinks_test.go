@@ -25,6 +25,15 @@ func TestRunSinks(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	// Decoding with sinks: split over the keys, merged by flash_fwd_combine_sinks.
+	r = runFac(t, "", "run", "--mask", "causal_bottom_right", "--sinks", sinks, "--kv-heads", "1",
+		"--seqlen-q", "1", "--seqlen-k", "300", "--dim", "16", "--num-splits", "3")
+	wantOK(t, r)
+	for _, want := range []string{"flash_fwd_combine_sinks: 3 splits", "check passed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
 	wantFail(t, runFac(t, "", "run", "--sinks", sinks, "--heads", "3", "--seqlen-q", "8", "--seqlen-k", "8", "--dim", "16"),
 		"--heads is 3", "--sinks")
 	wantFail(t, runFac(t, "", "run", "--dsinks-out", "ds.npy", "--seqlen-q", "8", "--seqlen-k", "8", "--dim", "16"),

@@ -76,17 +76,29 @@ var FlashFwdCombine = &launch.Contract{
 	},
 }
 
+// FlashFwdCombineSinks is flash_fwd_combine_sinks.fa's contract:
+// FlashFwdCombine's plus sinks, the per-head sink logits [H] f32, which
+// the merge adds to each row's denominator.
+var FlashFwdCombineSinks = withSinks(FlashFwdCombine)
+
 func init() {
 	register(FlashFwdSplitKV)
 	register(FlashFwdCombine)
+	register(FlashFwdCombineSinks)
 }
 
 // SplitKV is the forward pass split over the keys (decoding): each split's
-// partial results in the workspace, then their combination. Sinks have no
-// split-KV form.
+// partial results in the workspace, then their combination. With sinks
+// the splits are the same (a sink is no key) and the combination adds the
+// sink (flash_fwd_combine_sinks).
 var SplitKV = &Variant{
-	Name:      "split-KV",
-	Kernels:   only(FlashFwdSplitKV, FlashFwdCombine),
+	Name: "split-KV",
+	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
+		if o.Sinks {
+			return []*launch.Contract{FlashFwdSplitKV, FlashFwdCombineSinks}, nil
+		}
+		return []*launch.Contract{FlashFwdSplitKV, FlashFwdCombine}, nil
+	},
 	Workspace: []string{"o_partial", "lse_partial"},
 	Results:   []string{"o", "lse"},
 }
