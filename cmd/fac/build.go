@@ -9,7 +9,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fac-compiler/fac"
+	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/bundle"
+	"github.com/fac-compiler/fac/artifact/cache"
+	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/internal/outfile"
 	"github.com/fac-compiler/fac/internal/version"
 )
@@ -19,7 +22,7 @@ func buildCmd() *cobra.Command {
 	var dims []int
 	var block, dimV int
 	var out, cacheDir string
-	var verbose, backward, paged bool
+	var verbose, backward, paged, sinks, varlen bool
 	var df decodeFlags
 	var tf targetFlags
 	cmd := &cobra.Command{
@@ -32,13 +35,18 @@ func buildCmd() *cobra.Command {
   fac build --mask none --decode-const BLOCK_N=64 -o decode-n64.bundle   # split-KV kernels with 64-key tiles
   fac build --num-splits 1 --pack-gqa off -o fwd.bundle   # no split-KV kernels: flash_fwd alone, always
   fac build --backward --mask causal --dim 128 --dim-v 64 -o dv64.bundle   # v and o with head dim 64, q and k 128
-  fac build --paged --mask causal_bottom_right --dim 128 -o serve.bundle   # and the paged KV cache's kernels`,
+  fac build --paged --mask causal_bottom_right --dim 128 -o serve.bundle   # and the paged KV cache's kernels
+  fac build --sinks --backward --mask "sliding_window(127, 0)" -o gpt-oss.bundle   # kernels with learnable sinks
+  fac build --varlen --backward --mask causal -o packed.bundle   # and those of packed sequences (fac run --cu-seqlens-q)`,
 		Long: `Compiles flash_fwd for every mask × score × dtype × head dim × arch, with the block classifier and,
 unless --num-splits 1 --pack-gqa off, the split-KV kernels a decoding call may run (flash_fwd_splitkv
 with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), --backward the backward's, and
 --paged those of decoding over a paged KV cache (flash_fwd_paged with both tile heights, keys gathered and
 1, 2 or 4 pages per tile, flash_fwd_combine;
-masks and scores that read aux tensors have no paged form and are refused).
+masks and scores that read aux tensors have no paged form and are refused), --sinks those of a forward
+(and, with --backward, a backward) with learnable sinks (flash_fwd_sinks, its split-KV kernels with
+flash_fwd_combine_sinks, flash_bwd_sinks), and --varlen those of packed sequences (flash_fwd_varlen,
+and flash_bwd_varlen's with --backward).
 --target-opt NAME=VALUE sets a code generation switch (fac compile --help lists them); the kernels
 are then those of that variant, which a device finds with the same switches.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -135,6 +143,47 @@ are then those of that variant, which a device finds with the same switches.`,
 									}
 									ks = append(ks, bks...)
 								}
+								// The other families, compiled as their calls compile them, so
+								// that a device finds them in the bundle.
+								add := func(flag string, f kernelBundler, err error) error {
+									if err == nil {
+										var fks []*artifact.Artifact
+										fks, err = f.BundleKernels(context.Background(), c, arch, tool)
+										ks = append(ks, fks...)
+									}
+									if err != nil {
+										return fmt.Errorf("%s, mask %s, score %s: %w", flag, m, s, err)
+									}
+									return nil
+								}
+								if sinks {
+									so := fopts
+									so.Sinks = true
+									sf, err := fac.CompileForward(so, d)
+									if err := add("--sinks", sf, err); err != nil {
+										return err
+									}
+									if backward {
+										sb, err := fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt, DimV: dimV, Target: t, Sinks: true}, d)
+										if err := add("--sinks --backward", sb, err); err != nil {
+											return err
+										}
+									}
+								}
+								if varlen {
+									vo := fac.Options{Mask: m, Score: s, Sources: srcs, Consts: fwdConsts, DType: dt, DimV: dimV, Target: t}
+									vf, err := fac.CompileForwardVarlen(vo, d)
+									if err := add("--varlen", vf, err); err != nil {
+										return err
+									}
+									if backward {
+										vo.Consts = bwdConsts
+										vb, err := fac.CompileBackwardVarlen(vo, d)
+										if err := add("--varlen --backward", vb, err); err != nil {
+											return err
+										}
+									}
+								}
 								for _, k := range ks {
 									if b.Has(k.Ident) {
 										continue // the classifier, the combine kernels and the backward's pre- and postprocess are shared
@@ -181,6 +230,13 @@ are then those of that variant, which a device finds with the same switches.`,
 	tf.add(fs)
 	fs.BoolVar(&backward, "backward", false, "also the backward pass's kernels (flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess, or flash_bwd_dq with --const DETERMINISTIC=true)")
 	fs.BoolVar(&paged, "paged", false, "also the paged KV cache's kernels (flash_fwd_paged at both tile heights in both forms, flash_fwd_combine)")
+	fs.BoolVar(&sinks, "sinks", false, "also the kernels with learnable sinks: flash_fwd_sinks and its split-KV kernels (flash_fwd_combine_sinks); flash_bwd_sinks with --backward")
+	fs.BoolVar(&varlen, "varlen", false, "also the packed-sequence kernels: flash_fwd_varlen; flash_bwd_varlen with --backward")
 	aliases(cmd, map[string]string{"output": "out"})
 	return cmd
+}
+
+// kernelBundler is a compiled family whose kernels go into a bundle.
+type kernelBundler interface {
+	BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/internal/npy"
 	"github.com/fac-compiler/fac/reference"
 )
@@ -70,4 +71,22 @@ func TestRunBackwardSinks(t *testing.T) {
 	ref := reference.AttentionGradSinks(f64s(q), f64s(k), f64s(v), f64s(do), sh,
 		float64(float32(1/math.Sqrt(d))), func(b, h, i, j int) bool { return j <= i && i-j <= 10 }, nil, nil, nil, f64s(sinks))
 	wantGradFiles(t, dir, 1e-4, gradFile{"dsinks.npy", []int{h}, ref.DSinks}, gradFile{"dk.npy", []int{b, hkv, sk, d}, ref.DK})
+}
+
+// TestBuildSinksVarlen: fac build --sinks --varlen --backward bundles the
+// sinks kernels (forward, its split-KV merge with sinks, backward) and the
+// packed-sequence kernels beside the plain ones, so that a bundle-only
+// device runs those calls.
+func TestBuildSinksVarlen(t *testing.T) {
+	if _, err := llc.Find(); err != nil {
+		t.Skipf("no llc: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "sv.bundle")
+	r := runFac(t, "", "build", "--sinks", "--varlen", "--backward", "--mask", "causal", "--dim", "64", "--cache-dir", "-", "-v", "-o", out)
+	wantOK(t, r)
+	for _, k := range []string{"flash_fwd", "flash_fwd_sinks", "flash_fwd_combine_sinks", "flash_bwd_sinks", "flash_fwd_varlen", "flash_bwd_varlen", "flash_bwd"} {
+		if !strings.Contains(r.stderr, "build: "+k+" ") {
+			t.Errorf("no %s in the bundle:\n%s", k, r.stderr)
+		}
+	}
 }
