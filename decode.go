@@ -63,5 +63,6 @@ type PagedShape = flash.PagedShape
 // PagedInputs are a paged call's host tensors: Q [B, H, Sq, D], KCache
 // [num_pages, page_size, Hkv, D], VCache [num_pages, page_size, Hkv, Dv],
 // PageTable [B, max_pages] and CacheSeqlens [B], with the run-time
-// parameters and softmax scale. Fields: flash.PagedInputs.
+// parameters, softmax scale and, for a forward with sinks, Sinks [H].
+// Fields: flash.PagedInputs.
 type PagedInputs = flash.PagedInputs

@@ -342,15 +342,24 @@ func (f *Forward) checkDims(sh Shape) error {
 
 // checkInputs checks the host tensors' sizes against the shape, and the
 // mods' aux tensors and run-time parameters against their declarations.
+// checkSinks checks a call's sink logits against the kernel: one per
+// head with Options.Sinks, none without.
+func (f *Forward) checkSinks(sinks []float32, heads int) error {
+	switch {
+	case f.opts.Sinks && len(sinks) != heads:
+		return fmt.Errorf("sinks has %d values, want one per head (%d)", len(sinks), heads)
+	case !f.opts.Sinks && sinks != nil:
+		return fmt.Errorf("inputs have sinks, but the kernel was compiled without them (Options.Sinks)")
+	}
+	return nil
+}
+
 func (f *Forward) checkInputs(in Inputs, sh Shape) error {
 	if err := f.checkMods(in.Aux, in.Scalars, sh); err != nil {
 		return err
 	}
-	switch {
-	case f.opts.Sinks && len(in.Sinks) != sh.Heads:
-		return fmt.Errorf("sinks has %d values, want one per head (%d)", len(in.Sinks), sh.Heads)
-	case !f.opts.Sinks && in.Sinks != nil:
-		return fmt.Errorf("inputs have sinks, but the kernel was compiled without them (Options.Sinks)")
+	if err := f.checkSinks(in.Sinks, sh.Heads); err != nil {
+		return err
 	}
 	if err := f.checkDims(sh); err != nil {
 		return err

@@ -46,6 +46,9 @@ type PagedInputs struct {
 	// (0: 1/sqrt(Dim)).
 	Scalars map[string]any
 	Scale   float32
+	// Sinks are the per-head sink logits [Heads] of a forward compiled
+	// with Options.Sinks (nil otherwise), as Inputs.Sinks.
+	Sinks []float32
 }
 
 // pagedCall is a checked paged call: its dense shape (SeqK the longest
@@ -89,7 +92,7 @@ func (f *Forward) checkPaged(in PagedInputs, ps PagedShape) (pagedCall, error) {
 	if len(in.Q) != ps.Batch*ps.Heads*ps.SeqQ*d {
 		return c, fmt.Errorf("q has %d elements: want [%d, %d, %d, %d]", len(in.Q), ps.Batch, ps.Heads, ps.SeqQ, d)
 	}
-	return c, nil
+	return c, f.checkSinks(in.Sinks, ps.Heads)
 }
 
 // check checks the counts of a paged shape.
@@ -148,8 +151,8 @@ func (f *Forward) checkPagedGeometry(ps PagedShape, numPages, maxPages int, lens
 // pagedForm is nil where f has a paged form: the split-KV kernel's mods,
 // with no aux tensors.
 func (f *Forward) pagedForm() error {
-	if !f.splitKVCapable() || f.opts.Sinks {
-		return fmt.Errorf("kernel %s has no paged form (sinks, varlen and the .full variant run on dense tensors)", f.res.Kernel)
+	if !f.splitKVCapable() {
+		return fmt.Errorf("kernel %s has no paged form (varlen and the .full variant run on dense tensors)", f.res.Kernel)
 	}
 	if aux := f.AuxTensors(); len(aux) > 0 {
 		return fmt.Errorf("the paged kernel takes no aux tensors yet, and the mods read %v", aux)
@@ -253,6 +256,9 @@ func (f *Forward) bindPaged(c pagedCall, lens []int32, scale float32, scalars ma
 // the lists.
 func (b *pagedBound) hostData(in PagedInputs) map[string]any {
 	host := map[string]any{"q": in.Q, "k_cache": in.KCache, "v_cache": in.VCache, "page_table": in.PageTable}
+	if in.Sinks != nil {
+		host["sinks"] = in.Sinks
+	}
 	for name, xs := range b.lists {
 		host[name] = xs
 	}
@@ -334,8 +340,9 @@ func (f *Forward) PagedReference(in PagedInputs, ps PagedShape) (o, lse []float6
 		if err != nil {
 			return nil, nil, err
 		}
-		so, slse := reference.Attention(slices.Clone(q[b*perQ:][:perQ]), gather(kc, b, n, d), gather(vc, b, n, dv),
-			reference.Shape{B: 1, H: sh.Heads, HKV: hkv, Sq: sh.SeqQ, Sk: n, D: d, DV: dv}, scale, mask, score)
+		rs := reference.Shape{B: 1, H: sh.Heads, HKV: hkv, Sq: sh.SeqQ, Sk: n, D: d, DV: dv}
+		qb, kb, vb := slices.Clone(q[b*perQ:][:perQ]), gather(kc, b, n, d), gather(vc, b, n, dv)
+		so, slse := reference.AttentionSinks(qb, kb, vb, rs, scale, mask, score, float64s(in.Sinks))
 		o, lse = append(o, so...), append(lse, slse...)
 	}
 	return o, lse, evalErr.get()

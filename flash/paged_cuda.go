@@ -81,6 +81,9 @@ type PagedDeviceTensors struct {
 	// Workspace holds the partial outputs (NewPagedWorkspace); nil
 	// allocates them for this call only.
 	Workspace *ForwardWorkspace
+	// Sinks are the per-head sink logits ([Heads] f32) of a forward
+	// compiled with Options.Sinks, 0 otherwise.
+	Sinks uintptr
 }
 
 // NewPagedWorkspace allocates a workspace for paged launches of shape ps
@@ -111,6 +114,9 @@ func (f *Forward) LaunchPagedCUDA(d *CUDA, t PagedDeviceTensors, ps PagedShape, 
 	if err != nil {
 		return fmt.Errorf("LaunchPagedCUDA: %w", err)
 	}
+	if f.opts.Sinks != (t.Sinks != 0) {
+		return fmt.Errorf("LaunchPagedCUDA: a forward compiled with Options.Sinks takes PagedDeviceTensors.Sinks, and one without refuses them")
+	}
 	b, err := f.bindPaged(c, t.CacheSeqlens, t.Scale, t.Scalars, d.SMs())
 	if err != nil {
 		return fmt.Errorf("LaunchPagedCUDA: %w", err)
@@ -140,6 +146,9 @@ func (f *Forward) LaunchPagedCUDA(d *CUDA, t PagedDeviceTensors, ps PagedShape, 
 // the caller's, the workspace's and the lists'.
 func pagedPtrs(t PagedDeviceTensors, ws *workspace, lists map[string]uintptr) map[string]uintptr {
 	ptrs := map[string]uintptr{"q": t.Q, "k_cache": t.KCache, "v_cache": t.VCache, "page_table": t.PageTable, "o": t.O, "lse": t.LSE}
+	if t.Sinks != 0 {
+		ptrs["sinks"] = t.Sinks
+	}
 	ws.addPtrs(ptrs)
 	maps.Copy(ptrs, lists)
 	return ptrs

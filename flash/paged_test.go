@@ -65,7 +65,8 @@ func pagedCache(rng *rand.Rand, lens []int32, pageSize, hkv, d, dv int) PagedInp
 // 64-key tile at 16 and 32, a page per tile from 64, and 16-key tiles on
 // 16-key pages), shuffled and shared pages,
 // unequal lengths (0 and 1 among them), GQA packed and not, splits auto
-// and forced, stdlib and user masks.
+// and forced, stdlib and user masks, with and without sinks (a sequence
+// of no keys then gets LSE = its head's sink, not -inf).
 func TestPagedCPU(t *testing.T) {
 	const H, Hkv, D = 8, 2, 32
 	lens := []int32{300, 170, 0, 1, 65}
@@ -77,6 +78,7 @@ func TestPagedCPU(t *testing.T) {
 		splits   int
 		dimV     int
 		blockN   string // DecodeConsts' BLOCK_N ("": the default 64)
+		sinks    bool
 	}
 	var runs []run
 	for _, ps := range []int{1, 8, 16, 32, 64, 256} {
@@ -90,11 +92,13 @@ func TestPagedCPU(t *testing.T) {
 		run{mask: "paged_lookback", pageSize: 16, sq: 3, splits: 2},
 		run{mask: "causal_bottom_right", pageSize: 16, sq: 3, splits: 3, blockN: "16"}, // a page per 16-key tile
 		run{mask: "sliding_window(40, 0)", pageSize: 128, sq: 2, splits: 2},
+		run{mask: "causal_bottom_right", pageSize: 16, sq: 3, splits: 3, sinks: true},
+		run{mask: "sliding_window(40, 0)", pageSize: 1, sq: 2, pack: PackGQAOff, sinks: true},
 	)
 	for _, r := range runs {
-		name := fmt.Sprintf("%s/page%d/sq%d/n%s", strings.NewReplacer("(", "", ")", "", ", ", "_").Replace(r.mask), r.pageSize, r.sq, r.blockN)
+		name := fmt.Sprintf("%s/page%d/sq%d/n%s/sinks=%v", strings.NewReplacer("(", "", ")", "", ", ", "_").Replace(r.mask), r.pageSize, r.sq, r.blockN, r.sinks)
 		t.Run(name, func(t *testing.T) {
-			opts := Options{Mask: r.mask, NumSplits: r.splits, PackGQA: r.pack, DimV: r.dimV, Sources: map[string]string{"paged.fa": pagedSrc}}
+			opts := Options{Mask: r.mask, NumSplits: r.splits, PackGQA: r.pack, DimV: r.dimV, Sinks: r.sinks, Sources: map[string]string{"paged.fa": pagedSrc}}
 			if r.blockN != "" {
 				opts.DecodeConsts = map[string]string{"BLOCK_N": r.blockN}
 			}
@@ -110,6 +114,10 @@ func TestPagedCPU(t *testing.T) {
 			in := pagedCache(rng, lens, r.pageSize, Hkv, D, dv)
 			ps := PagedShape{Batch: len(lens), Heads: H, KVHeads: Hkv, SeqQ: r.sq, PageSize: r.pageSize}
 			in.Q = randF32(rng, ps.Batch*H*r.sq*D)
+			if r.sinks {
+				in.Sinks = randF32(rng, H)
+				in.Sinks[0], in.Sinks[1] = 6, float32(math.Inf(-1))
+			}
 			plan, err := f.PagedPlan(ps, 300, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -138,11 +146,16 @@ func TestPagedCPU(t *testing.T) {
 			if d := maxDiff(lse, wlse); d > 2e-5 || math.IsNaN(d) {
 				t.Errorf("page size %d: LSE differs by %g", r.pageSize, d)
 			}
-			// The empty cache's rows keep nothing.
+			// The empty cache's rows keep nothing: LSE is -inf, or the
+			// head's sink.
 			per := H * r.sq
 			for i := 2 * per; i < 3*per; i++ {
-				if !math.IsInf(float64(lse[i]), -1) {
-					t.Fatalf("sequence of no keys: LSE %g, want -inf", lse[i])
+				want := math.Inf(-1)
+				if r.sinks {
+					want = float64(in.Sinks[(i-2*per)/r.sq])
+				}
+				if got := float64(lse[i]); got != want && math.Abs(got-want) > 2e-5 {
+					t.Fatalf("sequence of no keys: LSE %g, want %g", got, want)
 				}
 			}
 		})
@@ -200,8 +213,13 @@ func TestPagedErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := sinks.RunPagedCPU(in, ps); err == nil || !strings.Contains(err.Error(), "no paged form") {
-		t.Errorf("sinks: %v", err)
+	// A sinks forward takes one sink per head, and a plain one none.
+	if _, _, err := sinks.RunPagedCPU(in, ps); err == nil || !strings.Contains(err.Error(), "want one per head") {
+		t.Errorf("sinks without sinks: %v", err)
+	}
+	in.Sinks = []float32{1}
+	if _, _, err := f.RunPagedCPU(in, ps); err == nil || !strings.Contains(err.Error(), "compiled without them") {
+		t.Errorf("sinks on a plain forward: %v", err)
 	}
 }
 

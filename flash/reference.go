@@ -29,14 +29,7 @@ func (f *Forward) Reference(in Inputs, sh Shape) (o, lse []float64, err error) {
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
 	// The reference sees the inputs at the kernel's storage precision.
 	q, k, v := roundTo(in.Q, f.dtype), roundTo(in.K, f.dtype), roundTo(in.V, f.dtype)
-	var sinks []float64
-	if in.Sinks != nil {
-		sinks = make([]float64, len(in.Sinks))
-		for i, x := range in.Sinks {
-			sinks[i] = float64(x)
-		}
-	}
-	o, lse = reference.AttentionSinks(q, k, v, refShape(sh), scale, mask, score, sinks)
+	o, lse = reference.AttentionSinks(q, k, v, refShape(sh), scale, mask, score, float64s(in.Sinks))
 	return o, lse, evalErr.get()
 }
 
@@ -234,4 +227,16 @@ func refMods(maskFn, scoreFn modEval, batch int, errs *firstError) (reference.Ma
 		}
 	}
 	return mask, score
+}
+
+// float64s is xs widened (nil stays nil: no sinks).
+func float64s(xs []float32) []float64 {
+	if xs == nil {
+		return nil
+	}
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
 }

@@ -45,8 +45,8 @@ with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), --backward the 
 1, 2 or 4 pages per tile, flash_fwd_combine;
 masks and scores that read aux tensors have no paged form and are refused), --sinks those of a forward
 (and, with --backward, a backward) with learnable sinks (flash_fwd_sinks, its split-KV kernels with
-flash_fwd_combine_sinks, flash_bwd_sinks), and --varlen those of packed sequences (flash_fwd_varlen,
-and flash_bwd_varlen's with --backward).
+flash_fwd_combine_sinks, flash_bwd_sinks; with --paged its paged kernels too), and --varlen those of
+packed sequences (flash_fwd_varlen, and flash_bwd_varlen with --backward).
 --target-opt NAME=VALUE sets a code generation switch (fac compile --help lists them); the kernels
 are then those of that variant, which a device finds with the same switches.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -163,6 +163,11 @@ are then those of that variant, which a device finds with the same switches.`,
 									if err := add("--sinks", sf, err); err != nil {
 										return err
 									}
+									if paged {
+										if err := add("--sinks --paged", pagedKernels{sf}, nil); err != nil {
+											return err
+										}
+									}
 									if backward {
 										sb, err := fac.CompileBackward(fac.Options{Mask: m, Score: s, Sources: srcs, Consts: bwdConsts, DType: dt, DimV: dimV, Target: t, Sinks: true}, d)
 										if err := add("--sinks --backward", sb, err); err != nil {
@@ -239,4 +244,11 @@ are then those of that variant, which a device finds with the same switches.`,
 // kernelBundler is a compiled family whose kernels go into a bundle.
 type kernelBundler interface {
 	BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error)
+}
+
+// pagedKernels bundles a forward's paged kernels (BundlePagedKernels).
+type pagedKernels struct{ f *fac.Forward }
+
+func (p pagedKernels) BundleKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
+	return p.f.BundlePagedKernels(ctx, c, arch, tool)
 }

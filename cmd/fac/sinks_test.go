@@ -75,8 +75,8 @@ func TestRunBackwardSinks(t *testing.T) {
 
 // TestBuildSinksVarlen: fac build --sinks --varlen --backward bundles the
 // sinks kernels (forward, its split-KV merge with sinks, backward) and the
-// packed-sequence kernels beside the plain ones, so that a bundle-only
-// device runs those calls.
+// packed-sequence kernels beside the plain ones, and --sinks --paged the
+// paged ones with sinks, so that a bundle-only device runs those calls.
 func TestBuildSinksVarlen(t *testing.T) {
 	if _, err := llc.Find(); err != nil {
 		t.Skipf("no llc: %v", err)
@@ -88,5 +88,11 @@ func TestBuildSinksVarlen(t *testing.T) {
 		if !strings.Contains(r.stderr, "build: "+k+" ") {
 			t.Errorf("no %s in the bundle:\n%s", k, r.stderr)
 		}
+	}
+	// With --paged, the sinks forward's paged kernels too (merged with sinks).
+	r = runFac(t, "", "build", "--sinks", "--paged", "--mask", "causal_bottom_right", "--dim", "64", "--cache-dir", "-", "-v", "-o", out)
+	wantOK(t, r)
+	if !strings.Contains(r.stderr, "build: flash_fwd_paged ") || !strings.Contains(r.stderr, "build: flash_fwd_combine_sinks ") {
+		t.Errorf("no paged kernels with sinks in the bundle:\n%s", r.stderr)
 	}
 }
