@@ -40,6 +40,7 @@ type pagedArgs struct {
 	noCheck bool
 	tol     tolerance
 	dtype   string
+	sinks   []float32 // --sinks: per-head sink logits, or nil
 }
 
 // run is fac run over a paged cache, on the CPU device or the GPU: the
@@ -54,7 +55,7 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 		return fmt.Errorf("--page-size %d: want a positive number of keys per page (1, or a power of two such as 16 to 256)", p.pageSize)
 	}
 	// What the paged path does not take: say so rather than ignore it.
-	for _, f := range []string{"q", "k", "v", "blockmask", "blockmask-mask", "sinks", "backward", "aux", "scalar", "random-aux", "cu-seqlens-q", "cu-seqlens-k", "out", "lse-out"} {
+	for _, f := range []string{"q", "k", "v", "blockmask", "blockmask-mask", "backward", "aux", "scalar", "random-aux", "cu-seqlens-q", "cu-seqlens-k", "out", "lse-out"} {
 		if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
 			return fmt.Errorf("--%s does not work with --page-size yet", f)
 		}
@@ -79,6 +80,7 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 	in, numPages := pagedCache(rng, lens, p.pageSize)
 	ps := fac.PagedShape{Batch: sh.Batch, Heads: sh.Heads, KVHeads: sh.KV(), SeqQ: sh.SeqQ, PageSize: p.pageSize}
 	in.Scale = a.scale
+	in.Sinks = a.sinks
 	in.Q = tensorArg(nil, sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, rng)
 	in.KCache = tensorArg(nil, numPages*p.pageSize*sh.KV()*sh.Dim, rng)
 	in.VCache = tensorArg(nil, numPages*p.pageSize*sh.KV()*sh.VDim(), rng)

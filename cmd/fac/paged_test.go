@@ -31,7 +31,7 @@ func TestRunPaged(t *testing.T) {
 		{[]string{"--page-size", "-4"}, "--page-size -4"},
 		{[]string{"--page-size", "16", "--cache-seqlens", "1,2,3"}, "--cache-seqlens has 3 lengths: want one per sequence (--batch 2)"},
 		{[]string{"--page-size", "16", "--cache-seqlens", "5,-1"}, "length -1 of sequence 1"},
-		{[]string{"--page-size", "16", "--sinks", "s.npy"}, "--sinks does not work with --page-size"},
+		{[]string{"--page-size", "16", "--sinks", "s.npy"}, "--sinks: open s.npy"},
 		{[]string{"--page-size", "16", "--backward"}, "--backward does not work with --page-size"},
 		{[]string{"--page-size", "16", "--score", "alibi"}, "no aux tensors"},
 	} {

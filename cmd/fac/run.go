@@ -125,6 +125,10 @@ lists the switches).`,
 				return fmt.Errorf("--num-splits, --pack-gqa, --sms and --decode-const are for flash_fwd; varlen has no split-KV yet")
 			}
 			if pf.on(cmd) {
+				sinks, err := readSinks(sinksF, &shp)
+				if err != nil {
+					return err
+				}
 				sh := shp.shape()
 				if err := sh.Validate(); err != nil {
 					return err
@@ -133,11 +137,11 @@ lists the switches).`,
 				if err != nil {
 					return err
 				}
-				opts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: req.Consts, DType: dtype, DimV: sh.DimV, Passes: req.Passes, Target: target}
+				opts := fac.Options{Mask: cf.mask, Score: cf.score, Sources: req.Sources, Consts: req.Consts, DType: dtype, DimV: sh.DimV, Passes: req.Passes, Target: target, Sinks: sinks != nil}
 				if err := df.apply(&opts); err != nil {
 					return err
 				}
-				return pf.run(cmd, pagedArgs{w: w, opts: opts, sh: sh, device: device, bundles: bundles, seed: seed, scale: scale, noCheck: noCheck, tol: t, dtype: dtype})
+				return pf.run(cmd, pagedArgs{w: w, opts: opts, sh: sh, device: device, bundles: bundles, seed: seed, scale: scale, noCheck: noCheck, tol: t, dtype: dtype, sinks: sinks})
 			}
 			if vlf.on() {
 				return vlf.run(cmd, varlenArgs{w: w, cf: &cf, files: files, shp: &shp, qf: qf, kf: kf, vf: vf, outF: outF, lseF: lseF,
@@ -162,19 +166,9 @@ lists the switches).`,
 			if err := bwf.noteTensors(&shp); err != nil {
 				return err
 			}
-			var sinks []float32
-			if sinksF != "" {
-				a, err := npy.ReadFile(sinksF)
-				if err != nil {
-					return fmt.Errorf("--sinks: %w", err)
-				}
-				if len(a.Shape) != 1 {
-					return fmt.Errorf("--sinks %s: shape %v, want 1 dim [H]", sinksF, a.Shape)
-				}
-				if err := shp.note("heads", a.Shape[0], fmt.Sprintf("--sinks %s has shape %v", sinksF, a.Shape)); err != nil {
-					return err
-				}
-				sinks = a.F32()
+			sinks, err := readSinks(sinksF, &shp)
+			if err != nil {
+				return err
 			}
 			var bm *blockmask.BlockMask
 			consts := map[string]string{}
@@ -489,4 +483,23 @@ func dvNote(sh fac.Shape) string {
 		return ""
 	}
 	return fmt.Sprintf(" Dv=%d", sh.VDim())
+}
+
+// readSinks reads --sinks FILE ([H] f32), whose length gives or must match
+// the head count; nil without the flag.
+func readSinks(file string, shp *shapeFlags) ([]float32, error) {
+	if file == "" {
+		return nil, nil
+	}
+	a, err := npy.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--sinks: %w", err)
+	}
+	if len(a.Shape) != 1 {
+		return nil, fmt.Errorf("--sinks %s: shape %v, want 1 dim [H]", file, a.Shape)
+	}
+	if err := shp.note("heads", a.Shape[0], fmt.Sprintf("--sinks %s has shape %v", file, a.Shape)); err != nil {
+		return nil, err
+	}
+	return a.F32(), nil
 }

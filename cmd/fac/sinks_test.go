@@ -35,6 +35,15 @@ func TestRunSinks(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	// Over a paged cache: a sequence of no keys gets its heads' sinks.
+	r = runFac(t, "", "run", "--mask", "causal_bottom_right", "--sinks", sinks, "--kv-heads", "2", "--batch", "3",
+		"--seqlen-q", "2", "--dim", "16", "--page-size", "16", "--cache-seqlens", "100,0,33")
+	wantOK(t, r)
+	for _, want := range []string{"flash_fwd_combine_sinks", "check passed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
 	wantFail(t, runFac(t, "", "run", "--sinks", sinks, "--heads", "3", "--seqlen-q", "8", "--seqlen-k", "8", "--dim", "16"),
 		"--heads is 3", "--sinks")
 	wantFail(t, runFac(t, "", "run", "--dsinks-out", "ds.npy", "--seqlen-q", "8", "--seqlen-k", "8", "--dim", "16"),
