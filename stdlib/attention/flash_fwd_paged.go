@@ -51,13 +51,8 @@ func init() { register(FlashFwdPaged) }
 // per-sequence block mask (sequences of SeqQ queries and their cache
 // lengths).
 var Paged = &Variant{
-	Name: "paged",
-	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
-		if o.Sinks {
-			return []*launch.Contract{FlashFwdPaged, FlashFwdCombineSinks}, nil
-		}
-		return []*launch.Contract{FlashFwdPaged, FlashFwdCombine}, nil
-	},
+	Name:      "paged",
+	Kernels:   splitThenCombine(FlashFwdPaged),
 	Lists:     &VarlenKVLists,
 	Workspace: SplitKV.Workspace,
 	Results:   SplitKV.Results,

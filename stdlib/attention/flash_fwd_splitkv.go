@@ -92,18 +92,24 @@ func init() {
 // the splits are the same (a sink is no key) and the combination adds the
 // sink (flash_fwd_combine_sinks).
 var SplitKV = &Variant{
-	Name: "split-KV",
-	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
-		if o.Sinks {
-			return []*launch.Contract{FlashFwdSplitKV, FlashFwdCombineSinks}, nil
-		}
-		return []*launch.Contract{FlashFwdSplitKV, FlashFwdCombine}, nil
-	},
+	Name:      "split-KV",
+	Kernels:   splitThenCombine(FlashFwdSplitKV),
 	Workspace: []string{"o_partial", "lse_partial"},
 	Results:   []string{"o", "lse"},
 }
 
 func init() { registerVariant(SplitKV) }
+
+// splitThenCombine is a split-KV family's kernels: split, then the
+// merge, with the sinks where the forward has them.
+func splitThenCombine(split *launch.Contract) func(VariantOptions) ([]*launch.Contract, error) {
+	return func(o VariantOptions) ([]*launch.Contract, error) {
+		if o.Sinks {
+			return []*launch.Contract{split, FlashFwdCombineSinks}, nil
+		}
+		return []*launch.Contract{split, FlashFwdCombine}, nil
+	}
+}
 
 // QPerTile is the number of query positions in one tile of
 // flash_fwd_splitkv with pack heads per tile: the largest power of two
