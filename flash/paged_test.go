@@ -162,6 +162,36 @@ func TestPagedCPU(t *testing.T) {
 	}
 }
 
+// TestPagedShortTail: sequences no longer than a page, so the page table
+// has one column, and 64-key tiles whose second half lies past every
+// sequence's end: the kernel must not read the table past a sequence's
+// row (past the last row, there is no memory).
+func TestPagedShortTail(t *testing.T) {
+	const H, D = 4, 16
+	f, err := CompileForward(Options{Mask: "causal_bottom_right", NumSplits: 2}, D)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range []int{16, 64, 128} {
+		rng := rand.New(rand.NewPCG(uint64(ps), 3))
+		lens := []int32{int32(ps), int32(ps / 2), 1}
+		in := pagedCache(rng, lens, ps, H, D, D)
+		shape := PagedShape{Batch: len(lens), Heads: H, SeqQ: 2, PageSize: ps}
+		in.Q = randF32(rng, shape.Batch*H*2*D)
+		o, lse, err := f.RunPagedCPU(in, shape)
+		if err != nil {
+			t.Fatalf("page size %d: %v", ps, err)
+		}
+		wo, wlse, err := f.PagedReference(in, shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := max(maxDiff(o, wo), maxDiff(lse, wlse)); d > 2e-5 || math.IsNaN(d) {
+			t.Errorf("page size %d: differs from the reference by %g", ps, d)
+		}
+	}
+}
+
 // TestPagedErrors checks that bad paged inputs are refused with the
 // offending value named.
 func TestPagedErrors(t *testing.T) {
