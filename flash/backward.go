@@ -294,8 +294,12 @@ func (bw *Backward) checkInputs(in BackwardInputs, sh Shape) error {
 	if err := bw.masker.checkDims(sh); err != nil {
 		return err
 	}
-	return checkSizes(bw.main.contract, launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs(), Scale: in.Scale}, []hostTensor{
-		{"Q", "q", in.Q}, {"K", "k", in.K}, {"V", "v", in.V}, {"O", "dout", in.O}, {"DO", "dout", in.DO}, {"LSE", "lse", in.LSE}})
+	p := launch.Problem{Shape: sh, Attrs: bw.main.res.Attrs(), Scale: in.Scale}
+	if err := checkSizes(attention.FlashBwdPreprocess, p, []hostTensor{{"LSE", "lse", in.LSE}}); err != nil {
+		return err
+	}
+	return checkSizes(bw.main.contract, p, []hostTensor{
+		{"Q", "q", in.Q}, {"K", "k", in.K}, {"V", "v", in.V}, {"O", "dout", in.O}, {"DO", "dout", in.DO}})
 }
 
 // checkSinks checks a call's sinks against Options.Sinks and the heads.

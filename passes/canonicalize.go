@@ -149,8 +149,31 @@ func simplify(op *tir.Op) *tir.Value {
 		if y == op.Args[2] {
 			return y
 		}
+		// select(c, x, select(c, x, z)) is the inner select (x the same
+		// value, or equal constants: cse has not merged them yet).
+		if z := op.Args[2]; z.Def != nil && z.Def.Kind == tir.OpSelect && z.Def.Args[0] == x && sameValue(z.Def.Args[1], y) {
+			return z
+		}
 	}
 	return nil
+}
+
+// sameValue reports whether a and b are the same value, or constants of one
+// type whose lanes hold the same bits (+0.0 and -0.0 differ).
+func sameValue(a, b *tir.Value) bool {
+	if a == b {
+		return true
+	}
+	ca, ok1 := constOf(a)
+	cb, ok2 := constOf(b)
+	if !ok1 || !ok2 || !a.Type.Equal(b.Type) {
+		return false
+	}
+	if fa, ok := ca.(float64); ok {
+		fb := cb.(float64)
+		return fa == fb && isNegZero(fa) == isNegZero(fb) || fa != fa && fb != fb
+	}
+	return ca == cb
 }
 
 func argOr(op *tir.Op, i int) *tir.Value {

@@ -188,9 +188,59 @@ func TestIdentitiesMatchInterpreter(t *testing.T) {
 			c := b.Cmp("eq", x, x)
 			return b.Select(c, x, x)
 		})
+		for _, z := range specials {
+			for _, z2 := range specials {
+				// select(c, z, select(c, z2, x)): one select when z and z2
+				// are the same constant.
+				one(func(b *tir.Builder, x *tir.Value) *tir.Value {
+					c := b.Cmp("eq", x, b.Const(ty, z))
+					return b.Select(c, b.Const(ty, z), b.Select(c, b.Const(ty, z2), x))
+				})
+			}
+		}
 		one(func(b *tir.Builder, x *tir.Value) *tir.Value {
 			return b.Emit(tir.NewOp(tir.OpCast, []*tir.Value{x}, ty)).Result()
 		})
+	}
+}
+
+// TestNestedSelectFolds: select(c, 0.0, select(c, 0.0, x)) keeps one select
+// (the backward's dS selected before and after a score's gradient), and
+// -0.0 over +0.0 keeps both.
+func TestNestedSelectFolds(t *testing.T) {
+	for _, tc := range []struct {
+		outer string
+		want  int
+	}{{"0.0", 1}, {"-0.0", 2}} {
+		src := fmt.Sprintf(`func @f(%%x: f32) -> f32 {
+%%z = const {value = 0.0} : f32
+%%c = cmp %%x, %%z {pred = eq} : i1
+%%i = select %%c, %%z, %%x : f32
+%%z2 = const {value = %s} : f32
+%%r = select %%c, %%z2, %%i : f32
+return %%r
+}
+`, tc.outer)
+		m, err := tir.Parse("case", src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := canonicalize(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := dce(m); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		m.Funcs[0].Body.Walk(func(op *tir.Op) bool {
+			if op.Kind == tir.OpSelect {
+				n++
+			}
+			return true
+		})
+		if n != tc.want {
+			t.Errorf("outer %s: %d selects, want %d:\n%s", tc.outer, n, tc.want, m)
+		}
 	}
 }
 

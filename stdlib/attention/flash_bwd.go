@@ -8,14 +8,15 @@ import (
 
 // The backward pass is four kernels sharing the forward's shapes: q, dQ
 // are [B, H, Sq, D], dO [B, H, Sq, Dv], k, dK [B, Hkv, Sk, D], v, dV
-// [B, Hkv, Sk, Dv] with strides; lse (from the forward) and Δ are
-// [B, H, Sq] f32; dq_accum is the f32 dQ accumulator (dqAccumDims), which
-// only the atomic mode uses (in DETERMINISTIC mode it is one unused row).
+// [B, Hkv, Sk, Dv] with strides; lse (from the forward), lse_log2 (its
+// base-2 form, +inf for an empty row) and Δ are [B, H, Sq] f32; dq_accum
+// is the f32 dQ accumulator (dqAccumDims), which only the atomic mode uses
+// (in DETERMINISTIC mode it is one unused row).
 //
-//	flash_bwd_preprocess  Δ = rowsum(dO∘O), dq_accum = 0     grid (q tiles, B·H)
-//	flash_bwd             dK, dV; dq_accum += dS·K (atomic)  grid (kv tiles, B·Hkv)
-//	flash_bwd_postprocess dQ = scale · dq_accum             grid (q tiles, B·H)
-//	flash_bwd_dq          dQ (DETERMINISTIC, no atomics)    grid (q tiles, B·H)
+//	flash_bwd_preprocess  Δ = rowsum(dO∘O), lse_log2, dq_accum = 0  grid (q tiles, B·H)
+//	flash_bwd             dK, dV; dq_accum += dS·K (atomic)       grid (kv tiles, B·Hkv)
+//	flash_bwd_postprocess dQ = scale · dq_accum                  grid (q tiles, B·H)
+//	flash_bwd_dq          dQ (DETERMINISTIC, no atomics)         grid (q tiles, B·H)
 
 // FlashBwdPreprocess is flash_bwd_preprocess.fa's launch contract.
 var FlashBwdPreprocess = &launch.Contract{
@@ -24,7 +25,9 @@ var FlashBwdPreprocess = &launch.Contract{
 	Tensors: []launch.Tensor{
 		{Name: "o", Dims: oDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
 		{Name: "dout", Dims: oDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
-		{Name: "delta", Output: true, Dims: lseDims},
+		{Name: "lse", Dims: lseDims},
+		{Name: "lse_log2", Output: true, Dims: rowWorkDims},
+		{Name: "delta", Output: true, Dims: rowWorkDims},
 		{Name: "dq_accum", Output: true, Dims: dqAccumDims},
 	},
 	Scalars: []launch.Scalar{
@@ -48,8 +51,8 @@ var FlashBwd = &launch.Contract{
 		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
 		{Name: "v", Dims: vDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
 		{Name: "dout", Dims: oDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
-		{Name: "lse", Dims: lseDims},
-		{Name: "delta", Dims: lseDims},
+		{Name: "lse_log2", Dims: rowWorkDims},
+		{Name: "delta", Dims: rowWorkDims},
 		{Name: "dk", Output: true, Dims: kvDims, Strides: []string{"stride_dkb", "stride_dkh", "stride_dks"}},
 		{Name: "dv", Output: true, Dims: vDims, Strides: []string{"stride_dvb", "stride_dvh", "stride_dvs"}},
 		// Read and written (atomic adds): the caller passes the buffer
@@ -136,8 +139,8 @@ var FlashBwdDQ = &launch.Contract{
 		{Name: "k", Dims: kvDims, Strides: []string{"stride_kb", "stride_kh", "stride_ks"}},
 		{Name: "v", Dims: vDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
 		{Name: "dout", Dims: oDims, Strides: []string{"stride_dob", "stride_doh", "stride_dos"}},
-		{Name: "lse", Dims: lseDims},
-		{Name: "delta", Dims: lseDims},
+		{Name: "lse_log2", Dims: rowWorkDims},
+		{Name: "delta", Dims: rowWorkDims},
 		{Name: "dq", Output: true, Dims: qDims, Strides: []string{"stride_dqb", "stride_dqh", "stride_dqs"}},
 	},
 	Scalars:   attentionScalars,
@@ -166,6 +169,14 @@ func dqAccumDims(p launch.Problem) []int {
 		return []int{1}
 	}
 	return []int{p.Shape.Batch*p.Shape.Heads*p.Shape.SeqQ + dqAccumPad, p.Shape.Dim}
+}
+
+// rowWorkDims is lse_log2's and Δ's, one f32 per query row, [B·H·SeqQ +
+// dqAccumPad]: flash_bwd reads a tile's rows unmasked (a tile running past
+// SeqQ reads the next head's rows or the padding, and drops those rows by
+// its sequence-end test), which saves each iteration a compare per row.
+func rowWorkDims(p launch.Problem) []int {
+	return []int{p.Shape.Batch*p.Shape.Heads*p.Shape.SeqQ + dqAccumPad}
 }
 
 // dqAccumPad is the rows of padding after dQ's accumulator: a tile starts
@@ -224,7 +235,7 @@ var Backward = &Variant{
 		return ks, nil
 	},
 	Main:      1,
-	Workspace: []string{"delta", "dq_accum"},
+	Workspace: []string{"lse_log2", "delta", "dq_accum"},
 	Results:   []string{"dq", "dk", "dv"},
 }
 

@@ -3,14 +3,14 @@ package attention
 import "github.com/fac-compiler/fac/launch"
 
 // FlashBwdSinks is flash_bwd_sinks.fa's launch contract: one program per
-// query head sums the sink gradient of its rows (lse, delta [B, H, Sq] f32;
-// sinks, dsinks [H] f32).
+// query head sums the sink gradient of its rows (lse [B, H, Sq] f32, delta
+// as flash_bwd_preprocess leaves it; sinks, dsinks [H] f32).
 var FlashBwdSinks = &launch.Contract{
 	Kernel: "flash_bwd_sinks",
 	File:   "flash_bwd_sinks.fa",
 	Tensors: []launch.Tensor{
 		{Name: "lse", Dims: lseDims},
-		{Name: "delta", Dims: lseDims},
+		{Name: "delta", Dims: rowWorkDims},
 		{Name: "sinks", Dims: sinksDims},
 		{Name: "dsinks", Output: true, Dims: sinksDims},
 	},

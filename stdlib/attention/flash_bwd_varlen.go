@@ -10,8 +10,8 @@ import (
 // tile of the longest sequence, sequence × kv head). Problem.Shape has
 // Batch = the number of sequences and SeqQ, SeqK the longest ones; q is
 // [TotalQ, H, D], dout [TotalQ, H, Dv], k, dk [TotalK, Hkv, D] and v, dv
-// [TotalK, Hkv, Dv] with token and head strides (Dv: V's head dim); lse
-// and delta are [H, TotalQ]; dq_accum [H, TotalQ, D] f32
+// [TotalK, Hkv, Dv] with token and head strides (Dv: V's head dim);
+// lse_log2 (flash_bwd_preprocess's) and delta are [H, TotalQ]; dq_accum [H, TotalQ, D] f32
 // (flash_bwd_preprocess and flash_bwd_postprocess on the packed tensors as
 // one batch of TotalQ positions); the transposed per-sequence block mask
 // (VarlenQLists). Score aux gradients as for FlashBwd.
@@ -23,7 +23,7 @@ var FlashBwdVarlen = &launch.Contract{
 		{Name: "k", Dims: varlenKVDims, Strides: []string{"stride_kt", "stride_kh"}},
 		{Name: "v", Dims: varlenVDims, Strides: []string{"stride_vt", "stride_vh"}},
 		{Name: "dout", Dims: varlenODims, Strides: []string{"stride_dot", "stride_doh"}},
-		{Name: "lse", Dims: varlenLSEDims},
+		{Name: "lse_log2", Dims: varlenLSEDims},
 		{Name: "delta", Dims: varlenLSEDims},
 		{Name: "dk", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dkt", "stride_dkh"}},
 		{Name: "dv", Output: true, Dims: varlenVDims, Strides: []string{"stride_dvt", "stride_dvh"}},
