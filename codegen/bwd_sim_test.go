@@ -30,6 +30,32 @@ func bwdCaseTMA(file string, bn, nw, D, B, H, kvGroup, sq, sk int, doc bool) sim
 	return bwdCaseLayout(file, bn, nw, D, D, B, H, kvGroup, sq, sk, doc, true)
 }
 
+// bwdCaseRows is bwdCase for the snapshots that read LSE in base 2
+// (lse_log2) and Δ unmasked: both have 1024 rows of padding, NaN, which
+// the tiles past seqlen_q read and must drop.
+func bwdCaseRows(file string, bn, nw, D, B, H, kvGroup, sq, sk int) simCase {
+	c := bwdCase(file, bn, nw, D, B, H, kvGroup, sq, sk, false)
+	args := c.args
+	c.args = func(rng *rand.Rand) []any {
+		a := args(rng)
+		for _, i := range []int{4, 5} { // lse_log2, delta
+			b := a[i].(*cpu.Buffer)
+			vals := append([]float64(nil), b.Vals...)
+			if i == 4 { // the base-2 form of bwdCase's LSE
+				for j := range vals {
+					vals[j] *= math.Log2E
+				}
+			}
+			for range 1024 {
+				vals = append(vals, math.NaN())
+			}
+			a[i] = cpu.FromFloats(b.Name, tir.F32, vals)
+		}
+		return a
+	}
+	return c
+}
+
 // bwdCaseLayout is bwdCase (transposed: bwdCaseTMA) with V's head dim Dv
 // apart from Q's and K's D (HEAD_DIM_V): v, dv [B, H/kvGroup, sk, Dv] and
 // dout [B, H, sq, Dv]; dq_accum, q, k and dk keep D.

@@ -453,6 +453,7 @@ func simCases() []simCase {
 		varlenCase("frontend_varlen_128x128_ws", 128, 2, 2, []int{100, 0, 40, 200}, []int{150, 30, 140, 300}),
 		withAttrs(varlenCase("frontend_varlen_128x128_ws", 128, 2, 2, []int{100, 0, 40, 200}, []int{150, 30, 140, 300}), "warp_specialize", false),
 		bwdCase("frontend_bwd_64x128", 128, 8, 128, 1, 2, 2, 200, 300, false),
+		bwdCaseRows("frontend_bwd_64x128_rows", 128, 8, 128, 1, 2, 2, 200, 300),
 		bwdCase("frontend_bwd_32x128_w4", 128, 4, 64, 2, 2, 1, 150, 200, true),
 		bwdCase("frontend_bwd_32x128_s3", 128, 4, 64, 1, 2, 2, 600, 140, false),
 		// A producer warpgroup (warp-specialize) across the GQA loop's runs.

@@ -23,8 +23,8 @@ var FlashBwdVarlen = &launch.Contract{
 		{Name: "k", Dims: varlenKVDims, Strides: []string{"stride_kt", "stride_kh"}},
 		{Name: "v", Dims: varlenVDims, Strides: []string{"stride_vt", "stride_vh"}},
 		{Name: "dout", Dims: varlenODims, Strides: []string{"stride_dot", "stride_doh"}},
-		{Name: "lse_log2", Dims: varlenLSEDims},
-		{Name: "delta", Dims: varlenLSEDims},
+		{Name: "lse_log2", Dims: varlenRowWorkDims},
+		{Name: "delta", Dims: varlenRowWorkDims},
 		{Name: "dk", Output: true, Dims: varlenKVDims, Strides: []string{"stride_dkt", "stride_dkh"}},
 		{Name: "dv", Output: true, Dims: varlenVDims, Strides: []string{"stride_dvt", "stride_dvh"}},
 		// Read and written (atomic adds): flash_bwd_preprocess zeroed it.
@@ -46,7 +46,9 @@ var FlashBwdVarlen = &launch.Contract{
 var VarlenQLists = VarlenLists{Transposed: true, RowStart: "q_row_start", Counts: "q_num_blocks", FullCounts: "full_q_num_blocks",
 	ListStart: "q_list_start", Indices: "q_indices"}
 
-func varlenLSEDims(p launch.Problem) []int { return []int{p.Shape.Heads, p.TotalQ} }
+// varlenRowWorkDims is lse_log2's and Δ's as flash_bwd_preprocess leaves
+// them for the packed batch: [H·TotalQ + dqAccumPad] (read unmasked).
+func varlenRowWorkDims(p launch.Problem) []int { return []int{p.Shape.Heads*p.TotalQ + dqAccumPad} }
 
 func init() { register(FlashBwdVarlen) }
 
