@@ -307,4 +307,21 @@ func TestGPUPagedAppendLaunch(t *testing.T) {
 	if !slices.Equal(dev.CacheSeqlens, []int32{8194, 2, 779}) {
 		t.Errorf("lengths %v after two appending steps and a plain one, want [8194 2 779]", dev.CacheSeqlens)
 	}
+	// What the append costs a step: the same attention timed with and
+	// without it (BenchPagedCUDA writes the same rows at every launch).
+	appending := in
+	appending.CacheSeqlens = []int32{8192, 1, 777}
+	appending.KNew, appending.VNew = round(randn(ps.Batch*8*128)), round(randn(ps.Batch*8*128))
+	plain.CacheSeqlens = []int32{8193, 2, 778}
+	for _, c := range []struct {
+		name string
+		in   fac.PagedInputs
+	}{{"plain", plain}, {"append + rotary", appending}} {
+		times, err := fwd.BenchPagedCUDA(gpu, c.in, ps, 5, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(times)
+		t.Logf("%s: B=3 H=32 Hkv=8 Sq=1 D=128, caches 8193/2/778 after the step: median %.1f µs", c.name, 1000*times[len(times)/2])
+	}
 }

@@ -25,18 +25,23 @@ type appendCase struct {
 	dtype    string
 	pack     fac.PackGQA
 	splits   int
+	sinks    bool
 }
 
 func (c appendCase) String() string {
-	return fmt.Sprintf("d%d/%s/page%d/sq%d/%v%d/old%v", c.d, strings.NewReplacer("(", "", ")", "", ", ", "_").Replace(c.mask),
+	name := fmt.Sprintf("d%d/%s/page%d/sq%d/%v%d/old%v", c.d, strings.NewReplacer("(", "", ")", "", ", ", "_").Replace(c.mask),
 		c.pageSize, c.sq, c.rotary, c.rd, c.old)
+	if c.sinks {
+		name += "/sinks"
+	}
+	return name
 }
 
 // opts are the case's forward options (pagedOpts': the paged suites'
 // sources).
 func (c appendCase) opts() fac.Options {
 	o := pagedOpts(c.mask, c.dtype, c.splits)
-	o.DimV, o.PackGQA = c.dimV, c.pack
+	o.DimV, o.PackGQA, o.Sinks = c.dimV, c.pack, c.sinks
 	return o
 }
 
@@ -71,6 +76,9 @@ func appendInputs(c appendCase, heads, hkv int, seed uint64) (fac.PagedInputs, f
 		}
 	}
 	in.CacheSeqlens = slices.Clone(c.old)
+	if c.sinks {
+		in.Sinks = randn(heads)
+	}
 	in.KNew, in.VNew = randn(ps.Batch*c.sq*hkv*c.d), randn(ps.Batch*c.sq*hkv*dv)
 	if c.rotary != fac.RotaryNone {
 		rd := c.rd
@@ -175,7 +183,8 @@ func appendedElems(in fac.PagedInputs, ps fac.PagedShape, d, dv int) (k, v map[i
 // page size, appends inside a page, across one or two page boundaries and
 // longer than a kv_append tile (20 rows > BLOCK_M = 16); page sizes 1, 16
 // and 64 (keys gathered, 4 pages per tile, a page per tile); GQA 4 packed
-// and not, V's own head dim, a user mask, bf16.
+// and not, V's own head dim, a user mask, sinks (merged by
+// flash_fwd_combine_sinks after the append), bf16.
 var appendCPUCases = []appendCase{
 	{mask: "causal_bottom_right", d: 32, pageSize: 16, sq: 3, old: []int32{30, 77, 0, 1, 14}, rotary: fac.RotaryNeoX},
 	{mask: "causal_bottom_right", d: 32, pageSize: 16, sq: 3, old: []int32{30, 77, 0, 1, 14}, rotary: fac.RotaryGPTJ, rd: 16},
@@ -183,6 +192,7 @@ var appendCPUCases = []appendCase{
 	{mask: "none", d: 32, pageSize: 64, sq: 2, old: []int32{30, 77, 0, 1, 14}, splits: 2},
 	{mask: "causal_bottom_right", d: 32, dimV: 16, pageSize: 1, sq: 2, old: []int32{30, 77, 0, 1, 14}, rotary: fac.RotaryGPTJ},
 	{mask: "causal_bottom_right", d: 32, pageSize: 16, sq: 20, old: []int32{14, 16, 0}, rotary: fac.RotaryNeoX, rd: 24},
+	{mask: "causal_bottom_right", d: 32, pageSize: 16, sq: 2, old: []int32{30, 77, 0, 1, 14}, rotary: fac.RotaryGPTJ, rd: 16, sinks: true, splits: 3},
 	{mask: "paged_window", d: 32, pageSize: 16, sq: 3, old: []int32{130, 77, 0, 1, 14}, rotary: fac.RotaryGPTJ, dtype: "bf16"},
 }
 
