@@ -273,7 +273,8 @@ func TestAfterStreamRunsLaterAdditions(t *testing.T) {
 // buffer of its kernels' calls (d.Launch refuses a null one, which only a
 // GPU would show), appending or not, with or without rotary tables; an
 // appending launch's q is the workspace's, and a plain launch's the
-// caller's even with a workspace made for appending ones.
+// caller's even with a workspace made for appending ones; a workspace
+// without q is refused for an appending launch.
 func TestPagedLaunchBuffers(t *testing.T) {
 	f, err := CompileForward(Options{Mask: "causal_bottom_right"}, 16)
 	if err != nil {
@@ -311,5 +312,14 @@ func TestPagedLaunchBuffers(t *testing.T) {
 		if want := map[bool]uintptr{false: 1, true: 3}[c.app != nil]; ptrs["q"] != want {
 			t.Errorf("appends %v: q is buffer %d, want %d", c.app != nil, ptrs["q"], want)
 		}
+	}
+	// A split-KV workspace (no q) is refused for an appending launch,
+	// and serves a plain one.
+	dense := &workspace{names: attention.SplitKV.Workspace, lens: []int{100, 100}}
+	if _, err := dense.orNew(attention.PagedAppend.Workspace, []int{1, 1, 1}, "an appending call", nil); err == nil || !strings.Contains(err.Error(), "needs [o_partial lse_partial q]") {
+		t.Errorf("a workspace without q for an appending call: %v", err)
+	}
+	if _, err := dense.orNew(attention.Paged.Workspace, []int{1, 1}, "a plain call", nil); err != nil {
+		t.Errorf("a split-KV workspace for a plain paged call: %v", err)
 	}
 }
