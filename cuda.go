@@ -34,7 +34,10 @@ type DeviceTensors = flash.DeviceTensors
 // MaxPages] int32 (not checked: its entries must be pages of the cache).
 // CacheSeqlens [B] are on the host: the launch plans the call and builds
 // its block mask from them. Workspace (Forward.NewPagedWorkspace) may be
-// nil. Fields: flash.PagedDeviceTensors.
+// nil. With KNew [B, SeqQ, KVHeads, Dim] and VNew (DimV) the launch
+// appends them first (rotated with q by RotaryCos and RotarySin
+// [RotaryPositions, RotaryDim/2] in Rotary's form) and grows CacheSeqlens
+// by SeqQ in place. Fields: flash.PagedDeviceTensors.
 type PagedDeviceTensors = flash.PagedDeviceTensors
 
 // DeviceAux is an aux tensor on the device: a pointer and its length in

@@ -63,6 +63,31 @@ type PagedShape = flash.PagedShape
 // PagedInputs are a paged call's host tensors: Q [B, H, Sq, D], KCache
 // [num_pages, page_size, Hkv, D], VCache [num_pages, page_size, Hkv, Dv],
 // PageTable [B, max_pages] and CacheSeqlens [B], with the run-time
-// parameters, softmax scale and, for a forward with sinks, Sinks [H].
+// parameters, softmax scale and, for a forward with sinks, Sinks [H]. A
+// call that appends has KNew [B, Sq, Hkv, D] and VNew [B, Sq, Hkv, Dv]
+// (and, to rotate them and q, Rotary, RotaryDim, RotaryCos and RotarySin
+// [positions, RotaryDim/2]): it writes them at each sequence's length,
+// attends over the grown caches and updates KCache, VCache and
+// CacheSeqlens in place (docs/decoding.md#appending-to-the-cache).
 // Fields: flash.PagedInputs.
 type PagedInputs = flash.PagedInputs
+
+// RotaryForm is the rotary embedding an appending paged call applies to q
+// and the new keys at their positions (PagedInputs.Rotary).
+type RotaryForm = flash.RotaryForm
+
+const (
+	// RotaryNone rotates nothing.
+	RotaryNone = flash.RotaryNone
+	// RotaryNeoX is GPT-NeoX's form (half-split): column i < R/2 pairs
+	// with i + R/2, R the rotary dim; FlashAttention's
+	// rotary_interleaved=False.
+	RotaryNeoX = flash.RotaryNeoX
+	// RotaryGPTJ is GPT-J's form (interleaved): column 2i pairs with
+	// 2i + 1; FlashAttention's rotary_interleaved=True.
+	RotaryGPTJ = flash.RotaryGPTJ
+)
+
+// ParseRotaryForm reads "none" (or ""), "neox" (or "half") and "gptj" (or
+// "interleaved"), in any case.
+func ParseRotaryForm(s string) (RotaryForm, error) { return flash.ParseRotaryForm(s) }

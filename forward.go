@@ -42,7 +42,9 @@ type Options = flash.Options
 //     PlanCUDA: the plan on a device, flash_fwd alone where it cannot have a
 //     split-KV kernel (a bundle built with --num-splits 1);
 //   - RunPagedCPU, RunPagedCUDA, BenchPagedCUDA, PagedReference, PagedPlan:
-//     decoding over a paged KV cache (PagedInputs, PagedShape);
+//     decoding over a paged KV cache (PagedInputs, PagedShape), appending
+//     new keys and values first where the inputs have them (rotated:
+//     RotaryForm), PagedAppendReference: the cache such a call leaves;
 //     LaunchPagedCUDA on device buffers (PagedDeviceTensors), with
 //     NewPagedWorkspace; BundlePagedKernels: its kernels for a bundle;
 //   - Reference, ReferenceRows: float64 attention with the same mods;

@@ -77,12 +77,7 @@ func pagedCase(file string, B, H, group, pack, qpt, splits, sq, pageSize int, le
 	}
 	return simCase{kernel: file, grid: [3]int{(sq + qpt - 1) / qpt, B * hx, splits}, rtol: 1e-2, atol: 2e-3,
 		args: func(rng *rand.Rand) []any {
-			numPages := B*maxPages + 1
-			perm := rng.Perm(numPages)
-			table := make([]int32, B*maxPages)
-			for i := range table {
-				table[i] = int32(perm[i])
-			}
+			numPages, table := shuffledPages(rng, B, maxPages)
 			table[(B-1)*maxPages] = table[0]
 			rowStart := make([]int32, B*H)
 			var counts, fcounts, listStart, idx []int32
@@ -117,6 +112,63 @@ func pagedCase(file string, B, H, group, pack, qpt, splits, sq, pageSize int, le
 				pack, qpt, splits, B * H * sq,
 				cpu.FromI32("kv_row_start", rowStart), cpu.FromI32("kv_num_blocks", counts),
 				cpu.FromI32("full_kv_num_blocks", fcounts), cpu.FromI32("kv_list_start", listStart), cpu.FromI32("kv_indices", idx),
+			}
+		}}
+}
+
+// shuffledPages is a page table [B, maxPages] of distinct pages in a
+// random order, and the page count: one more than the table holds.
+func shuffledPages(rng *rand.Rand, B, maxPages int) (int, []int32) {
+	numPages := B*maxPages + 1
+	perm := rng.Perm(numPages)
+	table := make([]int32, B*maxPages)
+	for i := range table {
+		table[i] = int32(perm[i])
+	}
+	return numPages, table
+}
+
+// appendCase is kv_append (front-end snapshot frontend_kv_append, D = 64,
+// bf16) on B = len(old) sequences of lengths old before the append of sq
+// rows: q_in [B, H, sq, D], k_new and v_new [B, sq, Hk, D], caches of
+// pageSize-key pages in a shuffled order with a spare page, rotary tables
+// [max length + 3, rotaryDim / 2] (interleaved: GPT-J's pairs, else
+// GPT-NeoX's). cache_seqlens holds the lengths after the append, as the
+// host passes them.
+func appendCase(B, H, group, sq, pageSize, rotaryDim int, interleaved bool, old []int32) simCase {
+	const D = 64
+	Hk := H / group
+	lens := make([]int32, B)
+	maxPages, positions := 0, 0
+	for b, n := range old {
+		lens[b] = n + int32(sq)
+		maxPages = max(maxPages, (int(lens[b])+pageSize-1)/pageSize)
+		positions = max(positions, int(lens[b])+3)
+	}
+	il := 0
+	if interleaved {
+		il = 1
+	}
+	return simCase{kernel: "frontend_kv_append", grid: [3]int{(sq + 15) / 16, B, H}, rtol: 1e-2, atol: 2e-3,
+		args: func(rng *rand.Rand) []any {
+			numPages, table := shuffledPages(rng, B, maxPages)
+			cache := numPages * pageSize * Hk * D
+			tab := max(positions*rotaryDim/2, 1)
+			return []any{
+				randBuf(rng, "q_in", tir.BF16, B*H*sq*D, 1), randBuf(rng, "k_new", tir.BF16, B*sq*Hk*D, 1),
+				randBuf(rng, "v_new", tir.BF16, B*sq*Hk*D, 1),
+				randBuf(rng, "rotary_cos", tir.BF16, tab, 1), randBuf(rng, "rotary_sin", tir.BF16, tab, 1),
+				cpu.NewBuffer("q", tir.BF16, B*H*sq*D),
+				randBuf(rng, "k_cache", tir.BF16, cache, 1), randBuf(rng, "v_cache", tir.BF16, cache, 1),
+				cpu.FromI32("page_table", table), cpu.FromI32("cache_seqlens", lens),
+				H * sq * D, sq * D, D, // q_in strides
+				H * sq * D, sq * D, D, // q
+				sq * Hk * D, Hk * D, D, // k_new
+				sq * Hk * D, Hk * D, D, // v_new
+				pageSize * Hk * D, Hk * D, D, // k_cache
+				pageSize * Hk * D, Hk * D, D, // v_cache
+				maxPages, pageSize,
+				group, sq, rotaryDim, il,
 			}
 		}}
 }
@@ -164,7 +216,10 @@ func combineCase(B, H, sq, splits int, sinks bool) simCase {
 // 2 splits, flash_fwd_combine with and without sinks, and flash_fwd_paged with 16-key pages (4
 // heads packed, an empty cache), 1-key pages (no packing) and 64-key pages
 // read a page per tile and 16-key pages four per tile (TILE_PAGES 1 and 4:
-// the loads prefetched on sm_90a).
+// the loads prefetched on sm_90a), and kv_append writing rows through the
+// page table: GQA 4 with 3 rows crossing 16-key page boundaries, rotated
+// in GPT-NeoX's form over part of the head dim, 20 rows (two tiles) in
+// GPT-J's over all of it, and 2 rows on 1-key pages without rotary.
 func TestSimulateDecode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -179,6 +234,9 @@ func TestSimulateDecode(t *testing.T) {
 		pagedCase("frontend_paged", 2, 4, 1, 1, 16, 2, 2, 1, []int32{70, 129}),
 		pagedCase("frontend_paged_tiles", 3, 8, 4, 4, 4, 2, 3, 64, []int32{300, 0, 130}),
 		pagedCase("frontend_paged_tiles4", 3, 8, 4, 4, 4, 2, 3, 16, []int32{300, 0, 130}),
+		appendCase(3, 8, 4, 3, 16, 48, false, []int32{30, 0, 14}),
+		appendCase(2, 4, 1, 20, 16, 64, true, []int32{13, 1}),
+		appendCase(2, 4, 2, 2, 1, 0, false, []int32{5, 0}),
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {

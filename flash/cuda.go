@@ -101,22 +101,32 @@ func (f *Forward) RunCUDAContext(ctx context.Context, d *CUDA, in Inputs, sh Sha
 // runForOutputs runs an uploaded forward call once, frees it, and returns
 // its O and LSE.
 func runForOutputs(d *CUDA, p preparedCall) (o, lse []float32, err error) {
+	out, err := runFor(d, p, "o", "lse")
+	if err != nil {
+		return nil, nil, err
+	}
+	return out[0], out[1], nil
+}
+
+// runFor runs p once, waits for it, copies back the float buffers names
+// and frees p.
+func runFor(d *CUDA, p preparedCall, names ...string) ([][]float32, error) {
 	defer p.Free()
 	if err := p.Run(cuda.Stream{}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := d.Ctx.Synchronize(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ov, err := p.Output("o")
-	if err != nil {
-		return nil, nil, err
+	out := make([][]float32, len(names))
+	for i, name := range names {
+		v, err := p.Output(name)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v.([]float32)
 	}
-	lv, err := p.Output("lse")
-	if err != nil {
-		return nil, nil, err
-	}
-	return ov.([]float32), lv.([]float32), nil
+	return out, nil
 }
 
 // BenchCUDA times the kernel with CUDA events: warmup launches, then reps

@@ -120,6 +120,9 @@ type DecodePlan struct {
 	// page size is BLOCK_N / 2 or / 4; each page is then one table read and
 	// the tiles are prefetched. 0: each key's page is gathered.
 	TilePages int
+	// Append is true for a paged call that appends keys and values first:
+	// kv_append runs before the paged kernels.
+	Append bool
 	// Sinks: the forward has sinks, which the combination adds
 	// (flash_fwd_combine_sinks); the splits are flash_fwd_splitkv's.
 	Sinks bool
@@ -146,7 +149,10 @@ func tilePages(pageSize, blockN int) int {
 
 // variant is the variant a split-KV plan runs.
 func (p DecodePlan) variant() *attention.Variant {
-	if p.Paged {
+	switch {
+	case p.Paged && p.Append:
+		return attention.PagedAppend
+	case p.Paged:
 		return attention.Paged
 	}
 	return attention.SplitKV
@@ -180,9 +186,12 @@ func (p DecodePlan) String() string {
 	case p.Paged:
 		tile = ", keys gathered by page"
 	}
-	names := p.Kernels()
-	return fmt.Sprintf("%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile%s) + %s: %d splits, PackGQA %s, %d programs (%d SMs)",
-		names[0], p.BlockM, p.BlockN, p.QPerTile, tile, names[1], p.NumSplits, pack, p.Programs, p.SMs)
+	names, first := p.Kernels(), ""
+	if p.Append {
+		first, names = names[0]+" + ", names[1:]
+	}
+	return fmt.Sprintf("%s%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile%s) + %s: %d splits, PackGQA %s, %d programs (%d SMs)",
+		first, names[0], p.BlockM, p.BlockN, p.QPerTile, tile, names[1], p.NumSplits, pack, p.Programs, p.SMs)
 }
 
 // Reason says in plain words why a call of shape sh runs plan p (from
@@ -499,9 +508,10 @@ func (f *Forward) DecodeKernels(plan DecodePlan) ([]*compiler.Result, error) {
 	return results(ks), nil
 }
 
-// planKernels compiles the kernels of split-KV plan's variant: the split
-// kernel (flash_fwd_splitkv or flash_fwd_paged) with the plan's tile, then
-// flash_fwd_combine for its splits.
+// planKernels compiles the kernels of split-KV plan's variant: kv_append
+// where the paged call appends, the split kernel (flash_fwd_splitkv or
+// flash_fwd_paged) with the plan's tile, then flash_fwd_combine for its
+// splits.
 func (f *Forward) planKernels(plan DecodePlan) ([]stage, error) {
 	cs, err := plan.variant().Kernels(attention.VariantOptions{Sinks: plan.Sinks})
 	if err != nil {
@@ -510,9 +520,12 @@ func (f *Forward) planKernels(plan DecodePlan) ([]stage, error) {
 	ks := make([]stage, len(cs))
 	for i, c := range cs {
 		var res *compiler.Result
-		if c == attention.FlashFwdCombine || c == attention.FlashFwdCombineSinks {
+		switch c {
+		case attention.FlashFwdCombine, attention.FlashFwdCombineSinks:
 			res, err = f.combineKernel(plan.NumSplits)
-		} else {
+		case attention.KVAppend:
+			res, err = f.appendKernel()
+		default:
 			res, err = f.splitFamilyKernel(c, plan.BlockM, plan.TilePages)
 		}
 		if err != nil {

@@ -19,7 +19,9 @@
 //   - forward.go: Options, Inputs, Forward (CompileForward, RunCPU, block
 //     masks and their checks); decode.go, decode_cuda.go: split-KV and
 //     PackGQA (Forward.Plan, flash_fwd_splitkv + flash_fwd_combine);
-//     paged.go, paged_cuda.go: the paged KV cache (flash_fwd_paged).
+//     paged.go, paged_cuda.go: the paged KV cache (flash_fwd_paged);
+//     paged_append.go: appending to it, with rotary embeddings (kv_append
+//     first, then the paged kernels).
 //   - backward.go, backward_cuda.go: Backward (flash_bwd_preprocess,
 //     flash_bwd, flash_bwd_postprocess or flash_bwd_dq, flash_bwd_sinks).
 //   - varlen.go, varlen_blockmask.go, varlen_cuda.go, backward_varlen.go:

@@ -101,6 +101,7 @@ type Forward struct {
 	dmu        sync.Mutex                    // the split-KV kernels, made on first use
 	splitRes   map[splitKey]*compiler.Result // flash_fwd_splitkv and flash_fwd_paged by BLOCK_M
 	combineRes map[int]*compiler.Result      // flash_fwd_combine by MAX_SPLITS
+	appendRes  *compiler.Result              // kv_append
 }
 
 // Options are the options f was compiled with.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/reference"
+	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
@@ -49,14 +50,38 @@ type PagedInputs struct {
 	// Sinks are the per-head sink logits [Heads] of a forward compiled
 	// with Options.Sinks (nil otherwise), as Inputs.Sinks.
 	Sinks []float32
+
+	// KNew [Batch, SeqQ, KVHeads, Dim] and VNew [Batch, SeqQ, KVHeads,
+	// DimV], when set, are keys and values to append (FlashAttention's k
+	// and v): the call writes sequence b's rows at positions
+	// CacheSeqlens[b] … CacheSeqlens[b]+SeqQ−1, through the page table,
+	// then attends over the grown caches with q's rows at those same
+	// positions. It updates KCache, VCache (each element as the DType
+	// holds it) and CacheSeqlens (each grown by SeqQ) in place, as the GPU
+	// call updates the device's cache. The appended rows must fall in
+	// page rows no sequence holds or appends to. See
+	// docs/decoding.md#appending-to-the-cache.
+	KNew, VNew []float32
+	// Rotary, with KNew, rotates q and KNew at their positions (q's row i
+	// of sequence b at CacheSeqlens[b]+i) by RotaryCos and RotarySin
+	// [positions, RotaryDim/2], in the kernel's DType: the first RotaryDim
+	// columns (even, at most Dim; 0: all of Dim), in GPT-NeoX's or GPT-J's
+	// pairs; the other columns pass unchanged. RotaryNone: no rotation and
+	// no tables.
+	Rotary               RotaryForm
+	RotaryDim            int
+	RotaryCos, RotarySin []float32
 }
 
 // pagedCall is a checked paged call: its dense shape (SeqK the longest
-// cache length, at least 1) and the cache geometry.
+// cache length, at least 1), the cache geometry, the lengths the attention
+// reads (after the append, if any) and what it appends (nil: nothing).
 type pagedCall struct {
 	sh                 Shape
 	ps                 PagedShape // KVHeads set
 	numPages, maxPages int
+	lens               []int32
+	app                *appendCall
 }
 
 // checkPaged checks a paged call's host tensors against ps and each other.
@@ -78,15 +103,34 @@ func (f *Forward) checkPaged(in PagedInputs, ps PagedShape) (pagedCall, error) {
 	if len(in.PageTable) == 0 || len(in.PageTable)%ps.Batch != 0 {
 		return c, fmt.Errorf("page_table has %d elements: want [%d, max_pages] with max_pages ≥ 1", len(in.PageTable), ps.Batch)
 	}
-	c, err := f.checkPagedGeometry(ps, numPages, len(in.PageTable)/ps.Batch, in.CacheSeqlens, in.Scalars)
+	maxPages := len(in.PageTable) / ps.Batch
+	app, err := f.checkAppendHost(in, ps)
 	if err != nil {
 		return c, err
 	}
-	for b, n := range in.CacheSeqlens {
+	lens := in.CacheSeqlens
+	if app != nil {
+		if lens, err = appendedLens(in.CacheSeqlens, ps.Batch, ps.SeqQ, maxPages*ps.PageSize); err != nil {
+			return c, err
+		}
+	}
+	if c, err = f.checkPagedGeometry(ps, numPages, maxPages, lens, in.Scalars); err != nil {
+		return c, err
+	}
+	c.app = app
+	for b, n := range lens {
 		for j := 0; j < launch.CeilDiv(int(n), ps.PageSize); j++ {
 			if pg := in.PageTable[b*c.maxPages+j]; pg < 0 || int(pg) >= c.numPages {
 				return c, fmt.Errorf("page_table[%d, %d] = %d: want a page of 0 to %d", b, j, pg, c.numPages-1)
 			}
+		}
+	}
+	if app != nil {
+		if err := app.checkPositions(lens); err != nil {
+			return c, err
+		}
+		if err := appendSlotsFree(in.PageTable, maxPages, ps.PageSize, numPages, in.CacheSeqlens, lens); err != nil {
+			return c, err
 		}
 	}
 	if len(in.Q) != ps.Batch*ps.Heads*ps.SeqQ*d {
@@ -118,7 +162,7 @@ func (ps PagedShape) withKV() PagedShape {
 // lengths against a cache of numPages pages and a table of maxPages
 // columns, 32-bit offsets, the kernel and the mods' inputs.
 func (f *Forward) checkPagedGeometry(ps PagedShape, numPages, maxPages int, lens []int32, scalars map[string]any) (pagedCall, error) {
-	c := pagedCall{ps: ps, numPages: numPages, maxPages: maxPages}
+	c := pagedCall{ps: ps, numPages: numPages, maxPages: maxPages, lens: lens}
 	if numPages < 1 || maxPages < 1 {
 		return c, fmt.Errorf("a paged cache of %d pages and a page table of %d columns: want at least 1 of each", numPages, maxPages)
 	}
@@ -205,9 +249,10 @@ type pagedBound struct {
 }
 
 // bindPaged plans call c for sms multiprocessors (0: DefaultSMs), builds
-// its block mask from the cache lengths and binds both kernels.
-func (f *Forward) bindPaged(c pagedCall, lens []int32, scale float32, scalars map[string]any, sms int) (*pagedBound, error) {
-	sh := c.sh
+// its block mask from the cache lengths (after the append, if any) and
+// binds its kernels.
+func (f *Forward) bindPaged(c pagedCall, scale float32, scalars map[string]any, sms int) (*pagedBound, error) {
+	sh, lens := c.sh, c.lens
 	plan, err := f.pagedPlan(sh, c.ps.PageSize, sms, f.opts.PackGQA)
 	if err != nil {
 		return nil, err
@@ -234,6 +279,7 @@ func (f *Forward) bindPaged(c pagedCall, lens []int32, scale float32, scalars ma
 			return nil, err
 		}
 	}
+	plan.Append = c.app != nil
 	ks, err := f.planKernels(plan)
 	if err != nil {
 		return nil, err
@@ -241,6 +287,9 @@ func (f *Forward) bindPaged(c pagedCall, lens []int32, scale float32, scalars ma
 	host := map[string]any{}
 	sizes := map[string]int{attention.PagedNumPages: c.numPages, attention.PagedPageSize: c.ps.PageSize, attention.PagedMaxPages: c.maxPages}
 	bm.addLists(plan.variant().Lists, host, sizes)
+	if c.app != nil {
+		c.app.addLens(sizes)
+	}
 	b := &pagedBound{forwardCall: forwardCall{ks: ks}, plan: plan, lists: map[string][]int32{"cache_seqlens": lens}}
 	for name, xs := range host {
 		b.lists[name] = xs.([]int32)
@@ -252,10 +301,16 @@ func (f *Forward) bindPaged(c pagedCall, lens []int32, scale float32, scalars ma
 	return b, nil
 }
 
-// hostData are the paged kernel's host tensors by parameter name: in's and
-// the lists.
+// hostData are the paged kernels' host tensors by parameter name: in's and
+// the lists. An appending call's q goes to kv_append, whose rotated copy
+// (q) the attention reads.
 func (b *pagedBound) hostData(in PagedInputs) map[string]any {
 	host := map[string]any{"q": in.Q, "k_cache": in.KCache, "v_cache": in.VCache, "page_table": in.PageTable}
+	if b.plan.Append {
+		delete(host, "q")
+		host["q_in"], host["k_new"], host["v_new"] = in.Q, in.KNew, in.VNew
+		host["rotary_cos"], host["rotary_sin"] = in.RotaryCos, in.RotarySin
+	}
 	if in.Sinks != nil {
 		host["sinks"] = in.Sinks
 	}
@@ -279,15 +334,34 @@ func (f *Forward) RunPagedCPUContext(ctx context.Context, in PagedInputs, ps Pag
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := f.bindPaged(c, in.CacheSeqlens, in.Scale, in.Scalars, 0)
+	b, err := f.bindPaged(c, in.Scale, in.Scalars, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := runCPU(ctx, b.ks, b.calls, b.hostData(in))
+	host := b.hostData(in)
+	if c.app != nil {
+		// kv_append writes rows of the caches the attention then reads:
+		// both kernels take the same device buffers.
+		host["k_cache"] = cpu.FromFloats("k_cache", f.dtype, float64s(in.KCache))
+		host["v_cache"] = cpu.FromFloats("v_cache", f.dtype, float64s(in.VCache))
+	}
+	out, err := runCPU(ctx, b.ks, b.calls, host)
 	if err != nil {
 		return nil, nil, err
+	}
+	if c.app != nil {
+		copyF32s(in.KCache, host["k_cache"].(*cpu.Buffer).Vals)
+		copyF32s(in.VCache, host["v_cache"].(*cpu.Buffer).Vals)
+		copy(in.CacheSeqlens, c.lens)
 	}
 	return f32s(out, "o"), f32s(out, "lse"), nil
+}
+
+// copyF32s copies src into dst as float32s.
+func copyF32s(dst []float32, src []float64) {
+	for i := range dst {
+		dst[i] = float32(src[i])
+	}
 }
 
 // sharedGroupRows reports whether every group of pack consecutive heads of
@@ -304,7 +378,10 @@ func sharedGroupRows(rowStart []int32, pack int) bool {
 // PagedReference computes naive float64 attention in RunPagedCPU's layouts:
 // each sequence's keys gathered from its pages into a dense cache of its
 // length, then the dense reference with the same mods (b its index,
-// seqlen_k its length).
+// seqlen_k its length). For an appending call, in is the inputs as they
+// were before it (RunPagedCPU updates them in place): the caches are
+// PagedAppendReference's and q is rotated as the keys are, rounded to the
+// DType as the kernels' copy of it is.
 func (f *Forward) PagedReference(in PagedInputs, ps PagedShape) (o, lse []float64, err error) {
 	c, err := f.checkPaged(in, ps)
 	if err != nil {
@@ -314,7 +391,7 @@ func (f *Forward) PagedReference(in PagedInputs, ps PagedShape) (o, lse []float6
 	d, dv, hkv := f.dim, f.dimV, sh.KV()
 	vals := Inputs{Scalars: in.Scalars}.modValues()
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
-	q, kc, vc := roundTo(in.Q, f.dtype), roundTo(in.KCache, f.dtype), roundTo(in.VCache, f.dtype)
+	kc, vc, q := f.appendedRef(in, c)
 	// gather is sequence b's n keys as [1, Hkv, n, w] from a cache of rows w.
 	gather := func(cache []float64, b, n, w int) []float64 {
 		out := make([]float64, hkv*n*w)
@@ -331,7 +408,7 @@ func (f *Forward) PagedReference(in PagedInputs, ps PagedShape) (o, lse []float6
 	o, lse = make([]float64, 0, sh.Batch*perO), make([]float64, 0, sh.Batch*sh.Heads*sh.SeqQ)
 	var evalErr firstError
 	for b := range sh.Batch {
-		n := int(in.CacheSeqlens[b])
+		n := int(c.lens[b])
 		// The mods see this sequence's length; they are compiled for
 		// positive ones, and with no keys no mod is called.
 		seq := sh

@@ -270,33 +270,56 @@ func TestAfterStreamRunsLaterAdditions(t *testing.T) {
 }
 
 // TestPagedLaunchBuffers: LaunchPagedCUDA names a device buffer for every
-// buffer of both kernels' calls (d.Launch refuses a null one, which only
-// a GPU would show).
+// buffer of its kernels' calls (d.Launch refuses a null one, which only a
+// GPU would show), appending or not, with or without rotary tables; an
+// appending launch's q is the workspace's, and a plain launch's the
+// caller's even with a workspace made for appending ones; a workspace
+// without q is refused for an appending launch.
 func TestPagedLaunchBuffers(t *testing.T) {
 	f, err := CompileForward(Options{Mask: "causal_bottom_right"}, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ps := PagedShape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 1, PageSize: 16}
-	lens := []int32{40, 0}
-	c, err := f.checkPagedGeometry(ps, 3, 3, lens, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := f.bindPaged(c, lens, 0, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lists := map[string]uintptr{}
-	for name := range b.lists {
-		lists[name] = 1
-	}
-	ptrs := pagedPtrs(PagedDeviceTensors{Q: 1, KCache: 1, VCache: 1, PageTable: 1, O: 1, LSE: 1}, &workspace{names: attention.Paged.Workspace, ptrs: []cuda.DevicePtr{1, 1}}, lists)
-	for _, call := range b.calls {
-		for _, buf := range call.Buffers {
-			if ptrs[buf.Name] == 0 {
-				t.Errorf("kernel %s: no device buffer for %s", call.Kernel, buf.Name)
+	for _, dev := range []PagedDeviceTensors{
+		{},
+		{KNew: 2, VNew: 2},
+		{KNew: 2, VNew: 2, Rotary: RotaryGPTJ, RotaryDim: 8, RotaryCos: 2, RotarySin: 2, RotaryPositions: 100},
+	} {
+		dev.Q, dev.KCache, dev.VCache, dev.PageTable, dev.O, dev.LSE = 1, 1, 1, 1, 1, 1
+		dev.NumPages, dev.MaxPages, dev.CacheSeqlens = 3, 3, []int32{40, 0}
+		c, err := f.checkPagedDevice(dev, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := f.bindPaged(c, 0, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists := map[string]uintptr{}
+		for name := range b.lists {
+			lists[name] = 1
+		}
+		ws := &workspace{names: attention.PagedAppend.Workspace, ptrs: []cuda.DevicePtr{1, 1, 3}}
+		ptrs := pagedPtrs(dev, ws, lists, c.app != nil)
+		for _, call := range b.calls {
+			for _, buf := range call.Buffers {
+				if ptrs[buf.Name] == 0 {
+					t.Errorf("appends %v: kernel %s: no device buffer for %s", c.app != nil, call.Kernel, buf.Name)
+				}
 			}
 		}
+		if want := map[bool]uintptr{false: 1, true: 3}[c.app != nil]; ptrs["q"] != want {
+			t.Errorf("appends %v: q is buffer %d, want %d", c.app != nil, ptrs["q"], want)
+		}
+	}
+	// A split-KV workspace (no q) is refused for an appending launch,
+	// and serves a plain one.
+	dense := &workspace{names: attention.SplitKV.Workspace, lens: []int{100, 100}}
+	if _, err := dense.orNew(attention.PagedAppend.Workspace, []int{1, 1, 1}, "an appending call", nil); err == nil || !strings.Contains(err.Error(), "needs [o_partial lse_partial q]") {
+		t.Errorf("a workspace without q for an appending call: %v", err)
+	}
+	if _, err := dense.orNew(attention.Paged.Workspace, []int{1, 1}, "a plain call", nil); err != nil {
+		t.Errorf("a split-KV workspace for a plain paged call: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package flash
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/cuda"
@@ -150,6 +151,11 @@ func (w *workspace) orNew(names []string, lens []int, what string, after *afterS
 		}
 		*after = append(*after, w.free)
 		return w, nil
+	}
+	// A workspace may hold more buffers than the call needs (a paged
+	// workspace holds an appending call's q), never fewer.
+	if len(w.names) < len(names) || !slices.Equal(w.names[:len(names)], names) {
+		return nil, fmt.Errorf("workspace holds %v, %s needs %v", w.names, what, names)
 	}
 	for i, n := range lens {
 		if w.lens[i] < n {

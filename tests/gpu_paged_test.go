@@ -5,6 +5,8 @@ package tests
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -170,4 +172,156 @@ func toDevice[T any](t *testing.T, xs []T) uintptr {
 		t.Fatal(err)
 	}
 	return uintptr(p)
+}
+
+// appendGPUCases are TestGPUPagedAppend's (bf16, the paged suite's masks
+// and head dims, so the suite bundle holds their kernels): both rotary
+// forms over all or part of the head dim, and none; lengths 0, 1, a page
+// boundary and thousands; appends inside a page, across page boundaries
+// and longer than a kv_append tile; page sizes 1, 16, 64 and 256; GQA 4.
+var appendGPUCases = []appendCase{
+	{mask: "causal_bottom_right", d: 128, pageSize: 16, sq: 1, old: []int32{3000, 1700, 0, 1, 256, 14}, rotary: fac.RotaryNeoX, dtype: "bf16"},
+	{mask: "causal_bottom_right", d: 128, pageSize: 64, sq: 3, old: []int32{3000, 1700, 0, 1, 256, 63}, rotary: fac.RotaryGPTJ, rd: 64, dtype: "bf16"},
+	{mask: "paged_window", d: 64, pageSize: 1, sq: 2, old: []int32{3000, 1700, 0, 1, 256, 14}, rotary: fac.RotaryGPTJ, dtype: "bf16", splits: 3},
+	{mask: "causal_bottom_right", d: 64, pageSize: 16, sq: 20, old: []int32{14, 16, 0}, rotary: fac.RotaryNeoX, rd: 32, dtype: "bf16"},
+	{mask: "sliding_window(20, 3)", d: 128, pageSize: 256, sq: 2, old: []int32{3000, 1700, 0, 1, 256, 255}, dtype: "bf16"},
+}
+
+// TestGPUPagedAppend runs appendGPUCases through RunPagedCUDA (kv_append,
+// then flash_fwd_paged and flash_fwd_combine over the grown caches, the
+// caches read back from the device) and checks O, LSE, the lengths and
+// both caches (checkAppend: the appended rows against the float64
+// reference, every other element bit-identical).
+func TestGPUPagedAppend(t *testing.T) {
+	gpu := openTestGPU(t)
+	for i, c := range appendGPUCases {
+		fwd, err := fac.CompileForward(c.opts(), c.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, ps := appendInputs(c, 8, 2, uint64(60+i))
+		before := beforeCall(in)
+		o, lse, err := fwd.RunPagedCUDA(gpu, in, ps)
+		if err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+		checkAppend(t, c.String(), fwd, before, in, ps, o, lse, gpuTol("bf16"))
+	}
+}
+
+// TestGPUPagedAppendLaunch decodes two steps through LaunchPagedCUDA on
+// caller-owned buffers (32 query heads, 8 kv heads, D = 128, Sq = 1, bf16,
+// 16-key shuffled pages, caches of 8192, 0 and 777 keys, GPT-NeoX rotary),
+// each appending a token and growing the host lengths in place, with one
+// workspace made by NewPagedWorkspace; then a launch that appends nothing
+// with the same workspace reads the caller's q over the grown caches.
+// Outputs are poisoned (NaN) before each launch; each step is checked
+// against the float64 references of the inputs as they were before it.
+func TestGPUPagedAppendLaunch(t *testing.T) {
+	gpu := openTestGPU(t)
+	c := appendCase{mask: "causal_bottom_right", d: 128, pageSize: 16, sq: 1, old: []int32{8192, 0, 777}, rotary: fac.RotaryNeoX, dtype: "bf16"}
+	fwd, err := fac.CompileForward(c.opts(), c.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pages for two appended tokens: the first step's inputs, with the
+	// lengths one short.
+	two := c
+	two.sq = 2
+	in, ps := appendInputs(two, 32, 8, 71)
+	ps.SeqQ = 1
+	rows := ps.Batch * ps.Heads
+	bf := func(xs []float32) []uint16 {
+		out := make([]uint16, len(xs))
+		for i, x := range xs {
+			out[i] = half.F32ToBF16(x)
+		}
+		return out
+	}
+	back := func(p uintptr, n int) []float32 {
+		b := make([]uint16, n)
+		if err := cuda.DtoH(b, cuda.DevicePtr(p)); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, n)
+		for i, x := range b {
+			out[i] = half.BF16ToF32(x)
+		}
+		return out
+	}
+	dev := fac.PagedDeviceTensors{KCache: toDevice(t, bf(in.KCache)), VCache: toDevice(t, bf(in.VCache)),
+		PageTable: toDevice(t, in.PageTable), NumPages: len(in.KCache) / (16 * 8 * 128), MaxPages: len(in.PageTable) / ps.Batch,
+		CacheSeqlens: slices.Clone(in.CacheSeqlens), Rotary: fac.RotaryNeoX,
+		RotaryCos: toDevice(t, bf(in.RotaryCos)), RotarySin: toDevice(t, bf(in.RotarySin)), RotaryPositions: len(in.RotaryCos) / 64}
+	ws, err := fwd.NewPagedWorkspace(gpu, ps, 8194)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Free()
+	dev.Workspace = ws
+	rng := rand.New(rand.NewPCG(72, 1))
+	randn := normals(rng)
+	round := func(xs []float32) []float32 { return roundInputs(fac.Inputs{Q: xs}, "bf16").Q }
+	poison := make([]uint16, 2*rows*128)
+	for i := range poison {
+		poison[i] = 0xffff // NaN in bf16 and in f32
+	}
+	launch := func(name string, in fac.PagedInputs, appends bool) ([]float32, []float32) {
+		dev.Q, dev.O, dev.LSE = toDevice(t, bf(in.Q)), toDevice(t, poison[:rows*128]), toDevice(t, poison[:2*rows])
+		dev.KNew, dev.VNew = 0, 0
+		if appends {
+			dev.KNew, dev.VNew = toDevice(t, bf(in.KNew)), toDevice(t, bf(in.VNew))
+		}
+		if err := fwd.LaunchPagedCUDA(gpu, dev, ps, cuda.Stream{}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := gpu.Ctx.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		lse := make([]float32, rows)
+		if err := cuda.DtoH(lse, cuda.DevicePtr(dev.LSE)); err != nil {
+			t.Fatal(err)
+		}
+		return back(dev.O, rows*128), lse
+	}
+	for step := range 2 {
+		name := fmt.Sprintf("step %d", step)
+		in.Q = round(randn(rows * 128))
+		in.KNew, in.VNew = round(randn(ps.Batch*8*128)), round(randn(ps.Batch*8*128))
+		before := beforeCall(in)
+		o, lse := launch(name, in, true)
+		in.KCache, in.VCache = back(dev.KCache, len(in.KCache)), back(dev.VCache, len(in.VCache))
+		in.CacheSeqlens = slices.Clone(dev.CacheSeqlens)
+		checkAppend(t, name, fwd, before, in, ps, o, lse, gpuTol("bf16"))
+	}
+	plain := in
+	plain.KNew, plain.VNew, plain.Rotary, plain.RotaryCos, plain.RotarySin = nil, nil, fac.RotaryNone, nil, nil
+	dev.Rotary, dev.RotaryCos, dev.RotarySin = fac.RotaryNone, 0, 0
+	plain.Q = round(randn(rows * 128))
+	o, lse := launch("no append", plain, false)
+	ro, rlse, err := fwd.PagedReference(plain, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFlat(t, "no append, workspace of appending launches", o, lse, ro, rlse, gpuTol("bf16"))
+	if !slices.Equal(dev.CacheSeqlens, []int32{8194, 2, 779}) {
+		t.Errorf("lengths %v after two appending steps and a plain one, want [8194 2 779]", dev.CacheSeqlens)
+	}
+	// What the append costs a step: the same attention timed with and
+	// without it (BenchPagedCUDA writes the same rows at every launch).
+	appending := in
+	appending.CacheSeqlens = []int32{8192, 1, 777}
+	appending.KNew, appending.VNew = round(randn(ps.Batch*8*128)), round(randn(ps.Batch*8*128))
+	plain.CacheSeqlens = []int32{8193, 2, 778}
+	for _, c := range []struct {
+		name string
+		in   fac.PagedInputs
+	}{{"plain", plain}, {"append + rotary", appending}} {
+		times, err := fwd.BenchPagedCUDA(gpu, c.in, ps, 5, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(times)
+		t.Logf("%s: B=3 H=32 Hkv=8 Sq=1 D=128, caches 8193/2/778 after the step: median %.1f µs", c.name, 1000*times[len(times)/2])
+	}
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,16 +20,60 @@ import (
 type pagedFlags struct {
 	pageSize  int
 	cacheLens []int
+	appendN   int
+	rotary    string
+	rotaryDim int
 }
 
 func (p *pagedFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.IntVar(&p.pageSize, "page-size", 0, "paged KV cache (flash_fwd_paged + flash_fwd_combine): keys per page, 1 or a power of two such as 16 to 256")
 	fs.IntSliceVar(&p.cacheLens, "cache-seqlens", nil, "paged: each sequence's cache length, comma-separated, one per --batch (default: --seqlen-k each)")
+	fs.IntVar(&p.appendN, "append", 0, "paged: append N new keys and values to each sequence (kv_append) before attending; the query is those N positions (--seqlen-q N)")
+	fs.StringVar(&p.rotary, "rotary", "none", "paged --append: rotary embedding of q and the new keys at their positions: neox (half-split pairs), gptj (interleaved pairs) or none")
+	fs.IntVar(&p.rotaryDim, "rotary-dim", 0, "paged --append --rotary: the rotated columns, even, at most --dim (default: all of --dim)")
 }
 
 func (p *pagedFlags) on(cmd *cobra.Command) bool {
-	return cmd.Flags().Changed("page-size") || cmd.Flags().Changed("cache-seqlens")
+	for _, f := range []string{"page-size", "cache-seqlens", "append", "rotary", "rotary-dim"} {
+		if cmd.Flags().Changed(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendFlags reads --append, --rotary and --rotary-dim: the rows to
+// append (0: none) and the rotary form, and sets the query length to the
+// appended one.
+func (p *pagedFlags) appendFlags(cmd *cobra.Command, sh *fac.Shape) (fac.RotaryForm, error) {
+	fl := cmd.Flags()
+	form, err := fac.ParseRotaryForm(p.rotary)
+	if err != nil {
+		return 0, fmt.Errorf("--rotary %s: want neox (half-split pairs), gptj (interleaved pairs) or none", p.rotary)
+	}
+	if !fl.Changed("append") {
+		for _, f := range []string{"rotary", "rotary-dim"} {
+			if fl.Changed(f) {
+				return 0, fmt.Errorf("--%s rotates the keys --append N appends (and the query): give --append too", f)
+			}
+		}
+		return form, nil
+	}
+	if p.appendN < 1 || p.appendN > 1<<20 {
+		return 0, fmt.Errorf("--append %d: want 1 to 2^20 new keys a sequence", p.appendN)
+	}
+	if fl.Changed("seqlen-q") && sh.SeqQ != p.appendN {
+		return 0, fmt.Errorf("--append %d with --seqlen-q %d: the query is the appended positions, so --seqlen-q must be %d (or left out)", p.appendN, sh.SeqQ, p.appendN)
+	}
+	sh.SeqQ = p.appendN
+	if fl.Changed("rotary-dim") && form == fac.RotaryNone {
+		return 0, fmt.Errorf("--rotary-dim %d without --rotary: give --rotary neox or gptj", p.rotaryDim)
+	}
+	if p.rotaryDim < 0 || p.rotaryDim%2 != 0 || p.rotaryDim > sh.Dim {
+		return 0, fmt.Errorf("--rotary-dim %d: want an even count of 2 to --dim %d", p.rotaryDim, sh.Dim)
+	}
+	return form, nil
 }
 
 // pagedArgs are the run flags a paged run reads.
@@ -49,7 +97,11 @@ type pagedArgs struct {
 // reference of each sequence's gathered pages.
 func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 	if !cmd.Flags().Changed("page-size") {
-		return fmt.Errorf("--cache-seqlens gives a paged cache's lengths: give --page-size N too")
+		for _, f := range []string{"cache-seqlens", "append", "rotary", "rotary-dim"} {
+			if cmd.Flags().Changed(f) {
+				return fmt.Errorf("--%s is for a paged KV cache: give --page-size N too", f)
+			}
+		}
 	}
 	if p.pageSize <= 0 {
 		return fmt.Errorf("--page-size %d: want a positive number of keys per page (1, or a power of two such as 16 to 256)", p.pageSize)
@@ -61,6 +113,10 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 		}
 	}
 	sh := a.sh
+	form, err := p.appendFlags(cmd, &sh)
+	if err != nil {
+		return err
+	}
 	lens := make([]int32, sh.Batch)
 	for b := range lens {
 		lens[b] = int32(sh.SeqK)
@@ -76,23 +132,34 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 			lens[b] = int32(n)
 		}
 	}
+	// The pages hold the lengths after the append.
+	final := slices.Clone(lens)
+	for b := range final {
+		final[b] += int32(p.appendN)
+	}
 	rng := rand.New(rand.NewPCG(a.seed, a.seed^0x9e3779b97f4a7c15))
-	in, numPages := pagedCache(rng, lens, p.pageSize)
+	in, numPages := pagedCache(rng, final, lens, p.pageSize)
 	ps := fac.PagedShape{Batch: sh.Batch, Heads: sh.Heads, KVHeads: sh.KV(), SeqQ: sh.SeqQ, PageSize: p.pageSize}
+	in.CacheSeqlens = lens
 	in.Scale = a.scale
 	in.Sinks = a.sinks
 	in.Q = tensorArg(nil, sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, rng)
 	in.KCache = tensorArg(nil, numPages*p.pageSize*sh.KV()*sh.Dim, rng)
 	in.VCache = tensorArg(nil, numPages*p.pageSize*sh.KV()*sh.VDim(), rng)
+	if p.appendN > 0 {
+		in.KNew = tensorArg(nil, sh.Batch*sh.SeqQ*sh.KV()*sh.Dim, rng)
+		in.VNew = tensorArg(nil, sh.Batch*sh.SeqQ*sh.KV()*sh.VDim(), rng)
+		in.Rotary, in.RotaryDim = form, p.rotaryDim
+		if form != fac.RotaryNone {
+			in.RotaryCos, in.RotarySin = ropeTables(int(slices.Max(final)), cmp.Or(p.rotaryDim, sh.Dim))
+		}
+	}
 	t0 := time.Now()
 	fwd, err := fac.CompileForward(a.opts, sh.Dim)
 	if err != nil {
 		return err
 	}
-	maxLen := 0
-	for _, n := range lens {
-		maxLen = max(maxLen, int(n))
-	}
+	maxLen := int(slices.Max(final))
 	w := a.w
 	var gpu *fac.CUDA
 	sms := 0
@@ -112,6 +179,18 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 	fmt.Fprintf(w, "kernel flash_fwd_paged mask=%s score=%s dtype=%s on %s\n", modName(fwd.Mask()), modName(fwd.Score()), a.dtype, a.device)
 	fmt.Fprintf(w, "paged: B=%d H=%d Hkv=%d Sq=%d D=%d%s, %d pages of %d keys (shuffled), cache lengths %v\n",
 		sh.Batch, sh.Heads, sh.KV(), sh.SeqQ, sh.Dim, dvNote(sh), numPages, p.pageSize, lens)
+	before := in
+	if p.appendN > 0 {
+		rot := "no rotary"
+		if form != fac.RotaryNone {
+			rot = fmt.Sprintf("rotary %s over %d of %d dims", form, cmp.Or(p.rotaryDim, sh.Dim), sh.Dim)
+		}
+		fmt.Fprintf(w, "append: %d keys and values a sequence (%s), then attention over lengths %v\n", p.appendN, rot, final)
+		plan.Append = true
+		// The call updates the caches and lengths in place; the
+		// references take them as they were.
+		before.KCache, before.VCache, before.CacheSeqlens = slices.Clone(in.KCache), slices.Clone(in.VCache), slices.Clone(lens)
+	}
 	fmt.Fprintf(w, "decoding: %s\n", plan)
 	var o, lse []float32
 	if gpu != nil {
@@ -123,17 +202,79 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 		return err
 	}
 	fmt.Fprintf(w, "compile and run %.1f ms\n", ms(time.Since(t0)))
+	if p.appendN > 0 {
+		fmt.Fprintf(w, "cache lengths now %v\n", in.CacheSeqlens)
+	}
 	if a.noCheck {
 		fmt.Fprintln(w, "check skipped (--no-check): no float64 reference computed, the output is unchecked")
 		return nil
 	}
-	return checkAgainst(w, o, lse, func() ([]float64, []float64, error) { return fwd.PagedReference(in, ps) }, a.tol, a.dtype)
+	if err := checkAgainst(w, o, lse, func() ([]float64, []float64, error) { return fwd.PagedReference(before, ps) }, a.tol, a.dtype); err != nil {
+		return err
+	}
+	if p.appendN == 0 {
+		return nil
+	}
+	return checkCache(w, fwd, before, in, ps, a.tol.o, a.dtype)
+}
+
+// checkCache compares the caches and lengths an appending call left (in)
+// with PagedAppendReference of its inputs (before), within tol relative to
+// the largest |ref|: the appended rows as the reference rotates them, the
+// others as they were (in the dtype).
+func checkCache(w io.Writer, fwd *fac.Forward, before, in fac.PagedInputs, ps fac.PagedShape, tol float64, dtype string) error {
+	rk, rv, rlens, err := fwd.PagedAppendReference(before, ps)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(rlens, in.CacheSeqlens) {
+		return fmt.Errorf("check FAILED: cache lengths %v after the call, want %v", in.CacheSeqlens, rlens)
+	}
+	var why []string
+	for _, c := range []struct {
+		name string
+		got  []float32
+		want []float64
+	}{{"k_cache", in.KCache, rk}, {"v_cache", in.VCache, rv}} {
+		maxAbs, maxRef := 0.0, 0.0
+		for i, g := range c.got {
+			maxRef = math.Max(maxRef, math.Abs(c.want[i]))
+			if d := math.Abs(float64(g) - c.want[i]); d > maxAbs || math.IsNaN(d) {
+				maxAbs = d
+			}
+		}
+		fmt.Fprintf(w, "%s after the append: max |cache - ref| = %.3g, max |ref| = %.3g\n", c.name, maxAbs, maxRef)
+		if !(maxAbs <= tol*math.Max(maxRef, 1)) {
+			why = append(why, fmt.Sprintf("%s differs by %.3g", c.name, maxAbs))
+		}
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("check FAILED against the float64 cache after the append (tolerance for %s: %.3g relative): %s", dtype, tol, strings.Join(why, "; "))
+	}
+	fmt.Fprintf(w, "cache check passed (tolerance for %s: %.3g relative)\n", dtype, tol)
+	return nil
+}
+
+// ropeTables are RoPE's cos and sin tables [positions, rotaryDim/2]: the
+// angle of position p and pair i is p · 10000^(−2i/rotaryDim).
+func ropeTables(positions, rotaryDim int) (cos, sin []float32) {
+	w := rotaryDim / 2
+	cos, sin = make([]float32, positions*w), make([]float32, positions*w)
+	for p := range positions {
+		for i := range w {
+			theta := float64(p) * math.Pow(10000, -float64(2*i)/float64(rotaryDim))
+			cos[p*w+i], sin[p*w+i] = float32(math.Cos(theta)), float32(math.Sin(theta))
+		}
+	}
+	return cos, sin
 }
 
 // pagedCache is a page table for sequences of lengths lens in pages of
 // pageSize keys, in a shuffled order, the first two sequences sharing
-// their first page where both fill it; it returns the number of pages.
-func pagedCache(rng *rand.Rand, lens []int32, pageSize int) (fac.PagedInputs, int) {
+// their first page where both fill it at lengths filled (lens before an
+// append: its rows need pages of their own); it returns the number of
+// pages.
+func pagedCache(rng *rand.Rand, lens, filled []int32, pageSize int) (fac.PagedInputs, int) {
 	maxPages := 1
 	for _, n := range lens {
 		maxPages = max(maxPages, (int(n)+pageSize-1)/pageSize)
@@ -142,7 +283,7 @@ func pagedCache(rng *rand.Rand, lens []int32, pageSize int) (fac.PagedInputs, in
 	next := int32(0)
 	for b, n := range lens {
 		for j := range (int(n) + pageSize - 1) / pageSize {
-			if b == 1 && j == 0 && int(min(n, lens[0])) >= pageSize {
+			if b == 1 && j == 0 && int(min(filled[1], filled[0])) >= pageSize {
 				table[maxPages] = table[0]
 				continue
 			}

@@ -39,6 +39,41 @@ func TestRunPaged(t *testing.T) {
 	}
 }
 
+// TestRunPagedAppend: --append N appends N keys a sequence before the
+// attention (rotated by --rotary, over --rotary-dim columns) and checks
+// the output and the cache; the flags' bad values and combinations are
+// errors that name them.
+func TestRunPagedAppend(t *testing.T) {
+	for _, rot := range [][]string{{"--rotary", "neox"}, {"--rotary", "gptj", "--rotary-dim", "8"}} {
+		r := runFac(t, "", append([]string{"run", "--mask", "causal_bottom_right", "--batch", "3", "--heads", "4", "--kv-heads", "2",
+			"--dim", "16", "--page-size", "16", "--cache-seqlens", "30,0,15", "--append", "3"}, rot...)...)
+		wantOK(t, r)
+		for _, want := range []string{"cache lengths [30 0 15]", "append: 3 keys and values a sequence (rotary " + rot[1],
+			"then attention over lengths [33 3 18]", "decoding: kv_append + flash_fwd_paged", "cache lengths now [33 3 18]",
+			"check passed", "cache check passed"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%v: stdout lacks %q:\n%s", rot, want, r.stdout)
+			}
+		}
+	}
+	base := []string{"run", "--batch", "2", "--seqlen-k", "40", "--dim", "16"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--append", "2"}, "--append is for a paged KV cache: give --page-size N too"},
+		{[]string{"--page-size", "16", "--append", "0"}, "--append 0: want 1 to 2^20"},
+		{[]string{"--page-size", "16", "--append", "2", "--seqlen-q", "3"}, "--seqlen-q must be 2"},
+		{[]string{"--page-size", "16", "--rotary", "neox"}, "--rotary rotates the keys --append N appends"},
+		{[]string{"--page-size", "16", "--append", "2", "--rotary", "rope"}, "--rotary rope: want neox"},
+		{[]string{"--page-size", "16", "--append", "2", "--rotary-dim", "8"}, "--rotary-dim 8 without --rotary"},
+		{[]string{"--page-size", "16", "--append", "2", "--rotary", "gptj", "--rotary-dim", "7"}, "--rotary-dim 7: want an even count"},
+		{[]string{"--page-size", "16", "--append", "2", "--rotary", "gptj", "--rotary-dim", "32"}, "--rotary-dim 32"},
+	} {
+		wantFail(t, runFac(t, "", append(append([]string{}, base...), c.args...)...), c.want)
+	}
+}
+
 // TestBenchPagedFlags: fac bench --page-size refuses what it cannot time,
 // before looking for a GPU.
 func TestBenchPagedFlags(t *testing.T) {
@@ -57,7 +92,7 @@ func TestBenchPagedFlags(t *testing.T) {
 }
 
 // TestBuildPaged: fac build --paged bundles flash_fwd_paged at both tile
-// heights, keys gathered and 1, 2 and 4 pages per tile, beside the decoding kernels,
+// heights, keys gathered and 1, 2 and 4 pages per tile, and kv_append, beside the decoding kernels,
 // and refuses a mask that has no paged form, naming it.
 func TestBuildPaged(t *testing.T) {
 	if _, err := llc.Find(); err != nil {
@@ -69,6 +104,9 @@ func TestBuildPaged(t *testing.T) {
 	wantOK(t, r)
 	if n := strings.Count(r.stderr, "build: flash_fwd_paged "); n != 8 {
 		t.Errorf("%d flash_fwd_paged kernels, want 8 (BLOCK_M 16 and 64, TILE_PAGES 0, 1, 2 and 4):\n%s", n, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "build: kv_append "); n != 1 {
+		t.Errorf("%d kv_append kernels, want 1 (appending calls):\n%s", n, r.stderr)
 	}
 	wantFail(t, runFac(t, "", "build", "--paged", "--mask", "document", "--dim", "64", "--cache-dir", "-", "-o", out), "--paged, mask document", "no aux tensors")
 }

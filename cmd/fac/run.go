@@ -71,7 +71,9 @@ GQA packs the query heads of a kv head into one tile (--pack-gqa); both are chos
 the multiprocessor count (--sms; the GPU's, or 132 on the CPU) unless given. The plan is printed.
 --page-size N runs it over a paged KV cache (flash_fwd_paged + flash_fwd_combine): random pages of N keys,
 shuffled, the first page shared by the first two sequences, each sequence --cache-seqlens long (default
---seqlen-k), checked against the dense reference of each sequence's gathered pages.
+--seqlen-k), checked against the dense reference of each sequence's gathered pages. --append N first
+appends N new keys and values to each sequence (kv_append), the query being those N positions, optionally
+rotated with q (--rotary neox|gptj, --rotary-dim R; RoPE's tables), and checks the updated cache too.
 
 --target-opt NAME=VALUE sets a code generation switch of the GPU kernels (--device cuda), e.g.
 --target-opt tma=off for cp.async staging, which takes tensors of any alignment (fac compile --help
@@ -84,7 +86,8 @@ lists the switches).`,
   fac run --backward --mask causal --q q.npy --k k.npy --v v.npy --do do.npy --dq-out dq.npy --dk-out dk.npy --dv-out dv.npy
   fac run --mask causal_bottom_right --heads 32 --kv-heads 8 --seqlen-q 1 --seqlen-k 8192 --dim 128 --dtype bf16 --num-splits 4
   fac run --mask causal --dim 192 --dim-v 128 --backward          # DeepSeek's head dims: q, k 192, v 128
-  fac run --mask causal_bottom_right --batch 4 --heads 8 --kv-heads 2 --seqlen-q 1 --dim 64 --page-size 16 --cache-seqlens 300,0,1,65`,
+  fac run --mask causal_bottom_right --batch 4 --heads 8 --kv-heads 2 --seqlen-q 1 --dim 64 --page-size 16 --cache-seqlens 300,0,1,65
+  fac run --mask causal_bottom_right --batch 4 --heads 8 --kv-heads 2 --dim 64 --page-size 16 --cache-seqlens 300,0,1,15 --append 3 --rotary neox`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if err := checkDevice(device, "cpu", "cuda"); err != nil {
 				return err

@@ -1,6 +1,10 @@
 package attention
 
-import "github.com/fac-compiler/fac/launch"
+import (
+	"slices"
+
+	"github.com/fac-compiler/fac/launch"
+)
 
 // Paged decoding runs flash_fwd_paged, then flash_fwd_combine (see
 // docs/decoding.md). Problem.Shape is the dense shape of the call with SeqK
@@ -18,17 +22,13 @@ const (
 var FlashFwdPaged = &launch.Contract{
 	Kernel: "flash_fwd_paged",
 	File:   "flash_fwd_paged.fa",
-	Tensors: append([]launch.Tensor{
+	Tensors: slices.Concat([]launch.Tensor{
 		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
-		{Name: "k_cache", Dims: pagedCacheDims(false), Strides: []string{"stride_kp", "stride_ks", "stride_kh"}},
-		{Name: "v_cache", Dims: pagedCacheDims(true), Strides: []string{"stride_vp", "stride_vs", "stride_vh"}},
 		{Name: "o_partial", Output: true, Dims: oPartialDims},
 		{Name: "lse_partial", Output: true, Dims: lsePartialDims},
-		{Name: "page_table", Dims: func(p launch.Problem) []int { return []int{p.Shape.Batch, p.Lens[PagedMaxPages]} }, Strides: []string{"stride_pt"}},
-		{Name: "cache_seqlens", Dims: func(p launch.Problem) []int { return []int{p.Shape.Batch} }},
-	}, varlenListTensors(VarlenKVLists)...),
+	}, pagedCacheTensors, varlenListTensors(VarlenKVLists)),
 	Scalars: []launch.Scalar{
-		{Name: "page_size", Value: func(p launch.Problem) any { return p.Lens[PagedPageSize] }},
+		pageSizeScalar,
 		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
 		{Name: "kv_group", Value: func(p launch.Problem) any { return p.Shape.Heads / p.Shape.KV() }},
 		{Name: "seqlen_q", Value: func(p launch.Problem) any { return p.Shape.SeqQ }},
@@ -59,6 +59,41 @@ var Paged = &Variant{
 }
 
 func init() { registerVariant(Paged) }
+
+// PagedAppend is Paged after kv_append: the call first writes k_new and
+// v_new into the cache (rotating them and q where it has rotary tables),
+// then attends over the longer caches with the copy of q kv_append made.
+// That copy joins the workspace after Paged's buffers, so a workspace made
+// for appending calls serves calls that do not append.
+var PagedAppend = &Variant{
+	Name: "paged append",
+	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
+		cs, err := Paged.Kernels(o)
+		if err != nil {
+			return nil, err
+		}
+		return append([]*launch.Contract{KVAppend}, cs...), nil
+	},
+	Main:      1,
+	Lists:     &VarlenKVLists,
+	Workspace: append(append([]string(nil), Paged.Workspace...), "q"),
+	Results:   Paged.Results,
+}
+
+func init() { registerVariant(PagedAppend) }
+
+// pagedCacheTensors are the paged cache as the paged kernels and kv_append
+// take it: k_cache and v_cache by page, row and head, the page table and
+// the lengths.
+var pagedCacheTensors = []launch.Tensor{
+	{Name: "k_cache", Dims: pagedCacheDims(false), Strides: []string{"stride_kp", "stride_ks", "stride_kh"}},
+	{Name: "v_cache", Dims: pagedCacheDims(true), Strides: []string{"stride_vp", "stride_vs", "stride_vh"}},
+	{Name: "page_table", Dims: func(p launch.Problem) []int { return []int{p.Shape.Batch, p.Lens[PagedMaxPages]} }, Strides: []string{"stride_pt"}},
+	{Name: "cache_seqlens", Dims: func(p launch.Problem) []int { return []int{p.Shape.Batch} }},
+}
+
+// pageSizeScalar is the paged kernels' page_size.
+var pageSizeScalar = launch.Scalar{Name: "page_size", Value: func(p launch.Problem) any { return p.Lens[PagedPageSize] }}
 
 // pagedCacheDims are k_cache's dims, or v_cache's (V's head dim) when v.
 func pagedCacheDims(v bool) func(p launch.Problem) []int {
