@@ -91,3 +91,12 @@ const (
 // ParseRotaryForm reads "none" (or ""), "neox" (or "half") and "gptj" (or
 // "interleaved"), in any case.
 func ParseRotaryForm(s string) (RotaryForm, error) { return flash.ParseRotaryForm(s) }
+
+// RotaryTables are RoPE's tables for PagedInputs.RotaryCos and RotarySin
+// (on the GPU, in the kernel's DType): [positions, rotaryDim/2], the angle
+// of position p and pair i being p · base^(−2i/rotaryDim) (base 10000 in
+// GPT-NeoX and Llama 2, 500000 in Llama 3). Both rotary forms take the
+// same tables.
+func RotaryTables(positions, rotaryDim int, base float64) (cos, sin []float32) {
+	return flash.RotaryTables(positions, rotaryDim, base)
+}

@@ -2,6 +2,7 @@ package flash
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,22 @@ func ParseRotaryForm(s string) (RotaryForm, error) {
 		return RotaryGPTJ, nil
 	}
 	return 0, fmt.Errorf("rotary form %q: want neox (half-split pairs), gptj (interleaved pairs) or none", s)
+}
+
+// RotaryTables are RoPE's tables for PagedInputs.RotaryCos and RotarySin:
+// [positions, rotaryDim/2], the angle of position p and pair i being
+// p · base^(−2i/rotaryDim) (base 10000 in GPT-NeoX and Llama 2, 500000 in
+// Llama 3), computed in float64.
+func RotaryTables(positions, rotaryDim int, base float64) (cos, sin []float32) {
+	w := rotaryDim / 2
+	cos, sin = make([]float32, positions*w), make([]float32, positions*w)
+	for p := range positions {
+		for i := range w {
+			theta := float64(p) * math.Pow(base, -float64(2*i)/float64(rotaryDim))
+			cos[p*w+i], sin[p*w+i] = float32(math.Cos(theta)), float32(math.Sin(theta))
+		}
+	}
+	return cos, sin
 }
 
 // appendCall is what a paged call appends: SeqQ rows a sequence, rotated

@@ -87,13 +87,7 @@ func appendInputs(c appendCase, heads, hkv int, seed uint64) (fac.PagedInputs, f
 		}
 		positions := int(slices.Max(final)) + 5
 		in.Rotary, in.RotaryDim = c.rotary, c.rd
-		in.RotaryCos, in.RotarySin = make([]float32, positions*rd/2), make([]float32, positions*rd/2)
-		for p := range positions {
-			for i := range rd / 2 {
-				theta := float64(p) * math.Pow(10000, -float64(2*i)/float64(rd))
-				in.RotaryCos[p*rd/2+i], in.RotarySin[p*rd/2+i] = float32(math.Cos(theta)), float32(math.Sin(theta))
-			}
-		}
+		in.RotaryCos, in.RotarySin = fac.RotaryTables(positions, rd, 10000)
 	}
 	if c.dtype != "" && c.dtype != "f32" {
 		for _, xs := range [][]float32{in.Q, in.KCache, in.VCache, in.KNew, in.VNew, in.RotaryCos, in.RotarySin} {

@@ -151,7 +151,7 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 		in.VNew = tensorArg(nil, sh.Batch*sh.SeqQ*sh.KV()*sh.VDim(), rng)
 		in.Rotary, in.RotaryDim = form, p.rotaryDim
 		if form != fac.RotaryNone {
-			in.RotaryCos, in.RotarySin = ropeTables(int(slices.Max(final)), cmp.Or(p.rotaryDim, sh.Dim))
+			in.RotaryCos, in.RotarySin = fac.RotaryTables(int(slices.Max(final)), cmp.Or(p.rotaryDim, sh.Dim), 10000)
 		}
 	}
 	t0 := time.Now()
@@ -253,20 +253,6 @@ func checkCache(w io.Writer, fwd *fac.Forward, before, in fac.PagedInputs, ps fa
 	}
 	fmt.Fprintf(w, "cache check passed (tolerance for %s: %.3g relative)\n", dtype, tol)
 	return nil
-}
-
-// ropeTables are RoPE's cos and sin tables [positions, rotaryDim/2]: the
-// angle of position p and pair i is p · 10000^(−2i/rotaryDim).
-func ropeTables(positions, rotaryDim int) (cos, sin []float32) {
-	w := rotaryDim / 2
-	cos, sin = make([]float32, positions*w), make([]float32, positions*w)
-	for p := range positions {
-		for i := range w {
-			theta := float64(p) * math.Pow(10000, -float64(2*i)/float64(rotaryDim))
-			cos[p*w+i], sin[p*w+i] = float32(math.Cos(theta)), float32(math.Sin(theta))
-		}
-	}
-	return cos, sin
 }
 
 // pagedCache is a page table for sequences of lengths lens in pages of
