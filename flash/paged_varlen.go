@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/fac-compiler/fac/launch"
+	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/stdlib/attention"
 )
 
@@ -480,7 +481,9 @@ func (f *Forward) raggedRefRows(in PagedVarlenInputs, c raggedCall, rows []RefRo
 	d, dv, h, hkv := f.dim, f.dimV, c.ps.Heads, c.ps.KVHeads
 	vals := Inputs{Scalars: in.Scalars}.modValues()
 	scale := float64(f.problem(c.sh, in.Scale).SoftmaxScale())
-	q, kc, vc := roundTo(in.Q, f.dtype), roundTo(in.KCache, f.dtype), roundTo(in.VCache, f.dtype)
+	// The keys are gathered, then rounded, sequence by sequence: a
+	// serving batch's cache is gigabytes, of which the rows read little.
+	q := roundTo(in.Q, f.dtype)
 	bySeq := map[int][]int{}
 	for k, r := range rows {
 		bySeq[r.B] = append(bySeq[r.B], k)
@@ -489,7 +492,9 @@ func (f *Forward) raggedRefRows(in PagedVarlenInputs, c raggedCall, rows []RefRo
 	for _, b := range slices.Sorted(maps.Keys(bySeq)) {
 		n, nq := int(c.lens[b]), int(c.cuQ[b+1]-c.cuQ[b])
 		table := in.PageTable[b*c.maxPages:][:c.maxPages]
-		kb, vb := gatherPaged(kc, table, c.ps.PageSize, n, hkv, d), gatherPaged(vc, table, c.ps.PageSize, n, hkv, dv)
+		kb, vb := gatherPaged(in.KCache, table, c.ps.PageSize, n, hkv, d), gatherPaged(in.VCache, table, c.ps.PageSize, n, hkv, dv)
+		cpu.Round(f.dtype, kb)
+		cpu.Round(f.dtype, vb)
 		// The mods see the whole sequence: n positions of queries and keys.
 		seq := c.sh
 		seq.SeqQ, seq.SeqK = max(n, 1), max(n, 1)
@@ -529,12 +534,15 @@ func (f *Forward) raggedRefRows(in PagedVarlenInputs, c raggedCall, rows []RefRo
 
 // gatherPaged is a sequence's n keys (or values) as [Hkv, n, w], gathered
 // from a paged cache of rows w through its row of the page table.
-func gatherPaged(cache []float64, table []int32, pageSize, n, hkv, w int) []float64 {
+func gatherPaged[T float32 | float64](cache []T, table []int32, pageSize, n, hkv, w int) []float64 {
 	out := make([]float64, hkv*n*w)
 	for j := range n {
 		at := (int(table[j/pageSize])*pageSize + j%pageSize) * hkv
 		for h := range hkv {
-			copy(out[(h*n+j)*w:][:w], cache[(at+h)*w:][:w])
+			dst, src := out[(h*n+j)*w:][:w], cache[(at+h)*w:][:w]
+			for i, x := range src {
+				dst[i] = float64(x)
+			}
 		}
 	}
 	return out
