@@ -40,6 +40,16 @@ type DeviceTensors = flash.DeviceTensors
 // by SeqQ in place. Fields: flash.PagedDeviceTensors.
 type PagedDeviceTensors = flash.PagedDeviceTensors
 
+// PagedVarlenDeviceTensors are device buffers for
+// Forward.LaunchPagedVarlenCUDA, as raw pointers, contiguous: Q [total_q,
+// H, Dim] and O [total_q, H, DimV] in the kernel's DType, LSE [H, total_q]
+// f32, the cache and page table as PagedDeviceTensors'. CuSeqlensQ [B + 1]
+// and CacheSeqlens [B] are on the host: the launch plans the call and
+// builds its tile list and block mask from them. Workspace
+// (Forward.NewPagedVarlenWorkspace) may be nil. Fields:
+// flash.PagedVarlenDeviceTensors.
+type PagedVarlenDeviceTensors = flash.PagedVarlenDeviceTensors
+
 // DeviceAux is an aux tensor on the device: a pointer and its length in
 // elements.
 type DeviceAux = flash.DeviceAux

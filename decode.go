@@ -72,6 +72,23 @@ type PagedShape = flash.PagedShape
 // Fields: flash.PagedInputs.
 type PagedInputs = flash.PagedInputs
 
+// PagedVarlenShape is the shape of a ragged continuous batch over a paged
+// cache (Forward.RunPagedVarlenCPU, RunPagedVarlenCUDA,
+// LaunchPagedVarlenCUDA): Batch sequences, Heads and KVHeads, and the
+// cache's PageSize keys per page; each sequence's query count comes from
+// the inputs' CuSeqlensQ. Fields: flash.PagedVarlenShape.
+type PagedVarlenShape = flash.PagedVarlenShape
+
+// PagedVarlenInputs are a ragged paged call's host tensors: Q [total_q, H,
+// D] packed by CuSeqlensQ [B + 1] (decode rows of one query and prefill
+// chunks side by side), the paged cache as PagedInputs' (KCache, VCache,
+// PageTable, CacheSeqlens), which already holds the queries' keys:
+// sequence b's n_q queries are its last n_q positions, and the mods see
+// those positions as q_idx, with seqlen_q = seqlen_k = CacheSeqlens[b]
+// (docs/decoding.md#ragged-batches). Scalars, Scale and Sinks as
+// PagedInputs'. Fields: flash.PagedVarlenInputs.
+type PagedVarlenInputs = flash.PagedVarlenInputs
+
 // RotaryForm is the rotary embedding an appending paged call applies to q
 // and the new keys at their positions (PagedInputs.Rotary).
 type RotaryForm = flash.RotaryForm

@@ -47,6 +47,12 @@ type Options = flash.Options
 //     RotaryForm), PagedAppendReference: the cache such a call leaves;
 //     LaunchPagedCUDA on device buffers (PagedDeviceTensors), with
 //     NewPagedWorkspace; BundlePagedKernels: its kernels for a bundle;
+//   - RunPagedVarlenCPU, RunPagedVarlenCUDA, BenchPagedVarlenCUDA,
+//     PagedVarlenReference, PagedVarlenReferenceRows, PagedVarlenPlan:
+//     ragged continuous batches over the paged cache, decode rows and
+//     prefill chunks in one launch (PagedVarlenInputs, PagedVarlenShape);
+//     LaunchPagedVarlenCUDA on device buffers (PagedVarlenDeviceTensors),
+//     with NewPagedVarlenWorkspace;
 //   - Reference, ReferenceRows: float64 attention with the same mods;
 //   - AuxTensors, RuntimeParams: the names Inputs.Aux and Inputs.Scalars
 //     must hold; Options, HasSinks, Mask, Score, Module, Result: what was

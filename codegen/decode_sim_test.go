@@ -79,25 +79,7 @@ func pagedCase(file string, B, H, group, pack, qpt, splits, sq, pageSize int, le
 		args: func(rng *rand.Rand) []any {
 			numPages, table := shuffledPages(rng, B, maxPages)
 			table[(B-1)*maxPages] = table[0]
-			rowStart := make([]int32, B*H)
-			var counts, fcounts, listStart, idx []int32
-			for b, n := range lens {
-				for h := range H {
-					rowStart[b*H+h] = int32(len(counts))
-				}
-				listStart = append(listStart, int32(len(idx)))
-				var part, fl []int32
-				for kb := 0; kb < (int(n)+127)/128; kb++ {
-					if kb%2 == 1 {
-						part = append(part, int32(kb))
-					} else {
-						fl = append(fl, int32(kb))
-					}
-				}
-				counts, fcounts = append(counts, int32(len(part))), append(fcounts, int32(len(fl)))
-				idx = append(append(idx, part...), fl...)
-			}
-			idx = append(idx, 0) // never an empty buffer
+			rowStart, counts, fcounts, listStart, idx := seqBlockRows(lens, make([]int32, B), H)
 			cache := numPages * pageSize * Hk * D
 			return []any{
 				randBuf(rng, "q", tir.BF16, B*H*sq*D, 1), randBuf(rng, "k_cache", tir.BF16, cache, 1),
@@ -114,6 +96,91 @@ func pagedCase(file string, B, H, group, pack, qpt, splits, sq, pageSize int, le
 				cpu.FromI32("full_kv_num_blocks", fcounts), cpu.FromI32("kv_list_start", listStart), cpu.FromI32("kv_indices", idx),
 			}
 		}}
+}
+
+// raggedCase is flash_fwd_paged_varlen (front-end snapshot file:
+// frontend_paged_varlen, keys gathered by page, or
+// frontend_paged_varlen_tiles4, four 16-key pages per 64-key tile; D = 64,
+// bf16, causal) on a ragged batch: sequence b's qlens[b] queries are the
+// last of its lens[b] cached keys, q packed [total_q, H, D], caches of
+// pageSize-key pages in a shuffled order with the last sequence sharing
+// the first one's first page, the query heads of a kv head packed pack to
+// a tile of qpt positions, splits programs per tile. The tile list cuts
+// each sequence's queries at multiples of qpt; each sequence's block-mask
+// rows (shared by its heads) start at its first query's q block and list
+// its kv blocks as partial (odd) and full (even).
+func raggedCase(file string, H, group, pack, qpt, splits, pageSize int, qlens, lens []int32) simCase {
+	const D = 64
+	B, Hk, hx := len(lens), H/group, H/pack
+	maxPages, totalQ := 0, 0
+	var tileSeq, tileQ []int32
+	for b, n := range lens {
+		maxPages = max(maxPages, (int(n)+pageSize-1)/pageSize)
+		totalQ += int(qlens[b])
+		off := n - qlens[b]
+		for p := off; p < n; p = (p/int32(qpt) + 1) * int32(qpt) {
+			tileSeq, tileQ = append(tileSeq, int32(b)), append(tileQ, p-off)
+		}
+	}
+	return simCase{kernel: file, grid: [3]int{len(tileSeq), hx, splits}, rtol: 1e-2, atol: 2e-3,
+		args: func(rng *rand.Rand) []any {
+			numPages, table := shuffledPages(rng, B, maxPages)
+			table[(B-1)*maxPages] = table[0]
+			cu := []int32{0}
+			for b := range lens {
+				cu = append(cu, cu[b]+qlens[b])
+			}
+			rowStart, counts, fcounts, listStart, idx := seqBlockRows(lens, qlens, H)
+			cache := numPages * pageSize * Hk * D
+			return []any{
+				randBuf(rng, "q", tir.BF16, totalQ*H*D, 1), randBuf(rng, "k_cache", tir.BF16, cache, 1),
+				randBuf(rng, "v_cache", tir.BF16, cache, 1),
+				cpu.NewBuffer("o_partial", tir.F32, splits*H*totalQ*D), cpu.NewBuffer("lse_partial", tir.F32, splits*H*totalQ),
+				cpu.FromI32("page_table", table), cpu.FromI32("cache_seqlens", lens), cpu.FromI32("cu_seqlens_q", cu),
+				cpu.FromI32("tile_seq", tileSeq), cpu.FromI32("tile_q", tileQ),
+				H * D, D, // q strides
+				pageSize * Hk * D, Hk * D, D, // k_cache
+				pageSize * Hk * D, Hk * D, D, // v_cache
+				maxPages, pageSize,
+				H, group, totalQ, float32(1 / math.Sqrt(float64(D))),
+				pack, qpt, splits, H * totalQ,
+				cpu.FromI32("kv_row_start", rowStart), cpu.FromI32("kv_num_blocks", counts),
+				cpu.FromI32("full_kv_num_blocks", fcounts), cpu.FromI32("kv_list_start", listStart), cpu.FromI32("kv_indices", idx),
+			}
+		}}
+}
+
+// seqBlockRows is a per-sequence block mask in varlen's layout for
+// sequences of lens keys and 128-key blocks, shared by the H heads of a
+// sequence: one row (q block 0) where qlens[b] is 0, else the rows of the
+// q blocks that the last qlens[b] positions touch (a ragged batch's). Each
+// row lists the sequence's kv blocks as partial (odd ones) and full (even
+// ones), so that a kernel runs both branches.
+func seqBlockRows(lens, qlens []int32, H int) (rowStart, counts, fcounts, listStart, idx []int32) {
+	rowStart = make([]int32, len(lens)*H)
+	for b, n := range lens {
+		for h := range H {
+			rowStart[b*H+h] = int32(len(counts))
+		}
+		first, last := int32(0), int32(0)
+		if qlens[b] > 0 {
+			first, last = (n-qlens[b])/128, (n-1)/128
+		}
+		for range last - first + 1 {
+			listStart = append(listStart, int32(len(idx)))
+			var part, full []int32
+			for kb := 0; kb < (int(n)+127)/128; kb++ {
+				if kb%2 == 1 {
+					part = append(part, int32(kb))
+				} else {
+					full = append(full, int32(kb))
+				}
+			}
+			counts, fcounts = append(counts, int32(len(part))), append(fcounts, int32(len(full)))
+			idx = append(append(idx, part...), full...)
+		}
+	}
+	return rowStart, counts, fcounts, listStart, append(idx, 0) // never an empty buffer
 }
 
 // shuffledPages is a page table [B, maxPages] of distinct pages in a
@@ -216,7 +283,11 @@ func combineCase(B, H, sq, splits int, sinks bool) simCase {
 // 2 splits, flash_fwd_combine with and without sinks, and flash_fwd_paged with 16-key pages (4
 // heads packed, an empty cache), 1-key pages (no packing) and 64-key pages
 // read a page per tile and 16-key pages four per tile (TILE_PAGES 1 and 4:
-// the loads prefetched on sm_90a), and kv_append writing rows through the
+// the loads prefetched on sm_90a), flash_fwd_paged_varlen on ragged
+// batches (decode rows beside chunks of 6 queries across a 128-position
+// block and of 19 queries over 2 tiles, a sequence with no queries; four
+// 16-key pages per tile, 4 heads packed, 2 splits; 1-key pages, no
+// packing), and kv_append writing rows through the
 // page table: GQA 4 with 3 rows crossing 16-key page boundaries, rotated
 // in GPT-NeoX's form over part of the head dim, 20 rows (two tiles) in
 // GPT-J's over all of it, and 2 rows on 1-key pages without rotary.
@@ -234,6 +305,8 @@ func TestSimulateDecode(t *testing.T) {
 		pagedCase("frontend_paged", 2, 4, 1, 1, 16, 2, 2, 1, []int32{70, 129}),
 		pagedCase("frontend_paged_tiles", 3, 8, 4, 4, 4, 2, 3, 64, []int32{300, 0, 130}),
 		pagedCase("frontend_paged_tiles4", 3, 8, 4, 4, 4, 2, 3, 16, []int32{300, 0, 130}),
+		raggedCase("frontend_paged_varlen_tiles4", 8, 4, 4, 4, 2, 16, []int32{1, 6, 0, 1}, []int32{300, 131, 20, 129}),
+		raggedCase("frontend_paged_varlen", 4, 2, 1, 16, 1, 1, []int32{1, 19, 1}, []int32{70, 150, 1}),
 		appendCase(3, 8, 4, 3, 16, 48, false, []int32{30, 0, 14}),
 		appendCase(2, 4, 1, 20, 16, 64, true, []int32{13, 1}),
 		appendCase(2, 4, 2, 2, 1, 0, false, []int32{5, 0}),

@@ -120,6 +120,11 @@ type DecodePlan struct {
 	// page size is BLOCK_N / 2 or / 4; each page is then one table read and
 	// the tiles are prefetched. 0: each key's page is gathered.
 	TilePages int
+	// Varlen is true for a ragged batch's plan (Forward.PagedVarlenPlan):
+	// the split kernel is flash_fwd_paged_varlen, over the q tiles of
+	// every sequence (Programs counts them times the packed heads and
+	// the splits).
+	Varlen bool
 	// Append is true for a paged call that appends keys and values first:
 	// kv_append runs before the paged kernels.
 	Append bool
@@ -150,6 +155,8 @@ func tilePages(pageSize, blockN int) int {
 // variant is the variant a split-KV plan runs.
 func (p DecodePlan) variant() *attention.Variant {
 	switch {
+	case p.Paged && p.Varlen:
+		return attention.PagedVarlen
 	case p.Paged && p.Append:
 		return attention.PagedAppend
 	case p.Paged:
@@ -271,50 +278,71 @@ func (f *Forward) plan(sh Shape, sms int, pk PackGQA) (DecodePlan, error) {
 		}
 		return p, nil
 	}
-	group := sh.Heads / sh.KV()
+	if err := f.splitTile(&p, sh.Heads/sh.KV(), sh.SeqQ, pk, sh.SeqQ <= MaxPackSeqQ); err != nil {
+		return p, err
+	}
+	tiles := launch.CeilDiv(sh.SeqQ, p.QPerTile)
+	if err := f.splitCount(&p, tiles*sh.Batch*sh.Heads/p.Pack, sh.SeqK, sh.Batch*sh.Heads*sh.SeqQ*sh.VDim()); err != nil {
+		return p, err
+	}
+	p.SplitKV = p.NumSplits > 1 || p.Pack > 1 || pk == PackGQAOn
+	return p, nil
+}
+
+// splitTile fills in p's packing and split kernel tile for query heads in
+// groups of group per kv head and queries of up to seqQ positions (a q
+// tile's run): PackGQA on packs every group, auto where short (the call
+// would otherwise read each K/V tile once per query head) and the group
+// fits a tile; BLOCK_M is DecodeConsts', else 16 where one 16-row tile
+// holds seqQ positions of the packed heads, else 64.
+func (f *Forward) splitTile(p *DecodePlan, group, seqQ int, pk PackGQA, short bool) error {
 	switch {
 	case pk == PackGQAOn:
 		p.Pack = group
-	case pk == PackGQAAuto && sh.SeqQ <= MaxPackSeqQ && group > 1 && group <= maxBlockM:
+	case pk == PackGQAAuto && short && group > 1 && group <= maxBlockM:
 		p.Pack = group
 	}
 	if p.Pack > maxBlockM {
-		return p, fmt.Errorf("PackGQA: %d query heads per kv head do not fit a tile of at most %d rows", p.Pack, maxBlockM)
+		return fmt.Errorf("PackGQA: %d query heads per kv head do not fit a tile of at most %d rows", p.Pack, maxBlockM)
 	}
-	bm, userBM, err := f.splitBlockM(sh.SeqQ, p.Pack)
+	bm, userBM, err := f.splitBlockM(seqQ, p.Pack)
 	if err != nil {
-		return p, err
+		return err
 	}
 	if p.Pack > bm {
 		if userBM {
-			return p, fmt.Errorf("PackGQA: %d query heads per kv head do not fit BLOCK_M = %d", p.Pack, bm)
+			return fmt.Errorf("PackGQA: %d query heads per kv head do not fit BLOCK_M = %d", p.Pack, bm)
 		}
 		bm = maxBlockM
 	}
-	sq, sk := f.sparse()
+	sq, _ := f.sparse()
 	bn, err := f.splitBlockN()
 	if err != nil {
-		return p, err
+		return err
 	}
 	p.BlockM, p.BlockN = bm, bn
 	p.QPerTile = attention.QPerTile(bm, p.Pack, sq)
-	tiles := launch.CeilDiv(sh.SeqQ, p.QPerTile)
-	programs := tiles * sh.Batch * sh.Heads / p.Pack
-	iters := launch.CeilDiv(sh.SeqK, sk) * (sk / bn)
-	// o_partial must stay addressable with 32-bit offsets.
-	rowElems := sh.Batch * sh.Heads * sh.SeqQ * sh.VDim()
-	most := min(MaxSplits, math.MaxInt32/rowElems)
-	switch {
+	return nil
+}
+
+// splitCount fills in p's split count and programs for programs q-tile
+// programs over up to seqK keys, whose partial outputs have rowElems
+// elements a split (which must stay addressable with 32-bit offsets):
+// Options.NumSplits, or where it says auto, chooseSplits' count.
+func (f *Forward) splitCount(p *DecodePlan, programs, seqK, rowElems int) error {
+	_, sk := f.sparse()
+	iters := launch.CeilDiv(seqK, sk) * (sk / p.BlockN)
+	most := min(MaxSplits, math.MaxInt32/max(rowElems, 1))
+	switch ns := f.opts.NumSplits; {
 	case ns == 0:
-		p.NumSplits = min(chooseSplits(programs, iters*bn/minKeysPerSplit, sms), most)
+		p.NumSplits = min(chooseSplits(programs, iters*p.BlockN/minKeysPerSplit, p.SMs), most)
 	case ns > most:
-		return p, fmt.Errorf("NumSplits %d: the partial outputs of %d splits of B·H·Sq·Dv = %d elements exceed 32-bit offsets", ns, ns, rowElems)
+		return fmt.Errorf("NumSplits %d: the partial outputs of %d splits of %d elements each exceed 32-bit offsets", ns, ns, rowElems)
 	default:
 		p.NumSplits = ns
 	}
 	p.Programs = programs * p.NumSplits
-	p.SplitKV = p.NumSplits > 1 || p.Pack > 1 || pk == PackGQAOn
-	return p, nil
+	return nil
 }
 
 // chooseSplits is the automatic split count (FlashAttention-2's rule): none
@@ -389,8 +417,9 @@ func (f *Forward) splitBlockN() (int, error) {
 }
 
 // splitFamilyKernel compiles (once per kernel, BLOCK_M and tilePages) c's
-// kernel, flash_fwd_splitkv or flash_fwd_paged, which take the same
-// constants; tilePages sets flash_fwd_paged's TILE_PAGES.
+// kernel, flash_fwd_splitkv, flash_fwd_paged or flash_fwd_paged_varlen,
+// which take the same constants; tilePages sets the paged kernels'
+// TILE_PAGES.
 func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, tilePages int) (*compiler.Result, error) {
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
@@ -509,9 +538,9 @@ func (f *Forward) DecodeKernels(plan DecodePlan) ([]*compiler.Result, error) {
 }
 
 // planKernels compiles the kernels of split-KV plan's variant: kv_append
-// where the paged call appends, the split kernel (flash_fwd_splitkv or
-// flash_fwd_paged) with the plan's tile, then flash_fwd_combine for its
-// splits.
+// where the paged call appends, the split kernel (flash_fwd_splitkv,
+// flash_fwd_paged or flash_fwd_paged_varlen) with the plan's tile, then
+// flash_fwd_combine for its splits.
 func (f *Forward) planKernels(plan DecodePlan) ([]stage, error) {
 	cs, err := plan.variant().Kernels(attention.VariantOptions{Sinks: plan.Sinks})
 	if err != nil {

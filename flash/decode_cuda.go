@@ -37,6 +37,20 @@ func (f *Forward) decodeResults() ([]*compiler.Result, error) {
 // can pick: its split kernel at every tile height, with each of tilePages
 // (flash_fwd_paged's TILE_PAGES), and flash_fwd_combine at every width.
 func (f *Forward) splitFamilyResults(v *attention.Variant, tilePages ...int) ([]*compiler.Result, error) {
+	out, err := f.splitKernels(v, tilePages...)
+	if err != nil {
+		return nil, err
+	}
+	comb, err := f.combineResults()
+	if err != nil {
+		return nil, err
+	}
+	return append(out, comb...), nil
+}
+
+// splitKernels are split-KV variant v's split kernel at every tile height
+// its plans can pick, with each of tilePages.
+func (f *Forward) splitKernels(v *attention.Variant, tilePages ...int) ([]*compiler.Result, error) {
 	heights, err := f.splitHeights()
 	if err != nil {
 		return nil, err
@@ -55,11 +69,7 @@ func (f *Forward) splitFamilyResults(v *attention.Variant, tilePages ...int) ([]
 			out = append(out, r)
 		}
 	}
-	comb, err := f.combineResults()
-	if err != nil {
-		return nil, err
-	}
-	return append(out, comb...), nil
+	return out, nil
 }
 
 // splitHeights are the split kernels' tile heights a plan of f can pick:
@@ -106,7 +116,13 @@ func (f *Forward) NewWorkspace(d *CUDA, sh Shape) (*ForwardWorkspace, error) {
 
 // newForwardWorkspace allocates the partial outputs of plan on shape sh.
 func newForwardWorkspace(plan DecodePlan, sh Shape) (*ForwardWorkspace, error) {
-	v, lens, err := workspaceOf(plan, sh)
+	return newForwardWorkspaceFor(plan, launch.Problem{Shape: sh, NumSplits: plan.NumSplits})
+}
+
+// newForwardWorkspaceFor allocates the partial outputs of plan for its
+// split kernel's problem p.
+func newForwardWorkspaceFor(plan DecodePlan, p launch.Problem) (*ForwardWorkspace, error) {
+	v, lens, err := workspaceFor(plan, p)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +137,13 @@ func newForwardWorkspace(plan DecodePlan, sh Shape) (*ForwardWorkspace, error) {
 // else an error; a nil w is a workspace allocated for one launch, freed
 // with after.
 func (w *ForwardWorkspace) orNew(plan DecodePlan, sh Shape, after *afterStream) (*workspace, error) {
-	v, lens, err := workspaceOf(plan, sh)
+	return w.orNewFor(plan, launch.Problem{Shape: sh, NumSplits: plan.NumSplits}, fmt.Sprintf("shape %+v in %d splits", sh, plan.NumSplits), after)
+}
+
+// orNewFor is orNew for plan's split kernel's problem p, a call that what
+// names in errors.
+func (w *ForwardWorkspace) orNewFor(plan DecodePlan, p launch.Problem, what string, after *afterStream) (*workspace, error) {
+	v, lens, err := workspaceFor(plan, p)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +151,7 @@ func (w *ForwardWorkspace) orNew(plan DecodePlan, sh Shape, after *afterStream) 
 	if w != nil {
 		ws = w.w
 	}
-	return ws.orNew(v.Workspace, lens, fmt.Sprintf("shape %+v in %d splits", sh, plan.NumSplits), after)
+	return ws.orNew(v.Workspace, lens, what, after)
 }
 
 // Free releases the workspace.
@@ -138,6 +160,12 @@ func (w *ForwardWorkspace) Free() { w.w.free() }
 // workspaceOf is plan's variant and the elements of its workspace buffers
 // on shape sh (0 without split-KV).
 func workspaceOf(plan DecodePlan, sh Shape) (*attention.Variant, []int, error) {
+	return workspaceFor(plan, launch.Problem{Shape: sh, NumSplits: plan.NumSplits})
+}
+
+// workspaceFor is workspaceOf for the split kernel's problem p (a ragged
+// call's has TotalQ).
+func workspaceFor(plan DecodePlan, p launch.Problem) (*attention.Variant, []int, error) {
 	v := plan.variant()
 	if !plan.SplitKV {
 		return v, make([]int, len(v.Workspace)), nil
@@ -146,7 +174,7 @@ func workspaceOf(plan DecodePlan, sh Shape) (*attention.Variant, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	lens, err := workspaceLens(cs, v.Workspace, launch.Problem{Shape: sh, NumSplits: plan.NumSplits})
+	lens, err := workspaceLens(cs, v.Workspace, p)
 	return v, lens, err
 }
 

@@ -239,9 +239,9 @@ func (f *Forward) pagedPlan(sh Shape, pageSize, sms int, pk PackGQA) (DecodePlan
 }
 
 // pagedBound is a paged call bound: its plan, its kernels (flash_fwd_paged
-// and flash_fwd_combine) and their calls, and the paged kernel's inputs
-// made on the host (cache_seqlens and the block-mask lists) by parameter
-// name.
+// or flash_fwd_paged_varlen, and flash_fwd_combine) and their calls, and
+// the paged kernel's inputs made on the host (cache_seqlens, the
+// block-mask lists and a ragged batch's tile list) by parameter name.
 type pagedBound struct {
 	forwardCall
 	plan  DecodePlan
@@ -305,16 +305,24 @@ func (f *Forward) bindPaged(c pagedCall, scale float32, scalars map[string]any, 
 // the lists. An appending call's q goes to kv_append, whose rotated copy
 // (q) the attention reads.
 func (b *pagedBound) hostData(in PagedInputs) map[string]any {
-	host := map[string]any{"q": in.Q, "k_cache": in.KCache, "v_cache": in.VCache, "page_table": in.PageTable}
+	host := pagedHost(in.Q, in.KCache, in.VCache, in.PageTable, in.Sinks, b.lists)
 	if b.plan.Append {
 		delete(host, "q")
 		host["q_in"], host["k_new"], host["v_new"] = in.Q, in.KNew, in.VNew
 		host["rotary_cos"], host["rotary_sin"] = in.RotaryCos, in.RotarySin
 	}
-	if in.Sinks != nil {
-		host["sinks"] = in.Sinks
+	return host
+}
+
+// pagedHost are a paged kernel's host tensors by parameter name: q, the
+// cache and its table, the sinks where there are any, and the lists made
+// on the host.
+func pagedHost(q, kc, vc []float32, table []int32, sinks []float32, lists map[string][]int32) map[string]any {
+	host := map[string]any{"q": q, "k_cache": kc, "v_cache": vc, "page_table": table}
+	if sinks != nil {
+		host["sinks"] = sinks
 	}
-	for name, xs := range b.lists {
+	for name, xs := range lists {
 		host[name] = xs
 	}
 	return host
@@ -394,15 +402,7 @@ func (f *Forward) PagedReference(in PagedInputs, ps PagedShape) (o, lse []float6
 	kc, vc, q := f.appendedRef(in, c)
 	// gather is sequence b's n keys as [1, Hkv, n, w] from a cache of rows w.
 	gather := func(cache []float64, b, n, w int) []float64 {
-		out := make([]float64, hkv*n*w)
-		for j := range n {
-			pg := int(in.PageTable[b*c.maxPages+j/ps.PageSize])
-			at := (pg*ps.PageSize + j%ps.PageSize) * hkv
-			for h := range hkv {
-				copy(out[(h*n+j)*w:][:w], cache[(at+h)*w:][:w])
-			}
-		}
-		return out
+		return gatherPaged(cache, in.PageTable[b*c.maxPages:][:c.maxPages], ps.PageSize, n, hkv, w)
 	}
 	perQ, perO := sh.Heads*sh.SeqQ*d, sh.Heads*sh.SeqQ*dv
 	o, lse = make([]float64, 0, sh.Batch*perO), make([]float64, 0, sh.Batch*sh.Heads*sh.SeqQ)

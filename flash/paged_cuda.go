@@ -8,6 +8,7 @@ import (
 	"github.com/fac-compiler/fac/artifact"
 	"github.com/fac-compiler/fac/artifact/cache"
 	"github.com/fac-compiler/fac/codegen/llc"
+	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/cuda"
 	"github.com/fac-compiler/fac/stdlib/attention"
 )
@@ -157,22 +158,12 @@ func (f *Forward) LaunchPagedCUDA(d *CUDA, t PagedDeviceTensors, ps PagedShape, 
 	if err != nil {
 		return fmt.Errorf("LaunchPagedCUDA: %w", err)
 	}
-	ks, err := loadKernels(context.Background(), d, b.ks)
+	err = launchWithLists(d, b.ks, b.calls, b.lists, s,
+		func(after *afterStream) (*workspace, error) { return t.Workspace.orNew(b.plan, c.sh, after) },
+		func(ws *workspace, lists map[string]uintptr) map[string]uintptr {
+			return pagedPtrs(t, ws, lists, c.app != nil)
+		})
 	if err != nil {
-		return err
-	}
-	var after afterStream
-	defer after.run(s)
-	lists, err := uploadI32s(b.lists)
-	if err != nil {
-		return err
-	}
-	after = append(after, func() { freePtrs(lists) })
-	ws, err := t.Workspace.orNew(b.plan, c.sh, &after)
-	if err != nil {
-		return fmt.Errorf("LaunchPagedCUDA: %w", err)
-	}
-	if err := launchAll(d, ks, b.calls, pagedPtrs(t, ws, lists, c.app != nil), s); err != nil {
 		return fmt.Errorf("LaunchPagedCUDA: %w", err)
 	}
 	if c.app != nil {
@@ -223,33 +214,65 @@ func (f *Forward) checkPagedDevice(t PagedDeviceTensors, ps PagedShape) (pagedCa
 // the workspace's: a workspace made for appending launches has a q of its
 // own, which only kv_append writes and only its attention reads.
 func pagedPtrs(t PagedDeviceTensors, ws *workspace, lists map[string]uintptr, appends bool) map[string]uintptr {
-	ptrs := map[string]uintptr{}
-	ws.addPtrs(ptrs)
-	caller := map[string]uintptr{"q": t.Q, "k_cache": t.KCache, "v_cache": t.VCache, "page_table": t.PageTable, "o": t.O, "lse": t.LSE}
+	ptrs := cachePtrs(ws, lists, t.Q, t.KCache, t.VCache, t.PageTable, t.O, t.LSE, t.Sinks)
 	if appends {
-		delete(caller, "q") // the workspace's
-		caller["q_in"], caller["k_new"], caller["v_new"] = t.Q, t.KNew, t.VNew
+		ws.addPtrs(ptrs) // q: the workspace's rotated copy
+		ptrs["q_in"], ptrs["k_new"], ptrs["v_new"] = t.Q, t.KNew, t.VNew
 		// Without rotary the tables are not read, but a launch takes no
 		// null pointer: k_new stands in.
-		caller["rotary_cos"], caller["rotary_sin"] = t.RotaryCos, t.RotarySin
+		ptrs["rotary_cos"], ptrs["rotary_sin"] = t.RotaryCos, t.RotarySin
 		if t.RotaryCos == 0 {
-			caller["rotary_cos"], caller["rotary_sin"] = t.KNew, t.KNew
+			ptrs["rotary_cos"], ptrs["rotary_sin"] = t.KNew, t.KNew
 		}
 	}
-	if t.Sinks != 0 {
-		caller["sinks"] = t.Sinks
+	return ptrs
+}
+
+// cachePtrs are a paged kernel's device buffers by parameter name: the
+// workspace's, then the caller's (q, the cache and its table, o, lse and
+// the sinks where given), then the lists uploaded for the launch.
+func cachePtrs(ws *workspace, lists map[string]uintptr, q, kc, vc, table, o, lse, sinks uintptr) map[string]uintptr {
+	ptrs := map[string]uintptr{}
+	ws.addPtrs(ptrs)
+	maps.Copy(ptrs, map[string]uintptr{"q": q, "k_cache": kc, "v_cache": vc, "page_table": table, "o": o, "lse": lse})
+	if sinks != 0 {
+		ptrs["sinks"] = sinks
 	}
-	maps.Copy(ptrs, caller)
 	maps.Copy(ptrs, lists)
 	return ptrs
 }
 
+// launchWithLists launches calls of ks on d on stream s after uploading
+// the lists made on the host: the workspace comes from workspace (which
+// may allocate one, freed with after), the device buffers by name from
+// ptrs; the uploaded lists, and such a workspace, are freed once s is
+// done with them.
+func launchWithLists(d *CUDA, ks []stage, calls []*launch.Call, hostLists map[string][]int32, s cuda.Stream,
+	workspace func(after *afterStream) (*workspace, error), ptrs func(ws *workspace, lists map[string]uintptr) map[string]uintptr) error {
+	gks, err := loadKernels(context.Background(), d, ks)
+	if err != nil {
+		return err
+	}
+	var after afterStream
+	defer after.run(s)
+	lists, err := uploadI32s(hostLists)
+	if err != nil {
+		return err
+	}
+	after = append(after, func() { freePtrs(lists) })
+	ws, err := workspace(&after)
+	if err != nil {
+		return err
+	}
+	return launchAll(d, gks, calls, ptrs(ws, lists), s)
+}
+
 // BundlePagedKernels compiles the kernels a paged call of f may run for
 // arch, through the cache c (which may be nil), as bundle entries:
-// flash_fwd_paged at both tile heights (or DecodeConsts' BLOCK_M), keys
-// gathered and each TILE_PAGES form (1, 2 and 4 pages per tile),
-// flash_fwd_combine at every width and kv_append (appending calls). It
-// fails where f has no paged form.
+// flash_fwd_paged and flash_fwd_paged_varlen (ragged batches) at both tile
+// heights (or DecodeConsts' BLOCK_M), keys gathered and each TILE_PAGES
+// form (1, 2 and 4 pages per tile), flash_fwd_combine at every width and
+// kv_append (appending calls). It fails where f has no paged form.
 func (f *Forward) BundlePagedKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
 	if err := f.pagedForm(); err != nil {
 		return nil, err
@@ -258,9 +281,13 @@ func (f *Forward) BundlePagedKernels(ctx context.Context, c *cache.Cache, arch s
 	if err != nil {
 		return nil, err
 	}
+	ragged, err := f.splitKernels(attention.PagedVarlen, tilePagesForms...)
+	if err != nil {
+		return nil, err
+	}
 	app, err := f.appendKernel()
 	if err != nil {
 		return nil, err
 	}
-	return bundleResults(ctx, c, append(rs, app), arch, tool)
+	return bundleResults(ctx, c, append(append(rs, ragged...), app), arch, tool)
 }

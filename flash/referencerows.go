@@ -47,84 +47,127 @@ func (f *Forward) ReferenceRows(in Inputs, sh Shape, rows []RefRow) (o, lse []fl
 	scale := float64(f.problem(sh, in.Scale).SoftmaxScale())
 	d, dv, group := sh.Dim, sh.VDim(), sh.Heads/sh.KV()
 	o, lse = make([]float64, len(rows)*dv), make([]float64, len(rows))
+	err = eachRow(len(rows), func() func(n int) error {
+		rb := newRowBufs(sh.SeqK, d, dv)
+		qrow := make([]float64, d)
+		return func(n int) error {
+			r := rows[n]
+			kvBase := (r.B*sh.KV() + r.H/group) * sh.SeqK
+			toF64(qrow, in.Q[((r.B*sh.Heads+r.H)*sh.SeqQ+r.I)*d:][:d], f.dtype)
+			krow := func(j int) []float64 {
+				toF64(rb.k, in.K[(kvBase+j)*d:][:d], f.dtype)
+				return rb.k
+			}
+			vrow := func(j int) []float64 {
+				toF64(rb.v, in.V[(kvBase+j)*dv:][:dv], f.dtype)
+				return rb.v
+			}
+			sink := math.Inf(-1)
+			if in.Sinks != nil {
+				sink = float64(in.Sinks[r.H])
+			}
+			var err error
+			lse[n], err = rb.row(qrow, sh.SeqK, krow, vrow, maskFn, scoreFn, r.B, r.H, r.I, scale, sink, o[n*dv:][:dv])
+			return err
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, lse, nil
+}
+
+// tileFn is a mod evaluated for one query and a chunk of keys
+// (modTileFunc).
+type tileFn = func(s []float64, b, h, i, j0 int) ([]float64, error)
+
+// eachRow runs rows 0 … n-1 on GOMAXPROCS workers, each made by worker
+// (its buffers) and run on the rows it takes; it stops at the first
+// error and returns it.
+func eachRow(n int, worker func() func(row int) error) error {
 	var errs firstError
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	next := 0
-	for range min(runtime.GOMAXPROCS(0), len(rows)) {
+	for range min(runtime.GOMAXPROCS(0), n) {
 		wg.Go(func() {
-			s, keep := make([]float64, sh.SeqK), make([]bool, sh.SeqK)
-			qrow, krow, vbuf, tile := make([]float64, d), make([]float64, d), make([]float64, dv), make([]float64, refChunk)
+			run := worker()
 			for {
 				mu.Lock()
-				n := next
+				r := next
 				next++
 				mu.Unlock()
-				if n >= len(rows) || errs.get() != nil {
+				if r >= n || errs.get() != nil {
 					return
 				}
-				r := rows[n]
-				hk := r.H / group
-				kvBase := (r.B*sh.KV() + hk) * sh.SeqK
-				toF64(qrow, in.Q[((r.B*sh.Heads+r.H)*sh.SeqQ+r.I)*d:][:d], f.dtype)
-				for j0 := 0; j0 < sh.SeqK; j0 += refChunk {
-					m := min(refChunk, sh.SeqK-j0)
-					if maskFn != nil {
-						vals, err := maskFn(nil, r.B, r.H, r.I, j0)
-						if err != nil {
-							errs.note(err)
-							return
-						}
-						for t := range m {
-							keep[j0+t] = vals[t] != 0
-						}
-					} else {
-						for t := range m {
-							keep[j0+t] = true
-						}
-					}
-					for j := j0; j < j0+m; j++ {
-						if keep[j] {
-							toF64(krow, in.K[(kvBase+j)*d:][:d], f.dtype)
-							s[j] = reference.Dot(qrow, krow) * scale
-						}
-					}
-					if scoreFn != nil {
-						clear(tile)
-						for t := range m {
-							if keep[j0+t] {
-								tile[t] = float64(float32(s[j0+t])) // the score mod takes f32
-							}
-						}
-						vals, err := scoreFn(tile, r.B, r.H, r.I, j0)
-						if err != nil {
-							errs.note(err)
-							return
-						}
-						for t := range m {
-							if keep[j0+t] {
-								s[j0+t] = vals[t]
-							}
-						}
-					}
+				if err := run(r); err != nil {
+					errs.note(err)
+					return
 				}
-				sink := math.Inf(-1)
-				if in.Sinks != nil {
-					sink = float64(in.Sinks[r.H])
-				}
-				vrow := func(j int) []float64 {
-					toF64(vbuf, in.V[(kvBase+j)*dv:][:dv], f.dtype)
-					return vbuf
-				}
-				lse[n] = reference.SoftmaxRow(s, keep, sink, vrow, o[n*dv:][:dv])
 			}
 		})
 	}
 	wg.Wait()
-	if err := errs.get(); err != nil {
-		return nil, nil, err
+	return errs.get()
+}
+
+// rowBufs are one worker's buffers for reference rows of up to sk keys:
+// the scores, which keys are kept, a mod tile, a K and a V row.
+type rowBufs struct {
+	s, tile, k, v []float64
+	keep          []bool
+}
+
+func newRowBufs(sk, d, dv int) *rowBufs {
+	return &rowBufs{s: make([]float64, sk), keep: make([]bool, sk), tile: make([]float64, refChunk), k: make([]float64, d), v: make([]float64, dv)}
+}
+
+// row is one query row of the float64 reference: qrow against sk keys
+// (krow, vrow give key j's rows, at the storage precision), the mods
+// evaluated a chunk of keys at a time at (b, h, i), scaled by scale, a
+// sink logit (-inf: none). It writes O into orow (zeroed) and returns the
+// LSE, exactly as Reference computes that row.
+func (rb *rowBufs) row(qrow []float64, sk int, krow, vrow func(j int) []float64, maskFn, scoreFn tileFn, b, h, i int, scale, sink float64, orow []float64) (float64, error) {
+	s, keep, tile := rb.s[:sk], rb.keep[:sk], rb.tile
+	for j0 := 0; j0 < sk; j0 += refChunk {
+		m := min(refChunk, sk-j0)
+		if maskFn != nil {
+			vals, err := maskFn(nil, b, h, i, j0)
+			if err != nil {
+				return 0, err
+			}
+			for t := range m {
+				keep[j0+t] = vals[t] != 0
+			}
+		} else {
+			for t := range m {
+				keep[j0+t] = true
+			}
+		}
+		for j := j0; j < j0+m; j++ {
+			if keep[j] {
+				s[j] = reference.Dot(qrow, krow(j)) * scale
+			}
+		}
+		if scoreFn != nil {
+			clear(tile)
+			for t := range m {
+				if keep[j0+t] {
+					tile[t] = float64(float32(s[j0+t])) // the score mod takes f32
+				}
+			}
+			vals, err := scoreFn(tile, b, h, i, j0)
+			if err != nil {
+				return 0, err
+			}
+			for t := range m {
+				if keep[j0+t] {
+					s[j0+t] = vals[t]
+				}
+			}
+		}
 	}
-	return o, lse, nil
+	return reference.SoftmaxRow(s, keep, sink, vrow, orow), nil
 }
 
 // toF64 converts a row to float64 at the kernel's storage precision (as

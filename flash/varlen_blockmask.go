@@ -187,6 +187,13 @@ type seqSource struct {
 	readsB      bool
 	readsLen    bool
 	big         *blockmask.BlockMask // for maxQ × maxK, when the mask reads neither
+	// noEvaluate: where the analytic builder declines, list every block
+	// as partial (the kernel evaluates the mask) rather than evaluate
+	// the mask over the whole problem on the CPU, which a ragged batch's
+	// problems (each sequence's cache length squared) make too dear.
+	noEvaluate bool
+	partial    bool                         // every block partial (noEvaluate, declined)
+	built      map[int]*blockmask.BlockMask // ragged: by length, when the mask reads the lengths
 }
 
 // init finds what the mask reads and builds the block mask for the
@@ -203,6 +210,7 @@ func (s *seqSource) init() error {
 		return nil
 	}
 	s.big, err = s.build(s.maxQ, s.maxK)
+	s.partial = s.big == nil
 	return err
 }
 
@@ -212,6 +220,9 @@ func (s *seqSource) build(sq, sk int) (*blockmask.BlockMask, error) {
 	opts := blockmask.Options{BlockQ: s.bq, BlockK: s.bk}
 	bm, err := blockmask.AnalyticWith(s.prog, s.mask, sh, opts, s.vals)
 	if errors.Is(err, blockmask.ErrNotAnalyzable) {
+		if s.noEvaluate {
+			return nil, nil
+		}
 		bm, err = blockmask.EvaluateCPU(s.prog, s.mask, sh, opts, s.vals)
 	}
 	if err != nil {
@@ -242,16 +253,16 @@ func (s *seqSource) blocks(sq, sk int) (*seqBlocks, error) {
 	}
 	nq, nk := cdiv(sq, s.bq), cdiv(sk, s.bk)
 	return &seqBlocks{heads: bm.H,
-		kv: cutRows(bm.KVNumBlocks, bm.KVIndices, bm.FullKVNumBlocks, bm.FullKVIndices, bm.H, bm.NumQ, nq, nk),
-		q:  cutRows(bm.QNumBlocks, bm.QIndices, bm.FullQNumBlocks, bm.FullQIndices, bm.H, bm.NumK, nk, nq)}, nil
+		kv: cutRows(bm.KVNumBlocks, bm.KVIndices, bm.FullKVNumBlocks, bm.FullKVIndices, bm.H, bm.NumQ, 0, nq, nk),
+		q:  cutRows(bm.QNumBlocks, bm.QIndices, bm.FullQNumBlocks, bm.FullQIndices, bm.H, bm.NumK, 0, nk, nq)}, nil
 }
 
-// cutRows lists the first rows rows of each of hs heads' rowsPer rows of a
-// block mask direction as varlenRows, keeping the blocks below lim: each
-// row's partial blocks, then its full ones. Valid indices lead each index
-// row in ascending order (blockmask.BlockMask), so a row costs what it
-// keeps; a row's width is the index tensor's length over the rows.
-func cutRows(counts, indices, fullCounts, fullIndices []int32, hs, rowsPer, rows, lim int) varlenRows {
+// cutRows lists rows first to rows-1 of each of hs heads' rowsPer rows of
+// a block mask direction as varlenRows, keeping the blocks below lim:
+// each row's partial blocks, then its full ones. Valid indices lead each
+// index row in ascending order (blockmask.BlockMask), so a row costs what
+// it keeps; a row's width is the index tensor's length over the rows.
+func cutRows(counts, indices, fullCounts, fullIndices []int32, hs, rowsPer, first, rows, lim int) varlenRows {
 	var r varlenRows
 	w, fw := len(indices)/max(len(counts), 1), len(fullIndices)/max(len(fullCounts), 1)
 	below := func(xs []int32) []int32 {
@@ -259,7 +270,7 @@ func cutRows(counts, indices, fullCounts, fullIndices []int32, hs, rowsPer, rows
 		return xs[:n]
 	}
 	for h := range hs {
-		for i := range rows {
+		for i := first; i < rows; i++ {
 			row := h*rowsPer + i
 			p := below(indices[row*w:][:counts[row]])
 			f := below(fullIndices[row*fw:][:fullCounts[row]])
@@ -270,6 +281,40 @@ func cutRows(counts, indices, fullCounts, fullIndices []int32, hs, rowsPer, rows
 		}
 	}
 	return r
+}
+
+// kvRowsFrom are the kv rows of one sequence's n × n problem (a ragged
+// batch's: its queries are its last positions, the mods see seqlen_q =
+// seqlen_k = n) from q block first on, the blocks its queries touch, and
+// the mask heads they are for. Where the mask reads the lengths, each
+// length's block mask is built once.
+func (s *seqSource) kvRowsFrom(first, n int) (varlenRows, int, error) {
+	nq, nk := cdiv(n, s.bq), cdiv(n, s.bk)
+	switch {
+	case n == 0 || s.mask == nil:
+		return allRows(first, nq, nk, true), 1, nil
+	case s.readsB || s.partial:
+		return allRows(first, nq, nk, false), 1, nil
+	}
+	bm := s.big
+	if bm == nil {
+		bm = s.built[n]
+		if bm == nil {
+			var err error
+			if bm, err = s.build(n, n); err != nil {
+				return varlenRows{}, 0, err
+			}
+			if bm == nil { // declined (noEvaluate): the kernel evaluates every block
+				s.partial = true
+				return allRows(first, nq, nk, false), 1, nil
+			}
+			if s.built == nil {
+				s.built = map[int]*blockmask.BlockMask{}
+			}
+			s.built[n] = bm
+		}
+	}
+	return cutRows(bm.KVNumBlocks, bm.KVIndices, bm.FullKVNumBlocks, bm.FullKVIndices, bm.H, bm.NumQ, first, nq, nk), bm.H, nil
 }
 
 // maskReads reports whether a mask reads b (or batch) and whether it reads
@@ -303,25 +348,27 @@ func maskReads(prog *lang.Program, inst *lang.ModInst) (b, lens bool, err error)
 // partial, for one mask head.
 func allBlocks(sq, sk, bq, bk int, full bool) *seqBlocks {
 	nq, nk := cdiv(sq, bq), cdiv(sk, bk)
-	sb := &seqBlocks{heads: 1}
-	dir := func(rows, n int) varlenRows {
-		r := varlenRows{counts: make([]int32, rows), full: make([]int32, rows), listStart: make([]int32, rows),
-			indices: make([]int32, 0, rows*n)}
-		for i := range rows {
-			r.listStart[i] = int32(len(r.indices))
-			if full {
-				r.full[i] = int32(n)
-			} else {
-				r.counts[i] = int32(n)
-			}
-			for j := range n {
-				r.indices = append(r.indices, int32(j))
-			}
+	return &seqBlocks{heads: 1, kv: allRows(0, nq, nk, full), q: allRows(0, nk, nq, full)}
+}
+
+// allRows lists rows first to rows-1 of one direction, each with all n
+// blocks of the other, all full or all partial.
+func allRows(first, rows, n int, full bool) varlenRows {
+	rows = max(rows-first, 0)
+	r := varlenRows{counts: make([]int32, rows), full: make([]int32, rows), listStart: make([]int32, rows),
+		indices: make([]int32, 0, rows*n)}
+	for i := range rows {
+		r.listStart[i] = int32(len(r.indices))
+		if full {
+			r.full[i] = int32(n)
+		} else {
+			r.counts[i] = int32(n)
 		}
-		return r
+		for j := range n {
+			r.indices = append(r.indices, int32(j))
+		}
 	}
-	sb.kv, sb.q = dir(nq, nk), dir(nk, nq)
-	return sb
+	return r
 }
 
 // varlenBlockMask is the call's block mask: in.BlockMask, checked against

@@ -92,14 +92,7 @@ func TestGPUPagedLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("plan: %v", plan)
-	bf := func(xs []float32) []uint16 {
-		out := make([]uint16, len(xs))
-		for i, x := range xs {
-			out[i] = half.F32ToBF16(x)
-		}
-		return out
-	}
-	q, k, v := bf(in.Q), bf(in.KCache), bf(in.VCache)
+	q, k, v := bf16s(in.Q), bf16s(in.KCache), bf16s(in.VCache)
 	dev := fac.PagedDeviceTensors{Q: toDevice(t, q), KCache: toDevice(t, k), VCache: toDevice(t, v),
 		PageTable: toDevice(t, in.PageTable), NumPages: len(in.KCache) / (16 * 8 * 128), MaxPages: len(in.PageTable) / ps.Batch,
 		CacheSeqlens: in.CacheSeqlens}
@@ -114,29 +107,11 @@ func TestGPUPagedLaunch(t *testing.T) {
 	}
 	rows := ps.Batch * ps.Heads * ps.SeqQ
 	for _, w := range []*fac.ForwardWorkspace{ws, nil} {
-		poison := make([]uint16, 2*len(q)) // all-ones: NaN in bf16 and in f32
-		for i := range poison {
-			poison[i] = 0xffff
-		}
-		dev.O, dev.LSE, dev.Workspace = toDevice(t, poison[:len(q)]), toDevice(t, poison[:2*rows]), w
+		dev.O, dev.LSE, dev.Workspace = poisoned(t, len(q)), poisoned(t, 2*rows), w
 		if err := fwd.LaunchPagedCUDA(gpu, dev, ps, cuda.Stream{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := gpu.Ctx.Synchronize(); err != nil {
-			t.Fatal(err)
-		}
-		ob := make([]uint16, len(q))
-		if err := cuda.DtoH(ob, cuda.DevicePtr(dev.O)); err != nil {
-			t.Fatal(err)
-		}
-		lse := make([]float32, rows)
-		if err := cuda.DtoH(lse, cuda.DevicePtr(dev.LSE)); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, len(ob))
-		for i, x := range ob {
-			got[i] = half.BF16ToF32(x)
-		}
+		got, lse := launchOutputs(t, gpu, dev.O, len(q), dev.LSE, rows)
 		checkFlat(t, fmt.Sprintf("LaunchPagedCUDA, workspace given: %v", w != nil), got, lse, ro, rlse, gpuTol("bf16"))
 	}
 	// A workspace too small for the plan is refused, naming the sizes.
@@ -161,6 +136,50 @@ func TestGPUPagedLaunch(t *testing.T) {
 }
 
 // toDevice copies xs to a device buffer freed when the test ends.
+// bf16s are xs rounded to bf16, as a device tensor of the kernels' DType
+// holds them.
+func bf16s(xs []float32) []uint16 {
+	out := make([]uint16, len(xs))
+	for i, x := range xs {
+		out[i] = half.F32ToBF16(x)
+	}
+	return out
+}
+
+// poisoned is a device buffer of n 16-bit words, all ones: NaN in bf16,
+// and in f32 two words at a time, so that an element no kernel writes
+// shows.
+func poisoned(t *testing.T, n int) uintptr {
+	t.Helper()
+	p := make([]uint16, n)
+	for i := range p {
+		p[i] = 0xffff
+	}
+	return toDevice(t, p)
+}
+
+// launchOutputs waits for gpu and reads back O (n bf16 values at o) and
+// LSE (m f32 values at lse).
+func launchOutputs(t *testing.T, gpu *fac.CUDA, o uintptr, n int, lse uintptr, m int) ([]float32, []float32) {
+	t.Helper()
+	if err := gpu.Ctx.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	ob := make([]uint16, n)
+	if err := cuda.DtoH(ob, cuda.DevicePtr(o)); err != nil {
+		t.Fatal(err)
+	}
+	lf := make([]float32, m)
+	if err := cuda.DtoH(lf, cuda.DevicePtr(lse)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, n)
+	for i, x := range ob {
+		got[i] = half.BF16ToF32(x)
+	}
+	return got, lf
+}
+
 func toDevice[T any](t *testing.T, xs []T) uintptr {
 	t.Helper()
 	p, err := cuda.MemAlloc(max(len(xs)*int(unsafe.Sizeof(xs[0])), 4))

@@ -129,14 +129,15 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 			}
 		}
 	}
-	// The paged suite (TestGPUPagedMatchesReference, TestGPUPagedLaunch):
-	// bf16, split counts do not change the kernels.
+	// The paged and ragged suites (TestGPUPagedMatchesReference,
+	// TestGPUPagedLaunch, TestGPUPagedVarlen*; the paged kernels hold
+	// flash_fwd_paged_varlen): bf16, split counts do not change the kernels.
 	for _, d := range pagedSuiteDims {
 		paged := func(o fac.Options) (bundler, error) {
 			f, err := fac.CompileForward(o, d)
 			return pagedBundler{f}, err
 		}
-		for _, m := range pagedSuiteMasks {
+		for _, m := range raggedSuiteMasks {
 			add("paged", paged, pagedOpts(m, "bf16", 0))
 		}
 		if d == 128 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,6 +59,9 @@ type benchResult struct {
 // label is the row's first column: the mask, and for a paged row its page
 // size.
 func (r benchResult) label() string {
+	if part, ok := strings.CutPrefix(r.Pass, "forward ragged "); ok {
+		return fmt.Sprintf("%s ragged %s %d", r.Mask, part, r.PageSize)
+	}
 	if r.PageSize > 0 {
 		return fmt.Sprintf("%s paged %d", r.Mask, r.PageSize)
 	}
@@ -73,7 +77,8 @@ func benchCmd() *cobra.Command {
 	var seqlens, seqQs, seqKs, pageSizes []int
 	var tokens, batch, heads, kvHeads, dim, dimV, warmup, reps, docLen, block, varlenLen int
 	var dtype, jsonOut, device string
-	var backward, decode, step bool
+	var backward, decode, step, ragged bool
+	var rb raggedBench
 	var df decodeFlags
 	var tf targetFlags
 	cmd := &cobra.Command{
@@ -106,6 +111,12 @@ pages shuffled, in KV TB/s as the dense row.
 --varlen-len L times the varlen kernel (docs/varlen.md) on --tokens packed as sequences of L tokens
 with the mask within each sequence: none over 1000-token sequences is the dense document(1000) anchor's
 work, as one packed batch.
+--ragged times a ragged continuous batch over a paged KV cache in one launch (flash_fwd_paged_varlen +
+flash_fwd_combine; docs/decoding.md#ragged-batches): --decode-rows sequences of one query beside a prefill
+chunk of each --prefill length, their caches spread over --cache-range LO,HI keys in shuffled pages of
+--page-size keys (default 16), then the decode rows alone and the chunks alone, and the ratio of the one
+launch to the two (issue 45: 64 decode rows and 2 chunks of 2048 over caches of 4096 to 32768 keys, the
+defaults, with 32 heads, 8 kv heads, D = 128, causal); the batch's output is checked on a sample of rows.
 --target-opt NAME=VALUE times the kernels of a code generation variant (fac compile --help lists the
 switches), e.g. --target-opt tma=off for cp.async staging.`,
 		Example: `  fac bench --bundle attn.bundle --json bench.json
@@ -115,7 +126,8 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
   fac bench --decode --bundle decode.bundle --json decode.json
   fac bench --decode --num-splits 8 --pack-gqa on --seqlen-q 1 --seqlen-k 8192
   fac bench --decode --page-size 1,16,64,256   # each decoding row, then paged with those page sizes
-  fac bench --varlen-len 1000 --mask none --tokens 16384   # varlen, as the dense document(1000) anchor`,
+  fac bench --varlen-len 1000 --mask none --tokens 16384   # varlen, as the dense document(1000) anchor
+  fac bench --ragged --json ragged.json   # 64 decode rows + 2 prefill chunks of 2048, one launch vs each alone`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDevice(device, "cuda"); err != nil {
 				return fmt.Errorf("%w (fac bench times GPU kernels)", err)
@@ -150,6 +162,33 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 				return fmt.Errorf("--doc-len %d: want a positive document length", docLen)
 			}
 			fl := cmd.Flags()
+			if ragged {
+				for _, f := range []string{"decode", "backward", "step", "varlen-len", "seqlen", "seqlen-q", "seqlen-k", "batch", "tokens", "doc-len"} {
+					if fl.Changed(f) {
+						return fmt.Errorf("--ragged times its own batch (--decode-rows, --prefill, --cache-range, --page-size): no --%s", f)
+					}
+				}
+				for name, set := range map[string]func(){
+					"mask":     func() { masks = []string{"causal"} },
+					"heads":    func() { heads = 32 },
+					"kv-heads": func() { kvHeads = 8 },
+				} {
+					if !fl.Changed(name) {
+						set()
+					}
+				}
+				rb.pageSize = 16
+				if len(pageSizes) > 1 {
+					return fmt.Errorf("--ragged times one page size: --page-size %v", pageSizes)
+				} else if len(pageSizes) == 1 {
+					rb.pageSize = pageSizes[0]
+				}
+				if err := rb.check(); err != nil {
+					return err
+				}
+			} else if fl.Changed("decode-rows") || fl.Changed("prefill") || fl.Changed("cache-range") {
+				return fmt.Errorf("--decode-rows, --prefill and --cache-range shape --ragged's batch: give --ragged")
+			}
 			if decode {
 				// decode_bench.py's configurations, unless a flag says otherwise.
 				for name, set := range map[string]func(){
@@ -178,8 +217,10 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 			if (backward || step) && (len(seqQs) > 0 || len(seqKs) > 0 || kvHeads > 0 || decode || df.changed()) {
 				return fmt.Errorf("--backward and --step time Sq = Sk = --seqlen with Hkv = H (no --seqlen-q, --seqlen-k, --kv-heads, --decode or split-KV flags)")
 			}
-			if err := checkBenchPageSizes(pageSizes, decode, backward || step || varlenLen != 0); err != nil {
-				return err
+			if !ragged {
+				if err := checkBenchPageSizes(pageSizes, decode, backward || step || varlenLen != 0); err != nil {
+					return err
+				}
 			}
 			if varlenLen != 0 {
 				if varlenLen < 0 || backward || step || decode || len(seqQs) > 0 || len(seqKs) > 0 || fl.Changed("seqlen") || fl.Changed("batch") || df.changed() {
@@ -213,6 +254,23 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 				fmt.Fprintf(w, "compile times: %v\n", err)
 			}
 			var rows []benchResult
+			if ragged {
+				for _, m := range masks {
+					opts := fwdOpts
+					opts.Mask, opts.DType, opts.Sources, opts.Consts = m, dtype, srcs, consts
+					rs, err := benchRagged(w, gpu, opts, rb, heads, kvHeads, dim, warmup, reps)
+					if err != nil {
+						return fmt.Errorf("%s ragged: %w", m, err)
+					}
+					rows = append(rows, rs...)
+				}
+				fmt.Fprintf(w, "%-30s %6s %6s %4s %4s %4s %10s %9s %8s %6s %4s\n", "mask", "Sq", "Sk", "B", "H", "Hkv", "median ms", "TFLOPS", "KV TB/s", "splits", "pack")
+				for _, r := range rows {
+					fmt.Fprintf(w, "%-30s %6d %6d %4d %4d %4d %10.3f %9.1f %8.3f %6d %4d\n", r.label(), r.SeqLenQ, r.SeqLenK, r.Batch, r.Heads, r.KVHeads,
+						r.MedianMs, r.TFLOPS, r.KVTBps, r.NumSplits, r.PackGQA)
+				}
+				return writeBenchJSON(jsonOut, rows)
+			}
 			fmt.Fprintf(w, "%-26s %6s %6s %3s %4s %4s %10s %9s %8s %6s %4s\n", "mask", "Sq", "Sk", "B", "H", "Hkv", "median ms", "TFLOPS", "KV TB/s", "splits", "pack")
 			for _, sh := range shapes {
 				for _, m := range masks {
@@ -250,11 +308,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 					}
 				}
 			}
-			if jsonOut != "" {
-				js, _ := json.MarshalIndent(rows, "", "  ")
-				return outfile.Write(jsonOut, append(js, '\n'))
-			}
-			return nil
+			return writeBenchJSON(jsonOut, rows)
 		},
 	}
 	fs := cmd.Flags()
@@ -268,6 +322,10 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	fs.IntVar(&heads, "heads", 16, "heads")
 	fs.IntVar(&kvHeads, "kv-heads", 0, "kv heads (0: --heads; fewer is grouped-query attention)")
 	fs.IntSliceVar(&pageSizes, "page-size", nil, "with --decode: also time each shape over a paged KV cache of these page sizes (comma-separated, e.g. 1,16,64,256)")
+	fs.BoolVar(&ragged, "ragged", false, "time a ragged continuous batch over a paged KV cache in one launch beside its decode rows and its prefill chunks alone (issue 45's mixed batch; --decode-rows, --prefill, --cache-range, --page-size)")
+	fs.IntVar(&rb.decodeRows, "decode-rows", 64, "with --ragged: sequences of one query")
+	fs.IntSliceVar(&rb.prefill, "prefill", []int{2048, 2048}, "with --ragged: prefill chunks, one sequence each, of these query counts (comma-separated)")
+	fs.IntSliceVar(&rb.cacheRange, "cache-range", []int{4096, 32768}, "with --ragged: LO,HI: the sequences' cache lengths, spread evenly (a chunk's at least its length)")
 	fs.BoolVar(&decode, "decode", false, "time decode_bench.py's decoding anchors (B=8, H=32, Hkv=8, D=128, no mask, Sq 1 and 16, Sk 8192 and 32768; flags override)")
 	df.add(fs)
 	tf.add(fs)
@@ -286,6 +344,16 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	fs.BoolVar(&backward, "backward", false, "time the backward pass (its kernels in sequence, after one forward for O and LSE); TFLOPS = 10 * pairs * D / t")
 	fs.BoolVar(&step, "step", false, "time a training step: the forward, then the backward; the step is the sum of their medians, TFLOPS = 14 * pairs * D / t")
 	return cmd
+}
+
+// writeBenchJSON writes rows as JSON to path ("" writes nothing, "-"
+// stdout).
+func writeBenchJSON(path string, rows []benchResult) error {
+	if path == "" {
+		return nil
+	}
+	js, _ := json.MarshalIndent(rows, "", "  ")
+	return outfile.Write(path, append(js, '\n'))
 }
 
 // benchInputs makes a benchmark's random inputs for shape sh (seeded by

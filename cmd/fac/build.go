@@ -41,8 +41,9 @@ func buildCmd() *cobra.Command {
 		Long: `Compiles flash_fwd for every mask × score × dtype × head dim × arch, with the block classifier and,
 unless --num-splits 1 --pack-gqa off, the split-KV kernels a decoding call may run (flash_fwd_splitkv
 with 16- and 64-row tiles, flash_fwd_combine; docs/decoding.md), --backward the backward's, and
---paged those of decoding over a paged KV cache (flash_fwd_paged with both tile heights, keys gathered and
-1, 2 or 4 pages per tile, flash_fwd_combine, and kv_append for calls that append keys and values;
+--paged those of decoding over a paged KV cache (flash_fwd_paged and, for ragged batches,
+flash_fwd_paged_varlen, with both tile heights, keys gathered and 1, 2 or 4 pages per tile,
+flash_fwd_combine, and kv_append for calls that append keys and values;
 masks and scores that read aux tensors have no paged form and are refused), --sinks those of a forward
 (and, with --backward, a backward) with learnable sinks (flash_fwd_sinks, its split-KV kernels with
 flash_fwd_combine_sinks, flash_bwd_sinks; with --paged its paged kernels too), and --varlen those of
@@ -234,7 +235,7 @@ are then those of that variant, which a device finds with the same switches.`,
 	df.add(fs)
 	tf.add(fs)
 	fs.BoolVar(&backward, "backward", false, "also the backward pass's kernels (flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess, or flash_bwd_dq with --const DETERMINISTIC=true)")
-	fs.BoolVar(&paged, "paged", false, "also the paged KV cache's kernels (flash_fwd_paged at both tile heights in both forms, flash_fwd_combine, kv_append)")
+	fs.BoolVar(&paged, "paged", false, "also the paged KV cache's kernels (flash_fwd_paged and flash_fwd_paged_varlen at both tile heights in every form, flash_fwd_combine, kv_append)")
 	fs.BoolVar(&sinks, "sinks", false, "also the kernels with learnable sinks: flash_fwd_sinks and its split-KV kernels (flash_fwd_combine_sinks); flash_bwd_sinks with --backward")
 	fs.BoolVar(&varlen, "varlen", false, "also the packed-sequence kernels: flash_fwd_varlen; flash_bwd_varlen with --backward")
 	aliases(cmd, map[string]string{"output": "out"})

@@ -23,6 +23,7 @@ type pagedFlags struct {
 	appendN   int
 	rotary    string
 	rotaryDim int
+	seqlensQ  []int
 }
 
 func (p *pagedFlags) add(cmd *cobra.Command) {
@@ -32,10 +33,11 @@ func (p *pagedFlags) add(cmd *cobra.Command) {
 	fs.IntVar(&p.appendN, "append", 0, "paged: append N new keys and values to each sequence (kv_append) before attending; the query is those N positions (--seqlen-q N)")
 	fs.StringVar(&p.rotary, "rotary", "none", "paged --append: rotary embedding of q and the new keys at their positions: neox (half-split pairs), gptj (interleaved pairs) or none")
 	fs.IntVar(&p.rotaryDim, "rotary-dim", 0, "paged --append --rotary: the rotated columns, even, at most --dim (default: all of --dim)")
+	fs.IntSliceVar(&p.seqlensQ, "seqlens-q", nil, "paged: each sequence's query count, comma-separated, one per --batch: a ragged batch (flash_fwd_paged_varlen), decode rows (1) and prefill chunks in one launch, each sequence's queries the last positions of its cache")
 }
 
 func (p *pagedFlags) on(cmd *cobra.Command) bool {
-	for _, f := range []string{"page-size", "cache-seqlens", "append", "rotary", "rotary-dim"} {
+	for _, f := range []string{"page-size", "cache-seqlens", "append", "rotary", "rotary-dim", "seqlens-q"} {
 		if cmd.Flags().Changed(f) {
 			return true
 		}
@@ -86,9 +88,12 @@ type pagedArgs struct {
 	seed    uint64
 	scale   float32
 	noCheck bool
-	tol     tolerance
-	dtype   string
-	sinks   []float32 // --sinks: per-head sink logits, or nil
+	// fullCheck (--full-check): a ragged batch checks every row, however
+	// many pairs.
+	fullCheck bool
+	tol       tolerance
+	dtype     string
+	sinks     []float32 // --sinks: per-head sink logits, or nil
 }
 
 // run is fac run over a paged cache, on the CPU device or the GPU: the
@@ -97,7 +102,7 @@ type pagedArgs struct {
 // reference of each sequence's gathered pages.
 func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 	if !cmd.Flags().Changed("page-size") {
-		for _, f := range []string{"cache-seqlens", "append", "rotary", "rotary-dim"} {
+		for _, f := range []string{"cache-seqlens", "append", "rotary", "rotary-dim", "seqlens-q"} {
 			if cmd.Flags().Changed(f) {
 				return fmt.Errorf("--%s is for a paged KV cache: give --page-size N too", f)
 			}
@@ -113,24 +118,16 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 		}
 	}
 	sh := a.sh
-	form, err := p.appendFlags(cmd, &sh)
+	lens, err := p.cacheSeqlens(sh)
 	if err != nil {
 		return err
 	}
-	lens := make([]int32, sh.Batch)
-	for b := range lens {
-		lens[b] = int32(sh.SeqK)
+	if cmd.Flags().Changed("seqlens-q") {
+		return p.runRagged(cmd, a, lens)
 	}
-	if p.cacheLens != nil {
-		if len(p.cacheLens) != sh.Batch {
-			return fmt.Errorf("--cache-seqlens has %d lengths: want one per sequence (--batch %d)", len(p.cacheLens), sh.Batch)
-		}
-		for b, n := range p.cacheLens {
-			if n < 0 || n > 1<<30 {
-				return fmt.Errorf("--cache-seqlens: length %d of sequence %d: want 0 to 2^30", n, b)
-			}
-			lens[b] = int32(n)
-		}
+	form, err := p.appendFlags(cmd, &sh)
+	if err != nil {
+		return err
 	}
 	// The pages hold the lengths after the append.
 	final := slices.Clone(lens)
@@ -161,16 +158,9 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 	}
 	maxLen := int(slices.Max(final))
 	w := a.w
-	var gpu *fac.CUDA
-	sms := 0
-	if a.device == "cuda" {
-		if gpu, err = openGPU(a.bundles); err != nil {
-			return err
-		}
-		sms = gpu.SMs()
-		if fb := fac.ArchFallback(gpu.Arch); fb != "" {
-			fmt.Fprintf(w, "note: %s\n", fb)
-		}
+	gpu, sms, err := a.openDevice()
+	if err != nil {
+		return err
 	}
 	plan, err := fwd.PagedPlan(ps, maxLen, sms)
 	if err != nil {
@@ -216,6 +206,43 @@ func (p *pagedFlags) run(cmd *cobra.Command, a pagedArgs) error {
 		return nil
 	}
 	return checkCache(w, fwd, before, in, ps, a.tol.o, a.dtype)
+}
+
+// openDevice opens the GPU where --device is cuda, noting an arch
+// fallback on a.w, and gives its multiprocessors; nil and 0 for the CPU
+// device.
+func (a pagedArgs) openDevice() (*fac.CUDA, int, error) {
+	if a.device != "cuda" {
+		return nil, 0, nil
+	}
+	gpu, err := openGPU(a.bundles)
+	if err != nil {
+		return nil, 0, err
+	}
+	if fb := fac.ArchFallback(gpu.Arch); fb != "" {
+		fmt.Fprintf(a.w, "note: %s\n", fb)
+	}
+	return gpu, gpu.SMs(), nil
+}
+
+// cacheSeqlens are --cache-seqlens, one per --batch, or --seqlen-k each.
+func (p *pagedFlags) cacheSeqlens(sh fac.Shape) ([]int32, error) {
+	lens := make([]int32, sh.Batch)
+	for b := range lens {
+		lens[b] = int32(sh.SeqK)
+	}
+	if p.cacheLens != nil {
+		if len(p.cacheLens) != sh.Batch {
+			return nil, fmt.Errorf("--cache-seqlens has %d lengths: want one per sequence (--batch %d)", len(p.cacheLens), sh.Batch)
+		}
+		for b, n := range p.cacheLens {
+			if n < 0 || n > 1<<30 {
+				return nil, fmt.Errorf("--cache-seqlens: length %d of sequence %d: want 0 to 2^30", n, b)
+			}
+			lens[b] = int32(n)
+		}
+	}
+	return lens, nil
 }
 
 // checkCache compares the caches and lengths an appending call left (in)

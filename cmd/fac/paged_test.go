@@ -74,6 +74,43 @@ func TestRunPagedAppend(t *testing.T) {
 	}
 }
 
+// TestRunRagged: --seqlens-q with --page-size runs a ragged batch
+// (flash_fwd_paged_varlen): decode rows, a chunk across a page boundary, a
+// whole sequence and one with no queries, checked in full, and, over
+// fullCheckPairs, on sampled rows; counts that do not fit the caches and
+// flags of the other paged calls are errors that name them.
+func TestRunRagged(t *testing.T) {
+	r := runFac(t, "", "run", "--mask", "sliding_window(40, 0)", "--batch", "5", "--heads", "8", "--kv-heads", "2",
+		"--dim", "16", "--page-size", "16", "--cache-seqlens", "300,1,70,50,20", "--seqlens-q", "1,1,37,0,20")
+	wantOK(t, r)
+	for _, want := range []string{"kernel flash_fwd_paged_varlen", "59 queries (2 decode rows, 2 prefill chunks)",
+		"query counts [1 1 37 0 20], cache lengths [300 1 70 50 20]", "decoding: flash_fwd_paged_varlen", "check passed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runFac(t, "", "run", "--mask", "sliding_window(60, 0)", "--batch", "2", "--heads", "1", "--dim", "8", "--page-size", "64",
+		"--cache-seqlens", "8200,8200", "--seqlens-q", "1,8200")
+	wantOK(t, r)
+	if !strings.Contains(r.stdout, "check sampled") || !strings.Contains(r.stdout, "check passed") {
+		t.Errorf("a batch over 2^26 pairs: not a sampled check:\n%s", r.stdout)
+	}
+	base := []string{"run", "--batch", "2", "--seqlen-k", "40", "--dim", "16"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--seqlens-q", "1,1"}, "--seqlens-q is for a paged KV cache: give --page-size N too"},
+		{[]string{"--page-size", "16", "--seqlens-q", "1,2,3"}, "--seqlens-q has 3 counts: want one per sequence (--batch 2)"},
+		{[]string{"--page-size", "16", "--seqlens-q", "1,41"}, "41 queries for sequence 1, whose cache holds 40 keys"},
+		{[]string{"--page-size", "16", "--seqlens-q", "1,-1"}, "-1 queries for sequence 1"},
+		{[]string{"--page-size", "16", "--seqlens-q", "1,1", "--append", "1"}, "--append does not work with --seqlens-q"},
+		{[]string{"--page-size", "16", "--seqlens-q", "1,1", "--seqlen-q", "2"}, "--seqlen-q does not work with --seqlens-q"},
+	} {
+		wantFail(t, runFac(t, "", append(append([]string{}, base...), c.args...)...), c.want)
+	}
+}
+
 // TestBenchPagedFlags: fac bench --page-size refuses what it cannot time,
 // before looking for a GPU.
 func TestBenchPagedFlags(t *testing.T) {
@@ -86,13 +123,20 @@ func TestBenchPagedFlags(t *testing.T) {
 		{[]string{"--page-size", "16"}, "give --decode"},
 		{[]string{"--page-size", "16", "--step"}, "--page-size [16] times paged decoding"},
 		{[]string{"--page-size", "16", "--varlen-len", "1000"}, "--page-size"},
+		{[]string{"--ragged", "--decode"}, "--ragged times its own batch"},
+		{[]string{"--ragged", "--page-size", "16,64"}, "--ragged times one page size"},
+		{[]string{"--ragged", "--cache-range", "4096"}, "--cache-range [4096]: want LO,HI"},
+		{[]string{"--ragged", "--decode-rows", "-1"}, "--decode-rows -1"},
+		{[]string{"--ragged", "--prefill", "0"}, "--prefill 0"},
+		{[]string{"--prefill", "16"}, "give --ragged"},
 	} {
 		wantFail(t, runFac(t, "", append([]string{"bench"}, c.args...)...), c.want)
 	}
 }
 
-// TestBuildPaged: fac build --paged bundles flash_fwd_paged at both tile
-// heights, keys gathered and 1, 2 and 4 pages per tile, and kv_append, beside the decoding kernels,
+// TestBuildPaged: fac build --paged bundles flash_fwd_paged and
+// flash_fwd_paged_varlen at both tile heights, keys gathered and 1, 2 and
+// 4 pages per tile, and kv_append, beside the decoding kernels,
 // and refuses a mask that has no paged form, naming it.
 func TestBuildPaged(t *testing.T) {
 	if _, err := llc.Find(); err != nil {
@@ -104,6 +148,9 @@ func TestBuildPaged(t *testing.T) {
 	wantOK(t, r)
 	if n := strings.Count(r.stderr, "build: flash_fwd_paged "); n != 8 {
 		t.Errorf("%d flash_fwd_paged kernels, want 8 (BLOCK_M 16 and 64, TILE_PAGES 0, 1, 2 and 4):\n%s", n, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "build: flash_fwd_paged_varlen "); n != 8 {
+		t.Errorf("%d flash_fwd_paged_varlen kernels, want 8 (ragged batches; BLOCK_M 16 and 64, TILE_PAGES 0, 1, 2 and 4):\n%s", n, r.stderr)
 	}
 	if n := strings.Count(r.stderr, "build: kv_append "); n != 1 {
 		t.Errorf("%d kv_append kernels, want 1 (appending calls):\n%s", n, r.stderr)

@@ -74,6 +74,9 @@ shuffled, the first page shared by the first two sequences, each sequence --cach
 --seqlen-k), checked against the dense reference of each sequence's gathered pages. --append N first
 appends N new keys and values to each sequence (kv_append), the query being those N positions, optionally
 rotated with q (--rotary neox|gptj, --rotary-dim R; RoPE's tables), and checks the updated cache too.
+--seqlens-q L,L,... (one per sequence) runs a ragged batch over the paged cache instead (flash_fwd_paged_varlen
++ flash_fwd_combine): sequence b's L queries are the last L positions of its cache, decode rows (1) and
+prefill chunks in one launch, checked against the float64 reference (docs/decoding.md#ragged-batches).
 
 --target-opt NAME=VALUE sets a code generation switch of the GPU kernels (--device cuda), e.g.
 --target-opt tma=off for cp.async staging, which takes tensors of any alignment (fac compile --help
@@ -87,7 +90,8 @@ lists the switches).`,
   fac run --mask causal_bottom_right --heads 32 --kv-heads 8 --seqlen-q 1 --seqlen-k 8192 --dim 128 --dtype bf16 --num-splits 4
   fac run --mask causal --dim 192 --dim-v 128 --backward          # DeepSeek's head dims: q, k 192, v 128
   fac run --mask causal_bottom_right --batch 4 --heads 8 --kv-heads 2 --seqlen-q 1 --dim 64 --page-size 16 --cache-seqlens 300,0,1,65
-  fac run --mask causal_bottom_right --batch 4 --heads 8 --kv-heads 2 --dim 64 --page-size 16 --cache-seqlens 300,0,1,15 --append 3 --rotary neox`,
+  fac run --mask causal_bottom_right --batch 4 --heads 8 --kv-heads 2 --dim 64 --page-size 16 --cache-seqlens 300,0,1,15 --append 3 --rotary neox
+  fac run --mask causal --batch 4 --heads 8 --kv-heads 2 --dim 64 --page-size 16 --cache-seqlens 300,1,200,50 --seqlens-q 1,1,37,0`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if err := checkDevice(device, "cpu", "cuda"); err != nil {
 				return err
@@ -144,7 +148,7 @@ lists the switches).`,
 				if err := df.apply(&opts); err != nil {
 					return err
 				}
-				return pf.run(cmd, pagedArgs{w: w, opts: opts, sh: sh, device: device, bundles: bundles, seed: seed, scale: scale, noCheck: noCheck, tol: t, dtype: dtype, sinks: sinks})
+				return pf.run(cmd, pagedArgs{w: w, opts: opts, sh: sh, device: device, bundles: bundles, seed: seed, scale: scale, noCheck: noCheck, fullCheck: fullCheck, tol: t, dtype: dtype, sinks: sinks})
 			}
 			if vlf.on() {
 				return vlf.run(cmd, varlenArgs{w: w, cf: &cf, files: files, shp: &shp, qf: qf, kf: kf, vf: vf, outF: outF, lseF: lseF,
