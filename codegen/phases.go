@@ -59,6 +59,8 @@ var phaseOrder = []struct{ before, after string }{
 	{"plan-async", "pipeline-loads"},
 	{"pipeline-loads", "lower-llvm"},
 	{"assign-layouts", "lower-llvm"},
+	// It removes what lower-llvm emitted.
+	{"lower-llvm", "remove-dead"},
 }
 
 // checkPhaseOptions rejects PrintAfter and Disable names the table does not

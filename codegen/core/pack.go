@@ -3,7 +3,6 @@ package core
 import (
 	"github.com/llir/llvm/ir"
 	"github.com/llir/llvm/ir/constant"
-	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
 	"github.com/llir/llvm/ir/value"
 )
@@ -89,63 +88,6 @@ func (em *Emitter) fusePhiPacks() {
 		}
 	}
 	em.packs = nil
-}
-
-// removeDead deletes instructions without side effects whose results
-// nothing reads (the phis, extensions and roundings fusePhiPacks replaced):
-// llc keeps an unused inline asm, readnone or not.
-func (em *Emitter) removeDead() {
-	for {
-		used := map[value.Value]bool{}
-		mark := func(u value.User, self value.Value) {
-			for _, op := range u.Operands() {
-				if *op != self {
-					used[*op] = true
-				}
-			}
-		}
-		for _, b := range em.fn.Blocks {
-			for _, inst := range b.Insts {
-				v, _ := inst.(value.Value) // nil for a store: it has no result
-				mark(inst, v)
-			}
-			if b.Term != nil {
-				mark(b.Term, nil)
-			}
-		}
-		removed := false
-		for _, b := range em.fn.Blocks {
-			keep := b.Insts[:0]
-			for _, inst := range b.Insts {
-				if v, ok := inst.(value.Value); ok && !used[v] && removable(inst) {
-					removed = true
-					continue
-				}
-				keep = append(keep, inst)
-			}
-			b.Insts = keep
-		}
-		if !removed {
-			return
-		}
-	}
-}
-
-// removable: instructions whose only effect is their result.
-func removable(inst ir.Instruction) bool {
-	switch c := inst.(type) {
-	case *ir.InstPhi, *ir.InstZExt, *ir.InstShl, *ir.InstOr:
-		return true
-	case *ir.InstCall:
-		if _, ok := c.Callee.(*ir.InlineAsm); ok {
-			for _, a := range c.FuncAttrs {
-				if a == enum.FuncAttrReadNone {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 func (em *Emitter) fusePhiPair(lo, hi *ir.InstPhi) *ir.InstPhi {

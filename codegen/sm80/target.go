@@ -20,7 +20,7 @@ var _ core.Target = Target{}
 
 // Phases is sm80's phase table.
 func (Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, SelectAsync, core.AssignLayouts, core.PlanAsync, core.LowerLLVM}
+	return []core.Phase{core.CheckKernel, SelectAsync, core.AssignLayouts, core.PlanAsync, core.LowerLLVM, core.RemoveDead}
 }
 
 // DotLayout: 16-bit dots with f32 accumulation and tile-multiple shapes
