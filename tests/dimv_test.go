@@ -21,7 +21,7 @@ var dimPairs = [][2]int{{40, 24}, {16, 32}, {24, 8}, {192, 128}}
 // gpuDimPairs are the (D, Dv) pairs of the GPU suite (TestGPUDimV): V's
 // head dim unlike Q's and K's, and head dims that are not powers of two
 // (computed padded: pad-dims), DeepSeek's (192, 128) among them; the test
-// bundle holds their kernels (addSuiteKernels).
+// bundle holds their kernels (suiteJobs).
 var gpuDimPairs = [][2]int{{128, 64}, {64, 32}, {96, 96}, {80, 80}, {192, 128}}
 
 // gpuDimVMods are the masks and scores TestGPUDimV runs at each pair, by

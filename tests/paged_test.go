@@ -25,7 +25,7 @@ mask paged_lookback(b, h, q_idx, kv_idx) {
 `
 
 // pagedSuiteMasks are the masks of the paged GPU suite
-// (TestGPUPagedMatchesReference), whose kernels addSuiteKernels bundles.
+// (TestGPUPagedMatchesReference), whose kernels suiteJobs lists.
 var pagedSuiteMasks = []string{"causal_bottom_right", "sliding_window(20, 3)", "paged_window", "paged_lookback"}
 
 // pagedSuiteDims are the head dims of the paged GPU suite.

@@ -10,7 +10,7 @@ import (
 
 // raggedSuiteMasks are the masks of the ragged GPU suite
 // (TestGPUPagedVarlenMatchesReference): the paged suite's, whose kernels
-// addSuiteKernels bundles with flash_fwd_paged_varlen among them, and
+// suiteJobs bundles with flash_fwd_paged_varlen among them, and
 // top-left causal (in a ragged batch the mods see seqlen_q = seqlen_k, so
 // it keeps causal_bottom_right's pairs).
 var raggedSuiteMasks = append([]string{"causal"}, pagedSuiteMasks...)

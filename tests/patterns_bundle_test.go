@@ -3,7 +3,9 @@ package tests
 import (
 	"context"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fac-compiler/fac"
@@ -35,6 +37,7 @@ func TestWritePatternBundle(t *testing.T) {
 		archs = a
 	}
 	b := &bundle.Bundle{Format: bundle.Format, FacVersion: version.Version}
+	var jobs []bundleJob
 	for _, arch := range strings.Split(archs, ",") {
 		for _, p := range modPatterns {
 			fwd := compilePatternAs(t, p, "bf16", 64)
@@ -44,20 +47,13 @@ func TestWritePatternBundle(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", p.name, err)
 			}
-			ks, err := tuned.BundleKernels(context.Background(), nil, arch, tool)
-			if err != nil {
-				t.Fatalf("%s %s: %v", p.name, arch, err)
-			}
-			for _, k := range ks {
-				if !b.Has(k.Ident) {
-					b.Add(*k)
-				}
-			}
+			jobs = append(jobs, bundleJob{p.name, tuned, arch})
 		}
 	}
 	for _, arch := range strings.Split(archs, ",") {
-		addSuiteKernels(t, b, arch, tool)
+		jobs = append(jobs, suiteJobs(t, arch)...)
 	}
+	bundleAll(t, b, tool, jobs)
 	data, err := bundle.Marshal(b)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +98,7 @@ func varlenBenchConsts(d int) []map[string]string {
 	return c
 }
 
-// addSuiteKernels adds to b, for arch, the kernels of the configurations
+// suiteJobs lists, for arch, the bundling jobs of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
 // TestGPUVarlenMatchesReference, TestGPUVarlenUnpacked,
 // TestGPUVarlenNoProducer, TestGPUVarlenLong, TestGPUVarlenBackward,
@@ -110,7 +106,8 @@ func varlenBenchConsts(d int) []map[string]string {
 // them), and
 // `fac bench --varlen-len`'s, each as compiled without an arch and tuned for
 // arch (RunCUDA tunes for the device).
-func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool) {
+func suiteJobs(t *testing.T, arch string) []bundleJob {
+	var jobs []bundleJob
 	add := func(what string, compile func(opts fac.Options) (bundler, error), opts fac.Options) {
 		for _, a := range []string{"", arch} {
 			opts.Target.Arch = a
@@ -118,15 +115,7 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 			if err != nil {
 				t.Fatalf("%s %+v: %v", what, opts, err)
 			}
-			ks, err := c.BundleKernels(context.Background(), nil, arch, tool)
-			if err != nil {
-				t.Fatalf("%s %+v %s: %v", what, opts, arch, err)
-			}
-			for _, k := range ks {
-				if !b.Has(k.Ident) {
-					b.Add(*k)
-				}
-			}
+			jobs = append(jobs, bundleJob{what, c, arch})
 		}
 	}
 	// The paged and ragged suites (TestGPUPagedMatchesReference,
@@ -208,6 +197,49 @@ func addSuiteKernels(t *testing.T, b *bundle.Bundle, arch string, tool *llc.Tool
 					add("varlen forward", vfwd, opts)
 					add("varlen backward", vbwd, opts)
 				}
+			}
+		}
+	}
+	return jobs
+}
+
+// bundleJob is one compiled configuration to bundle for arch.
+type bundleJob struct {
+	what string
+	c    bundler
+	arch string
+}
+
+// bundleAll runs the jobs' llc work in parallel, a job per CPU, through
+// one cache so that a kernel several jobs hold compiles once, and adds
+// the kernels to b in job order (the bundle is the same whatever the
+// schedule).
+func bundleAll(t *testing.T, b *bundle.Bundle, tool *llc.Tool, jobs []bundleJob) {
+	c, err := cache.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]*artifact.Artifact, len(jobs))
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i], errs[i] = j.c.BundleKernels(context.Background(), c, j.arch, tool)
+		}()
+	}
+	wg.Wait()
+	for i, j := range jobs {
+		if errs[i] != nil {
+			t.Fatalf("%s %s: %v", j.what, j.arch, errs[i])
+		}
+		for _, k := range out[i] {
+			if !b.Has(k.Ident) {
+				b.Add(*k)
 			}
 		}
 	}
