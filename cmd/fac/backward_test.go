@@ -186,6 +186,9 @@ func TestBenchBackwardFlags(t *testing.T) {
 	wantFail(t, runFac(t, "", "bench", "--step", "--device", "cpu"), `--device "cpu": want cuda`)
 	wantFail(t, runFac(t, "", "bench", "--step", "--backward"), "give one of --backward and --step")
 	wantFail(t, runFac(t, "", "bench", "--step", "--seqlen-q", "16"), "--backward and --step time Sq = Sk")
+	for _, f := range [][]string{{"--backward"}, {"--ragged"}, {"--decode", "--page-size", "16"}, {"--varlen-len", "100"}} {
+		wantFail(t, runFac(t, "", append([]string{"bench", "--sinks"}, f...)...), "--sinks times the forward and decoding rows")
+	}
 }
 
 // TestBuildBackward: fac build --backward bundles the backward's kernels

@@ -77,7 +77,7 @@ func benchCmd() *cobra.Command {
 	var seqlens, seqQs, seqKs, pageSizes []int
 	var tokens, batch, heads, kvHeads, dim, dimV, warmup, reps, docLen, block, varlenLen int
 	var dtype, jsonOut, device string
-	var backward, decode, step, ragged bool
+	var backward, decode, step, ragged, sinks bool
 	var rb raggedBench
 	var df decodeFlags
 	var tf targetFlags
@@ -228,11 +228,14 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 				}
 				shapes = []fac.Shape{{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: tokens, SeqK: tokens, Dim: dim, DimV: dimV}}
 			}
+			if sinks && (backward || step || ragged || varlenLen != 0 || len(pageSizes) > 0) {
+				return fmt.Errorf("--sinks times the forward and decoding rows with learnable sinks (flash_fwd_sinks, its split-KV kernels): no --backward, --step, --ragged, --varlen-len or --page-size")
+			}
 			target, err := tf.config("")
 			if err != nil {
 				return err
 			}
-			fwdOpts := fac.Options{Target: target, DimV: dimV}
+			fwdOpts := fac.Options{Target: target, DimV: dimV, Sinks: sinks}
 			if err := df.apply(&fwdOpts); err != nil {
 				return err
 			}
@@ -326,6 +329,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	fs.IntVar(&rb.decodeRows, "decode-rows", 64, "with --ragged: sequences of one query")
 	fs.IntSliceVar(&rb.prefill, "prefill", []int{2048, 2048}, "with --ragged: prefill chunks, one sequence each, of these query counts (comma-separated)")
 	fs.IntSliceVar(&rb.cacheRange, "cache-range", []int{4096, 32768}, "with --ragged: LO,HI: the sequences' cache lengths, spread evenly (a chunk's at least its length)")
+	fs.BoolVar(&sinks, "sinks", false, "time the kernels with learnable sinks (flash_fwd_sinks; with --decode its split-KV kernels and flash_fwd_combine_sinks), one random sink per head: issue 45's sinks against the rows without")
 	fs.BoolVar(&decode, "decode", false, "time decode_bench.py's decoding anchors (B=8, H=32, Hkv=8, D=128, no mask, Sq 1 and 16, Sk 8192 and 32768; flags override)")
 	df.add(fs)
 	tf.add(fs)
@@ -381,6 +385,10 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 		default:
 			return in, nil, fmt.Errorf("mask %s reads aux tensor %q, which fac bench cannot make up", mask, name)
 		}
+	}
+	if fwd.HasSinks() {
+		// gpt-oss's sinks are of the scores' size; any finite value costs the same.
+		in.Sinks = randn(sh.Heads)
 	}
 	return in, randn, nil
 }
