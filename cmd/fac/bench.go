@@ -329,7 +329,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	fs.IntVar(&rb.decodeRows, "decode-rows", 64, "with --ragged: sequences of one query")
 	fs.IntSliceVar(&rb.prefill, "prefill", []int{2048, 2048}, "with --ragged: prefill chunks, one sequence each, of these query counts (comma-separated)")
 	fs.IntSliceVar(&rb.cacheRange, "cache-range", []int{4096, 32768}, "with --ragged: LO,HI: the sequences' cache lengths, spread evenly (a chunk's at least its length)")
-	fs.BoolVar(&sinks, "sinks", false, "time the kernels with learnable sinks (flash_fwd_sinks; with --decode its split-KV kernels and flash_fwd_combine_sinks), one random sink per head: issue 45's sinks against the rows without")
+	fs.BoolVar(&sinks, "sinks", false, "time the kernels with learnable sinks (flash_fwd_sinks; with --decode its split-KV kernels and flash_fwd_combine_sinks), one random sink per head (compare with the same rows without --sinks)")
 	fs.BoolVar(&decode, "decode", false, "time decode_bench.py's decoding anchors (B=8, H=32, Hkv=8, D=128, no mask, Sq 1 and 16, Sk 8192 and 32768; flags override)")
 	df.add(fs)
 	tf.add(fs)
