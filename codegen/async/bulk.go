@@ -17,8 +17,9 @@ import (
 
 // Bulk reductions, FlashAttention-3's way for the backward's dQ: an f32
 // atomic_add tile in a loop body is written to a staging area in shared
-// memory, and added to global memory with one cp.reduce.async.bulk per row
-// instead of a red per element. The adds of iteration k are issued after
+// memory, and added to global memory with one cp.reduce.async.bulk per run
+// of rows (chooseRuns: rows consecutive in global memory share a run where
+// that keeps the stores conflict-free) instead of a red per element. The adds of iteration k are issued after
 // the first CTA barrier of iteration k+1 (and after the loop, behind one
 // barrier of its own), so the loop gains no barrier: the body's barrier
 // that follows the writes is what makes every thread's rows complete. Two
@@ -31,7 +32,7 @@ import (
 // the reds are the cost to remove; this deferred form is not the default
 // either (docs/decisions.md, Retired).
 
-// bulkRowPad pads each staged row by 16 bytes: with the MMA accumulator
+// bulkRowPad pads each staged run by at least 16 bytes: with the MMA accumulator
 // layouts (a warp's lanes spread over 8 rows of the dimension of stride 1
 // and 4 of the other), rows 4 floats apart put the 32 lanes' stores in 32
 // banks; unpadded, four lanes share one. The padding also carries the
@@ -60,9 +61,9 @@ type loopFrame struct {
 type stagedBulk struct {
 	off      int // bytes from the scratch area's start to buffer 0
 	bufElems int // f32 per buffer (two of them)
-	rows     int
-	rowElems int // f32 per row, padding included
-	n        int // f32 added per row
+	rows     int // staged runs: one bulk reduction each
+	rowElems int // f32 per run, padding included
+	n        int // f32 added per run
 	// tensor, when set, stages and issues the tile instead (a target's
 	// tensor reductions): buffers of bufElems f32 from absolute byte
 	// abs, 1024-aligned, then a 16-byte header per buffer.
@@ -331,23 +332,14 @@ func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layou
 	if !core.RegBitsApart(lin) {
 		return false
 	}
-	// Staging strides in elements: rows of shape[inner] (padded), the
-	// other dimensions in order outside them.
-	ss := make([]int64, len(shape))
-	ss[inner] = 1
-	rowElems := shape[inner] + bulkRowPad
-	step := int64(rowElems)
-	for d := len(shape) - 1; d >= 0; d-- {
-		if d != inner {
-			ss[d] = step
-			step *= int64(shape[d])
-		}
-	}
-	sb := &stagedBulk{bufElems: roundUpTo(int(step), 32), rows: int(step) / rowElems, rowElems: rowElems, n: shape[inner]}
+	st := chooseRuns(lin, shape, strides, inner, mask != nil)
+	sb := &stagedBulk{bufElems: roundUpTo(st.runs*st.runElems, 32), rows: st.runs, rowElems: st.runElems, n: st.group * shape[inner]}
 	if threads := l.Threads(); threads >= sb.rows && (threads%sb.rows != 0 || bits.OnesCount(uint(threads/sb.rows)) != 1) ||
 		threads < sb.rows && sb.rows%threads != 0 {
 		return false
 	}
+	l.Note(fmt.Sprintf("atomic_add at %s: %d bulk reductions of %d B an iteration (%d rows a run, %d B of padding, %d shared wavefronts a warp)",
+		op.Pos, sb.rows, 4*sb.n, st.group, 4*(st.runElems-sb.n), st.wavefronts(lin)))
 	// Past every scratch use so far (a wgmma's operand still being read
 	// among them): the buffers live across iterations.
 	sb.off = roundUpTo(l.SharedBytes()-l.Scratch(), 128)
@@ -358,24 +350,31 @@ func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layou
 	b := l.Block()
 	k := b.NewSub(fr.iv, fr.lo)
 	base := l.BaseCoords(lin)
-	var idx0 value.Value = b.NewMul(b.NewAnd(k, core.ConstI32(1)), core.ConstI32(int64(sb.bufElems)))
+	// The thread's first element's run and place in it (the register
+	// offsets add to both without carries: their bits are apart).
+	var row value.Value = core.ConstI32(0)
 	for d, c := range base {
-		idx0 = b.NewAdd(idx0, b.NewMul(c, core.ConstI32(ss[d])))
-	}
-	regIdx := func(r int) value.Value {
-		var k int64
-		for d, c := range lin.RegOffset(r) {
-			k += int64(c) * ss[d]
+		if d != inner {
+			row = b.NewAdd(row, b.NewMul(c, core.ConstI32(st.rowStride[d])))
 		}
-		return l.Block().NewAdd(idx0, core.ConstI32(k))
+	}
+	lg := int64(bits.TrailingZeros(uint(st.group)))
+	baseRun := b.NewLShr(row, core.ConstI32(lg))
+	baseInRow := b.NewAnd(row, core.ConstI32(int64(st.group-1)))
+	var idx0 value.Value = b.NewMul(b.NewAnd(k, core.ConstI32(1)), core.ConstI32(int64(sb.bufElems)))
+	idx0 = b.NewAdd(idx0, b.NewMul(baseRun, core.ConstI32(int64(st.runElems))))
+	idx0 = b.NewAdd(idx0, b.NewMul(baseInRow, core.ConstI32(int64(shape[inner]))))
+	idx0 = b.NewAdd(idx0, base[inner])
+	regIdx := func(r int) value.Value {
+		return l.Block().NewAdd(idx0, core.ConstI32(int64(st.index(lin.RegOffset(r)))))
 	}
 	for r, v := range vals {
 		b.NewStore(v, sb.at(l, types.Float, regIdx(r)))
 	}
-	// The row's first element is held by the threads whose coordinate
-	// along inner is 0 in a register with no offset along it; of copies,
-	// the first. They describe the row in its padding.
-	var first value.Value = b.NewICmp(enum.IPredEQ, base[inner], core.ConstI32(0))
+	// The run's first element is held by the threads whose coordinates
+	// along inner and in the run are 0 in a register with no offset
+	// there; of copies, the first. They describe the run in its padding.
+	first := b.NewAnd(b.NewICmp(enum.IPredEQ, base[inner], core.ConstI32(0)), b.NewICmp(enum.IPredEQ, baseInRow, core.ConstI32(0)))
 	if own := l.CopyOwner(lin); own != nil {
 		first = b.NewAnd(first, own)
 	}
@@ -384,7 +383,7 @@ func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layou
 	l.SetBlock(desc)
 	b = desc
 	for r := range vals {
-		if lin.RegOffset(r)[inner] != 0 {
+		if st.index(lin.RegOffset(r))%st.runElems != 0 {
 			continue
 		}
 		pad := b.NewAdd(regIdx(r), core.ConstI32(int64(sb.n)))
@@ -401,4 +400,97 @@ func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layou
 	l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
 	l.SetSharedDirty(true)
 	return true
+}
+
+// runStaging is how a bulk reduction's tile is staged: runs of group rows
+// along the pointers' dimension of stride 1 (rows consecutive in global
+// memory), each run padded, one cp.reduce.async.bulk a run.
+type runStaging struct {
+	inner     int
+	rowLen    int     // elements of a row (the inner dimension)
+	rowStride []int64 // rows a step along each other dimension adds
+	group     int     // rows a run (a power of two)
+	runElems  int     // f32 a run, padding included
+	runs      int
+}
+
+// index is the staging offset, in f32 from the buffer's start, of
+// coordinate c.
+func (st *runStaging) index(c []int) int {
+	row := 0
+	for d, x := range c {
+		if d != st.inner {
+			row += x * int(st.rowStride[d])
+		}
+	}
+	return row/st.group*st.runElems + row%st.group*st.rowLen + c[st.inner]
+}
+
+// wavefronts is the shared-memory wavefronts a warp's stores of lin's
+// registers take under st: per register, the most distinct words any
+// bank receives (lanes holding copies write one word).
+func (st *runStaging) wavefronts(lin *core.Linear) int {
+	total := 0
+	for r := range lin.NumRegs() {
+		reg := lin.RegOffset(r)
+		words := map[int]bool{}
+		perBank := map[int]int{}
+		most := 0
+		for lane := range 32 {
+			c := lin.LaneOffset(lane)
+			for d := range c {
+				c[d] ^= reg[d]
+			}
+			w := st.index(c)
+			if words[w] {
+				continue
+			}
+			words[w] = true
+			perBank[w%32]++
+			most = max(most, perBank[w%32])
+		}
+		total += most
+	}
+	return total
+}
+
+// chooseRuns stages the tile in as few runs as keep its stores as cheap as
+// one padded row a run (the fewest shared-memory wavefronts of any
+// padding): a run may hold several rows where the rows are consecutive in
+// global memory (the dimension outside the inner one has a stride of a
+// row) and the tile is unmasked (a mask is per row). Rows are padded by
+// bulkRowPad f32 (the row's address and flag, and 16-byte alignment)
+// or more, up to a bank's sweep, where that removes conflicts.
+func chooseRuns(lin *core.Linear, shape []int, strides []int64, inner int, masked bool) runStaging {
+	rowStride := make([]int64, len(shape))
+	rows, step, fast := 1, int64(1), -1
+	for d := len(shape) - 1; d >= 0; d-- {
+		if d != inner {
+			if fast < 0 {
+				fast = d
+			}
+			rowStride[d] = step
+			step *= int64(shape[d])
+			rows *= shape[d]
+		}
+	}
+	maxGroup := 1
+	if !masked && fast >= 0 && strides[fast] == int64(shape[inner]) {
+		maxGroup = shape[fast]
+	}
+	best := runStaging{}
+	bestCost := -1
+	for g := 1; g <= maxGroup; g *= 2 {
+		for pad := bulkRowPad; pad <= 32; pad += 4 {
+			st := runStaging{inner: inner, rowLen: shape[inner], rowStride: rowStride, group: g,
+				runElems: g*shape[inner] + pad, runs: rows / g}
+			cost := st.wavefronts(lin)
+			// Fewer wavefronts first, then fewer runs; padding only as
+			// much as it pays.
+			if bestCost < 0 || cost < bestCost || cost == bestCost && st.runs < best.runs {
+				best, bestCost = st, cost
+			}
+		}
+	}
+	return best
 }

@@ -43,6 +43,17 @@ func (l *Linear) RegOffset(r int) []int {
 	return c
 }
 
+// LaneOffset is the coordinate offset of lane l within its warp.
+func (l *Linear) LaneOffset(lane int) []int {
+	c := make([]int, l.rank())
+	for i, b := range l.lane {
+		if lane>>i&1 != 0 {
+			xorInto(c, b)
+		}
+	}
+	return c
+}
+
 func xorInto(c, b []int) {
 	for d := range c {
 		c[d] ^= b[d]
