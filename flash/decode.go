@@ -245,7 +245,7 @@ func (f *Forward) splitKVCapable() bool {
 // shape only, not on the block mask (a sparse mask leaves some splits with
 // fewer blocks, or none).
 func (f *Forward) Plan(sh Shape, sms int) (DecodePlan, error) {
-	p, err := f.plan(sh, sms, f.opts.PackGQA)
+	p, err := f.plan(sh, sms, f.opts.PackGQA, sh.Validate)
 	if err != nil || p.SplitKV {
 		return p, err
 	}
@@ -253,8 +253,9 @@ func (f *Forward) Plan(sh Shape, sms int) (DecodePlan, error) {
 }
 
 // plan is Plan with packing pk, its tile filled in even where split-KV does
-// not pay (a paged call runs the split kernel whatever the plan says).
-func (f *Forward) plan(sh Shape, sms int, pk PackGQA) (DecodePlan, error) {
+// not pay (a paged call runs the split kernel whatever the plan says);
+// validate checks sh (Validate, or ValidatePaged for a paged cache).
+func (f *Forward) plan(sh Shape, sms int, pk PackGQA, validate func() error) (DecodePlan, error) {
 	if f.opts.SMs > 0 {
 		sms = f.opts.SMs
 	}
@@ -262,7 +263,7 @@ func (f *Forward) plan(sh Shape, sms int, pk PackGQA) (DecodePlan, error) {
 		sms = DefaultSMs
 	}
 	p := DecodePlan{NumSplits: 1, Pack: 1, SMs: sms, Sinks: f.opts.Sinks}
-	if err := sh.Validate(); err != nil {
+	if err := validate(); err != nil {
 		return p, err
 	}
 	ns := f.opts.NumSplits

@@ -183,7 +183,7 @@ func (f *Forward) checkPagedGeometry(ps PagedShape, numPages, maxPages int, lens
 		maxLen = max(maxLen, int(n))
 	}
 	c.sh = pagedDense(ps, maxLen, f.dim, f.dimV)
-	if err := c.sh.Validate(); err != nil {
+	if err := c.sh.ValidatePaged(); err != nil {
 		return c, err
 	}
 	if err := f.pagedForm(); err != nil {
@@ -230,7 +230,7 @@ func (f *Forward) pagedPlan(sh Shape, pageSize, sms int, pk PackGQA) (DecodePlan
 	if err := f.pagedForm(); err != nil {
 		return DecodePlan{}, err
 	}
-	p, err := f.plan(sh, sms, pk)
+	p, err := f.plan(sh, sms, pk, sh.ValidatePaged)
 	p.SplitKV, p.Paged = true, true
 	if err == nil {
 		p.TilePages = tilePages(pageSize, p.BlockN)

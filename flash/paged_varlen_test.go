@@ -473,3 +473,35 @@ func TestRaggedWorkspaceBound(t *testing.T) {
 		}
 	}
 }
+
+// TestRaggedPlanLongCaches: a ragged batch whose sequences × longest cache
+// would overflow 32-bit offsets as a dense [B, Hkv, Sk, D] tensor (fac bench
+// --ragged's: 64 decode rows and 2 chunks of 2048 queries over caches of 4k
+// to 32k keys) plans, as does the paged call of the same caches: their keys
+// live in pages, which are checked on their own.
+func TestRaggedPlanLongCaches(t *testing.T) {
+	f, err := CompileForward(Options{Mask: "causal"}, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 66
+	cu, lens := []int32{0}, make([]int32, n)
+	for b := range n {
+		lens[b] = int32(4096 + b*(32768-4096)/(n-1))
+		nq := int32(1)
+		if b >= n-2 {
+			nq = 2048
+		}
+		cu = append(cu, cu[b]+nq)
+	}
+	if _, err := f.PagedVarlenPlan(PagedVarlenShape{Batch: n, Heads: 32, KVHeads: 8, PageSize: 16}, cu, lens, 132); err != nil {
+		t.Fatalf("ragged plan: %v", err)
+	}
+	if _, err := f.PagedPlan(PagedShape{Batch: n, Heads: 32, KVHeads: 8, SeqQ: 1, PageSize: 16}, 32768, 132); err != nil {
+		t.Fatalf("paged plan: %v", err)
+	}
+	// The dense call of that shape cannot be addressed, and says so.
+	if _, err := f.Plan(Shape{Batch: n, Heads: 32, KVHeads: 8, SeqQ: 1, SeqK: 32768, Dim: 128}, 132); err == nil || !strings.Contains(err.Error(), "32-bit") {
+		t.Fatalf("dense plan: %v, want a 32-bit offsets error", err)
+	}
+}

@@ -39,7 +39,15 @@ func (s Shape) KV() int {
 
 // Validate reports a clear error for an impossible shape, and for one whose
 // tensors could not be addressed with the kernels' 32-bit offsets.
-func (s Shape) Validate() error {
+func (s Shape) Validate() error { return s.validate(true) }
+
+// ValidatePaged is Validate for a call whose keys and values live in a
+// paged cache: SeqK is the longest cache, and k and v are not tensors of
+// [Batch, KV, SeqK, Dim] (the caller checks the cache's own size), so only
+// q and o must fit 32-bit offsets.
+func (s Shape) ValidatePaged() error { return s.validate(false) }
+
+func (s Shape) validate(denseKV bool) error {
 	for _, f := range []struct {
 		name string
 		v    int
@@ -56,6 +64,9 @@ func (s Shape) Validate() error {
 		dims []int
 	}{{"q", []int{s.Batch, s.Heads, s.SeqQ, s.Dim}}, {"k", []int{s.Batch, s.KV(), s.SeqK, s.Dim}},
 		{"v", []int{s.Batch, s.KV(), s.SeqK, s.VDim()}}, {"o", []int{s.Batch, s.Heads, s.SeqQ, s.VDim()}}} {
+		if !denseKV && (t.name == "k" || t.name == "v") {
+			continue
+		}
 		n, ok := Product(t.dims...)
 		if !ok || n > math.MaxInt32 {
 			return fmt.Errorf("shape: %s has %d×%d×%d×%d elements, more than 32-bit offsets address", t.name, t.dims[0], t.dims[1], t.dims[2], t.dims[3])
