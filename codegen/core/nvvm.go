@@ -457,7 +457,11 @@ func (em *Emitter) SharedAddress(t types.Type, byteOff int, idx value.Value) val
 			idx = em.b.NewAdd(idx, em.b.NewLShr(shift, ConstI32(int64(bits.TrailingZeros(uint(sz))))))
 		}
 	}
-	return em.ptrAdd(t, base, idx)
+	// A getelementptr, not integer arithmetic: llc then addresses a
+	// thread's registers as one base plus immediates, and its straight-line
+	// strength reduction, which spent most of a D = 192 backward's llc time
+	// on the integer form, has far less to do (1.1 → 0.48 s).
+	return em.b.NewGetElementPtr(t, base, idx)
 }
 
 // ptrAdd is the address of element idx (i32, sign-extended as a GEP's, or
@@ -468,11 +472,21 @@ func (em *Emitter) SharedAddress(t types.Type, byteOff int, idx value.Value) val
 // same loads, stores and address arithmetic (PTX 1% shorter).
 func (em *Emitter) ptrAdd(t types.Type, base, idx value.Value) value.Value {
 	b := em.b
-	if it, ok := idx.Type().(*types.IntType); ok && it.BitSize < 64 {
-		idx = b.NewSExt(idx, types.I64)
-	}
-	if sz := typeBytes(t); sz != 1 {
-		idx = b.NewMul(idx, ci64(int64(sz)))
+	sz := int64(typeBytes(t))
+	if c, ok := idx.(*constant.Int); ok {
+		// A constant offset stays one constant: llc's strength reduction
+		// otherwise takes each sext and mul of it as a candidate.
+		if c.X.Int64()*sz == 0 {
+			return base
+		}
+		idx = ci64(c.X.Int64() * sz)
+	} else {
+		if it, ok := idx.Type().(*types.IntType); ok && it.BitSize < 64 {
+			idx = b.NewSExt(idx, types.I64)
+		}
+		if sz != 1 {
+			idx = b.NewMul(idx, ci64(sz))
+		}
 	}
 	return b.NewIntToPtr(b.NewAdd(b.NewPtrToInt(base, types.I64), idx), base.Type())
 }
