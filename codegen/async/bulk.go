@@ -19,8 +19,8 @@ import (
 // atomic_add tile in a loop body is written to a staging area in shared
 // memory, and added to global memory with one cp.reduce.async.bulk per run
 // of rows (chooseRuns: rows consecutive in global memory share a run where
-// that keeps the stores conflict-free) instead of a red per element. The adds of iteration k are issued after
-// the first CTA barrier of iteration k+1 (and after the loop, behind one
+// that keeps the stores conflict-free) instead of a red per element. The
+// adds of iteration k are issued after the first CTA barrier of iteration k+1 (and after the loop, behind one
 // barrier of its own), so the loop gains no barrier: the body's barrier
 // that follows the writes is what makes every thread's rows complete. Two
 // staging buffers alternate; a buffer is written again two iterations
@@ -32,8 +32,8 @@ import (
 // the reds are the cost to remove; this deferred form is not the default
 // either (docs/decisions.md, Retired).
 
-// bulkRowPad pads each staged run by at least 16 bytes: with the MMA accumulator
-// layouts (a warp's lanes spread over 8 rows of the dimension of stride 1
+// bulkRowPad pads each staged run by at least 16 bytes: with the MMA
+// accumulator layouts (a warp's lanes spread over 8 rows of the dimension of stride 1
 // and 4 of the other), rows 4 floats apart put the 32 lanes' stores in 32
 // banks; unpadded, four lanes share one. The padding also carries the
 // row's global address (8 bytes) and whether it is added (4 bytes), so the
@@ -61,8 +61,8 @@ type loopFrame struct {
 type stagedBulk struct {
 	off      int // bytes from the scratch area's start to buffer 0
 	bufElems int // f32 per buffer (two of them)
-	rows     int // staged runs: one bulk reduction each
-	rowElems int // f32 per run, padding included
+	runs     int // staged runs: one bulk reduction each
+	runElems int // f32 per run, padding included
 	n        int // f32 added per run
 	// tensor, when set, stages and issues the tile instead (a target's
 	// tensor reductions): buffers of bufElems f32 from absolute byte
@@ -230,20 +230,20 @@ func (bf *bulkFrames) bulkIssueIf(l *core.Lowerer, sb *stagedBulk, cond, k value
 	tid := l.ThreadID()
 	type job struct{ row, on value.Value }
 	var jobs []job
-	if threads >= sb.rows {
-		every := int64(threads / sb.rows) // a power of two (atomicAddBulk)
+	if threads >= sb.runs {
+		every := int64(threads / sb.runs) // a power of two (atomicAddBulk)
 		jobs = append(jobs, job{
 			row: b.NewLShr(tid, core.ConstI32(int64(bits.TrailingZeros64(uint64(every))))),
 			on:  b.NewICmp(enum.IPredEQ, b.NewAnd(tid, core.ConstI32(every-1)), core.ConstI32(0)),
 		})
 	} else {
-		for i := 0; i < sb.rows/threads; i++ {
+		for i := 0; i < sb.runs/threads; i++ {
 			jobs = append(jobs, job{row: b.NewAdd(tid, core.ConstI32(int64(i*threads))), on: constant.True})
 		}
 	}
 	text := fmt.Sprintf("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], %d;\n\t}", 4*sb.n)
 	for _, j := range jobs {
-		start := b.NewAdd(buf, b.NewMul(j.row, core.ConstI32(int64(sb.rowElems))))
+		start := b.NewAdd(buf, b.NewMul(j.row, core.ConstI32(int64(sb.runElems))))
 		pad := b.NewAdd(start, core.ConstI32(int64(sb.n)))
 		addr := b.NewLoad(types.I64, sb.at(l, types.I64, b.NewLShr(pad, core.ConstI32(1))))
 		flag := b.NewLoad(types.I32, sb.at(l, types.I32, b.NewAdd(pad, core.ConstI32(2))))
@@ -333,13 +333,13 @@ func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layou
 		return false
 	}
 	st := chooseRuns(lin, shape, strides, inner, mask != nil)
-	sb := &stagedBulk{bufElems: roundUpTo(st.runs*st.runElems, 32), rows: st.runs, rowElems: st.runElems, n: st.group * shape[inner]}
-	if threads := l.Threads(); threads >= sb.rows && (threads%sb.rows != 0 || bits.OnesCount(uint(threads/sb.rows)) != 1) ||
-		threads < sb.rows && sb.rows%threads != 0 {
+	sb := &stagedBulk{bufElems: roundUpTo(st.runs*st.runElems, 32), runs: st.runs, runElems: st.runElems, n: st.group * shape[inner]}
+	if threads := l.Threads(); threads >= sb.runs && (threads%sb.runs != 0 || bits.OnesCount(uint(threads/sb.runs)) != 1) ||
+		threads < sb.runs && sb.runs%threads != 0 {
 		return false
 	}
 	l.Note(fmt.Sprintf("atomic_add at %s: %d bulk reductions of %d B an iteration (%d rows a run, %d B of padding, %d shared wavefronts a warp)",
-		op.Pos, sb.rows, 4*sb.n, st.group, 4*(st.runElems-sb.n), st.wavefronts(lin)))
+		op.Pos, sb.runs, 4*sb.n, st.group, 4*(st.runElems-sb.n), st.wavefronts(lin)))
 	// Past every scratch use so far (a wgmma's operand still being read
 	// among them): the buffers live across iterations.
 	sb.off = roundUpTo(l.SharedBytes()-l.Scratch(), 128)
