@@ -20,8 +20,9 @@ import (
 // memory, and added to global memory with one cp.reduce.async.bulk per run
 // of rows (chooseRuns: rows consecutive in global memory share a run where
 // that keeps the stores conflict-free) instead of a red per element. The
-// adds of iteration k are issued after the first CTA barrier of iteration k+1 (and after the loop, behind one
-// barrier of its own), so the loop gains no barrier: the body's barrier
+// adds of iteration k are issued after the first CTA barrier of iteration
+// k+1 (and after the loop, behind one barrier of its own), so the loop
+// gains no barrier: the body's barrier
 // that follows the writes is what makes every thread's rows complete. Two
 // staging buffers alternate; a buffer is written again two iterations
 // later, after a barrier before which the threads that issued its adds
@@ -33,8 +34,8 @@ import (
 // either (docs/decisions.md, Retired).
 
 // bulkRowPad pads each staged run by at least 16 bytes: with the MMA
-// accumulator layouts (a warp's lanes spread over 8 rows of the dimension of stride 1
-// and 4 of the other), rows 4 floats apart put the 32 lanes' stores in 32
+// accumulator layouts (a warp's lanes spread over 8 rows of the dimension
+// of stride 1 and 4 of the other), rows 4 floats apart put the 32 lanes' stores in 32
 // banks; unpadded, four lanes share one. The padding also carries the
 // row's global address (8 bytes) and whether it is added (4 bytes), so the
 // thread that issues a row's add need not hold it.
