@@ -59,14 +59,16 @@ func (s Shape) validate(denseKV bool) error {
 	if s.Heads%s.KV() != 0 {
 		return fmt.Errorf("shape: heads (%d) must be a multiple of kv heads (%d)", s.Heads, s.KV())
 	}
-	for _, t := range []struct {
+	type tensor struct {
 		name string
 		dims []int
-	}{{"q", []int{s.Batch, s.Heads, s.SeqQ, s.Dim}}, {"k", []int{s.Batch, s.KV(), s.SeqK, s.Dim}},
-		{"v", []int{s.Batch, s.KV(), s.SeqK, s.VDim()}}, {"o", []int{s.Batch, s.Heads, s.SeqQ, s.VDim()}}} {
-		if !denseKV && (t.name == "k" || t.name == "v") {
-			continue
-		}
+	}
+	tensors := []tensor{{"q", []int{s.Batch, s.Heads, s.SeqQ, s.Dim}}}
+	if denseKV {
+		tensors = append(tensors, tensor{"k", []int{s.Batch, s.KV(), s.SeqK, s.Dim}}, tensor{"v", []int{s.Batch, s.KV(), s.SeqK, s.VDim()}})
+	}
+	tensors = append(tensors, tensor{"o", []int{s.Batch, s.Heads, s.SeqQ, s.VDim()}})
+	for _, t := range tensors {
 		n, ok := Product(t.dims...)
 		if !ok || n > math.MaxInt32 {
 			return fmt.Errorf("shape: %s has %d×%d×%d×%d elements, more than 32-bit offsets address", t.name, t.dims[0], t.dims[1], t.dims[2], t.dims[3])
