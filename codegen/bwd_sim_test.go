@@ -97,3 +97,27 @@ func bwdCaseLayout(file string, bn, nw, D, Dv, B, H, kvGroup, sq, sk int, doc, t
 			return args
 		}}
 }
+
+// bwdCaseFrag is bwdCaseRows for the snapshots with DQ_FRAG: dq_accum holds
+// dq_accum.fa's tiles, each head's rows padded to a multiple of 64 (the
+// contract's dqAccumDims).
+func bwdCaseFrag(file string, bn, nw, D, B, H, kvGroup, sq, sk int) simCase {
+	c := bwdCaseRows(file, bn, nw, D, B, H, kvGroup, sq, sk)
+	args := c.args
+	c.args = func(rng *rand.Rand) []any {
+		a := args(rng)
+		a[8] = cpu.NewBuffer("dq_accum", tir.F32, (B*H*((sq+63)/64*64)+1024)*D)
+		return a
+	}
+	return c
+}
+
+// fragSimCases run flash_bwd with dQ's accumulator in dq_accum.fa's tiles:
+// by reds, and staged in the tile's order for one bulk reduction an
+// iteration (dq=bulk).
+func fragSimCases() []simCase {
+	return []simCase{
+		bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 2, 2, 200, 300),
+		withTarget(bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 2, 2, 200, 300), "dq=bulk"),
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -569,8 +570,9 @@ func simCases() []simCase {
 		withAttrs(withLastRow(groups(frontend("frontend_flash_64x128_d64_groups3", "", tir.BF16, 64, 1, 2, 2, 300, 390, false)), 300, 390, 192), "exp2_poly", int64(3)),
 		withTol(withAttrs(withScale(withWarps(frontend("frontend_flash_128x128_ws_lazy_fold", "", tir.BF16, 128, 1, 2, 2, 200, 390, false), 8), 8), "exp2_poly", int64(8)), 1e-2, 8e-3),
 		// V's head dim unlike Q's and K's (HEAD_DIM_V): dimv_sim_test.go; head dims
-		// padded to a power of two (pad-dims): paddims_sim_test.go.
-	}, append(dimVSimCases(), padSimCases()...)...)
+		// padded to a power of two (pad-dims): paddims_sim_test.go; dQ's
+		// accumulator in tiles (DQ_FRAG): bwd_sim_test.go.
+	}, slices.Concat(dimVSimCases(), padSimCases(), fragSimCases())...)
 }
 
 // withScale is frontend case c with the softmax scale s instead of

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fac-compiler/fac/blockmask"
 	"github.com/fac-compiler/fac/compiler"
+	"github.com/fac-compiler/fac/lang"
 	"github.com/fac-compiler/fac/launch"
 	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/stdlib/attention"
@@ -73,6 +74,9 @@ func compileVariant(v *attention.Variant, vo attention.VariantOptions, opts Opti
 	}
 	prog, err := compiler.Load(opts.Sources)
 	if err != nil {
+		return nil, 0, err
+	}
+	if err := checkSharedLayout(prog, cs, opts.Consts, "DQ_FRAG", "dq_accum"); err != nil {
 		return nil, 0, err
 	}
 	used := map[string]bool{}
@@ -227,3 +231,22 @@ func runCPU(ctx context.Context, ks []stage, calls []*launch.Call, host map[stri
 
 // f32s is the f32 contents of output name of a CPU run.
 func f32s(out map[string]any, name string) []float32 { return out[name].(*cpu.Buffer).F32() }
+
+// checkSharedLayout refuses const name (a layout of tensor, which several
+// kernels of a family write and read) where one of those kernels does not
+// declare it: it would keep the other layout.
+func checkSharedLayout(prog *lang.Program, cs []*launch.Contract, consts map[string]string, name, tensor string) error {
+	if _, ok := consts[name]; !ok {
+		return nil
+	}
+	for _, c := range cs {
+		if !slices.ContainsFunc(c.Tensors, func(t launch.Tensor) bool { return t.Name == tensor }) {
+			continue
+		}
+		cps, _ := prog.KernelParams(c.Kernel)
+		if !slices.ContainsFunc(cps, func(p *lang.CParam) bool { return p.Name == name }) {
+			return fmt.Errorf("%s: %s keeps %s in its own layout; of the backward's kernels only flash_bwd takes %s", name, c.Kernel, tensor, name)
+		}
+	}
+	return nil
+}

@@ -154,6 +154,16 @@ func mustCompile(t *testing.T, opts fac.Options, d int) (*fac.Forward, *fac.Back
 	return compilePair(t, "", opts, d, fac.CompileForward, fac.CompileBackward)
 }
 
+// mustCompileBackwardConsts is mustCompile where opts' Consts are the
+// backward's alone: the forward compiles with the mods only.
+func mustCompileBackwardConsts(t *testing.T, opts fac.Options, d int) (*fac.Forward, *fac.Backward) {
+	t.Helper()
+	mods := func(o fac.Options, d int) (*fac.Forward, error) {
+		return fac.CompileForward(fac.Options{Mask: o.Mask, Score: o.Score}, d)
+	}
+	return compilePair(t, "", opts, d, mods, fac.CompileBackward)
+}
+
 // mustCompileVarlen is mustCompile for the varlen kernels.
 func mustCompileVarlen(t *testing.T, opts fac.Options, d int) (*fac.ForwardVarlen, *fac.BackwardVarlen) {
 	t.Helper()
@@ -372,14 +382,7 @@ func TestBackwardBF16(t *testing.T) {
 func TestBackwardTiles(t *testing.T) {
 	for _, det := range []string{"false", "true"} {
 		opts := fac.Options{Mask: "document", Score: "softcap(2.5)", Consts: map[string]string{"BLOCK_M": "32", "BLOCK_N": "16", "DETERMINISTIC": det}}
-		fwd, err := fac.CompileForward(fac.Options{Mask: opts.Mask, Score: opts.Score}, bwdDim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bwd, err := fac.CompileBackward(opts, bwdDim)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fwd, bwd := mustCompileBackwardConsts(t, opts, bwdDim)
 		sh := fac.Shape{Batch: 2, Heads: 2, KVHeads: 1, SeqQ: 200, SeqK: 150, Dim: bwdDim}
 		in := only(fwd, inputs(sh, 21))
 		doc := in.Aux["doc"].([]int32)
@@ -502,4 +505,36 @@ func narrow(xs []float64) []float32 {
 		out[i] = float32(x)
 	}
 	return out
+}
+
+// TestBackwardDQFrag runs the backward with dQ's accumulator in
+// dq_accum.fa's tiles (DQ_FRAG) against the reference: 64-query tiles
+// (offsets known at compile time) and 32-query tiles (half a tile each),
+// with lengths that are not multiples of 64 and GQA.
+func TestBackwardDQFrag(t *testing.T) {
+	for _, bm := range []string{"64", "32"} {
+		opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", Consts: map[string]string{"DQ_FRAG": "true", "BLOCK_M": bm}}
+		fwd, bwd := mustCompileBackwardConsts(t, opts, bwdDim)
+		sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 157, SeqK: 140, Dim: bwdDim}
+		in := only(fwd, inputs(sh, 31))
+		c := gradCase{name: "dq_frag/BLOCK_M=" + bm, fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-5,
+			mask:  func(b, h, i, j int) bool { return i >= j },
+			score: func(s float64, b, h, i, j int) float64 { return 2.5 * math.Tanh(s/2.5) },
+			deriv: derivs["softcap(2.5)"](sh, nil)}
+		c.run(t, 32)
+	}
+}
+
+// TestBackwardDQFragRefused: the varlen backward, whose main kernel keeps
+// dQ's accumulator in rows, refuses DQ_FRAG rather than pair it with a
+// tiled postprocess; the sinks backward (flash_bwd, then flash_bwd_sinks,
+// which reads no dQ) takes it.
+func TestBackwardDQFragRefused(t *testing.T) {
+	consts := map[string]string{"DQ_FRAG": "true"}
+	if _, err := fac.CompileBackward(fac.Options{Mask: "causal", Sinks: true, Consts: consts}, bwdDim); err != nil {
+		t.Errorf("sinks backward with DQ_FRAG: %v", err)
+	}
+	if _, err := fac.CompileBackwardVarlen(fac.Options{Mask: "causal", Consts: consts}, bwdDim); err == nil || !strings.Contains(err.Error(), "DQ_FRAG") {
+		t.Errorf("varlen backward with DQ_FRAG: %v", err)
+	}
 }

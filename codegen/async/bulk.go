@@ -308,6 +308,12 @@ func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layou
 	}
 	p := op.Args[0]
 	shape := p.Type.Shape
+	if lin := l.Lin(ws[1], shape); core.RegBitsApart(lin) && sameLayouts(l, op, ws, lin) {
+		if to := tileOrder(op, lin, mask != nil); to != nil {
+			bf.stageTileOrder(l, fr, op, to, ptrs, vals)
+			return true
+		}
+	}
 	strides, ok := l.Affine(p)
 	if !ok || len(strides) != len(shape) {
 		return false
@@ -325,12 +331,7 @@ func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layou
 		return false
 	}
 	lin := l.Lin(ws[1], shape)
-	for i, w := range ws {
-		if i < len(op.Args) && !l.Lin(w, shape).Equal(lin) {
-			return false
-		}
-	}
-	if !core.RegBitsApart(lin) {
+	if !sameLayouts(l, op, ws, lin) || !core.RegBitsApart(lin) {
 		return false
 	}
 	st := chooseRuns(lin, shape, strides, inner, mask != nil)
@@ -494,4 +495,143 @@ func chooseRuns(lin *core.Linear, shape []int, strides []int64, inner int, maske
 		}
 	}
 	return best
+}
+
+// tileOrdered is an atomic_add tile whose pointers are one run-time base
+// plus offsets known at compile time that number the tile's elements 0 to
+// N-1 (dq_accum.fa's tiles): it is staged in that order, one bulk
+// reduction for the whole tile.
+type tileOrdered struct {
+	base  *tir.Value // the scalar base pointer
+	n     int        // elements
+	delta []int      // offset of register r from the thread's register 0
+	vec   int        // registers a shared store moves (1 or 4)
+}
+
+// tileOrder recognizes op's pointers as base + offsets (tileOrdered), where
+// every thread's registers sit at the same offsets from its register 0's;
+// nil otherwise (a mask, run-time offsets, offsets that are not a
+// permutation).
+func tileOrder(op *tir.Op, lin *core.Linear, masked bool) *tileOrdered {
+	p := op.Args[0].Def
+	if masked || p == nil || p.Kind != tir.OpAddPtr {
+		return nil
+	}
+	splat := p.Args[0].Def
+	if splat == nil || splat.Kind != tir.OpSplat || !splat.Args[0].Type.IsScalar() {
+		return nil
+	}
+	off, ok := core.ConstTile(p.Args[1])
+	if !ok {
+		return nil
+	}
+	shape := lin.Shape()
+	n := len(off)
+	seen := make([]bool, n)
+	for _, o := range off {
+		if o < 0 || o >= int64(n) || seen[o] {
+			return nil
+		}
+		seen[o] = true
+	}
+	at := func(c []int) int {
+		i := 0
+		for d, x := range c {
+			i = i*shape[d] + x
+		}
+		return int(off[i])
+	}
+	regs := lin.NumRegs()
+	to := &tileOrdered{base: splat.Args[0], n: n, delta: make([]int, regs), vec: 4}
+	for w := range 1 << len(lin.WarpBases()) {
+		for lane := range 32 {
+			tc := lin.LaneOffset(lane)
+			for i, b := range lin.WarpBases() {
+				if w>>i&1 != 0 {
+					for d := range tc {
+						tc[d] ^= b[d]
+					}
+				}
+			}
+			first := 0
+			for r := range regs {
+				c := lin.RegOffset(r)
+				for d := range c {
+					c[d] ^= tc[d]
+				}
+				o := at(c)
+				if r == 0 {
+					first = o
+				} else if w == 0 && lane == 0 {
+					to.delta[r] = o - first
+				} else if o-first != to.delta[r] {
+					return nil
+				}
+				if r%4 == 0 && (o%4 != 0 || r+3 >= regs) {
+					to.vec = 1
+				}
+			}
+		}
+	}
+	for r := 0; r+3 < regs && to.vec == 4; r += 4 {
+		for k := 1; k < 4; k++ {
+			if to.delta[r+k] != to.delta[r]+k {
+				to.vec = 1
+			}
+		}
+	}
+	return to
+}
+
+// stageTileOrder writes the thread's registers at their offsets into this
+// iteration's buffer (16-byte stores where the registers run in fours),
+// and thread 0 the tile's base address after them, for one bulk reduction
+// of the whole tile.
+func (bf *bulkFrames) stageTileOrder(l *core.Lowerer, fr *loopFrame, op *tir.Op, to *tileOrdered, ptrs, vals []value.Value) {
+	sb := &stagedBulk{bufElems: roundUpTo(to.n+bulkRowPad, 32), runs: 1, runElems: to.n + bulkRowPad, n: to.n}
+	l.Note(fmt.Sprintf("atomic_add at %s: one bulk reduction of %d B an iteration, staged in the tile's order (%d-register stores)", op.Pos, 4*to.n, to.vec))
+	sb.off = roundUpTo(l.SharedBytes()-l.Scratch(), 128)
+	l.UseShared(sb.off + 2*4*sb.bufElems)
+	l.PinScratch(sb.off)
+	fr.bulk = sb
+
+	b := l.Block()
+	base := b.NewPtrToInt(l.Scalar(to.base), types.I64)
+	first := b.NewTrunc(b.NewLShr(b.NewSub(b.NewPtrToInt(ptrs[0], types.I64), base), constant.NewInt(types.I64, 2)), types.I32)
+	buf := b.NewMul(b.NewAnd(b.NewSub(fr.iv, fr.lo), core.ConstI32(1)), core.ConstI32(int64(sb.bufElems)))
+	idx0 := b.NewAdd(buf, first)
+	for r := 0; r < len(vals); r += to.vec {
+		idx := b.NewAdd(idx0, core.ConstI32(int64(to.delta[r])))
+		if to.vec == 1 {
+			b.NewStore(vals[r], sb.at(l, types.Float, idx))
+			continue
+		}
+		vt := types.NewVector(uint64(to.vec), types.Float)
+		var vec value.Value = constant.NewUndef(vt)
+		for k := range to.vec {
+			vec = b.NewInsertElement(vec, vals[r+k], core.ConstI32(int64(k)))
+		}
+		b.NewStore(vec, b.NewBitCast(sb.at(l, types.Float, idx), core.SharedPtr(vt))).Align = 16
+	}
+	desc, done := l.NewBlock("bulk.row"), l.NewBlock("bulk.staged")
+	b.NewCondBr(b.NewICmp(enum.IPredEQ, l.ThreadID(), core.ConstI32(0)), desc, done)
+	l.SetBlock(desc)
+	pad := desc.NewAdd(buf, core.ConstI32(int64(sb.n)))
+	desc.NewStore(base, sb.at(l, types.I64, desc.NewLShr(pad, core.ConstI32(1))))
+	desc.NewStore(core.ConstI32(1), sb.at(l, types.I32, desc.NewAdd(pad, core.ConstI32(2))))
+	desc.NewBr(done)
+	l.SetBlock(done)
+	l.Asm(types.Void, "fence.proxy.async.shared::cta;", "~{memory}", true)
+	l.SetSharedDirty(true)
+}
+
+// sameLayouts reports that every operand of atomic_add op has layout lin:
+// a thread holds a pointer, value (and mask) of the same elements.
+func sameLayouts(l *core.Lowerer, op *tir.Op, ws []core.Layout, lin *core.Linear) bool {
+	for i, w := range ws {
+		if i < len(op.Args) && !l.Lin(w, op.Args[0].Type.Shape).Equal(lin) {
+			return false
+		}
+	}
+	return true
 }

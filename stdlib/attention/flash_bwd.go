@@ -164,11 +164,17 @@ var QBlockMask = &launch.BlockMaskParams{
 // (flash_bwd's adds are unmasked: a tile running past SeqQ adds zeros into
 // the next head's rows, or past the last head into the padding), or one
 // element when the kernels were compiled DETERMINISTIC and do not use it.
+// With DQ_FRAG (dq_accum.fa's tiles) each head's rows are padded to a
+// multiple of 64.
 func dqAccumDims(p launch.Problem) []int {
 	if a, ok := p.Attrs["DETERMINISTIC"]; ok && a != 0 {
 		return []int{1}
 	}
-	return []int{p.Shape.Batch*p.Shape.Heads*p.Shape.SeqQ + dqAccumPad, p.Shape.Dim}
+	rows := p.Shape.SeqQ
+	if a, ok := p.Attrs["DQ_FRAG"]; ok && a != 0 {
+		rows = launch.CeilDiv(rows, 64) * 64
+	}
+	return []int{p.Shape.Batch*p.Shape.Heads*rows + dqAccumPad, p.Shape.Dim}
 }
 
 // rowWorkDims is lse_log2's and Δ's, one f32 per query row, [B·H·SeqQ +
@@ -194,6 +200,9 @@ func checkBwd(p launch.Problem) error {
 	}
 	if sq := p.Attr("SPARSE_Q"); sq > dqAccumPad {
 		return fmt.Errorf("SPARSE_Q = %d: the backward's dQ accumulator pads %d rows, so SPARSE_Q must be at most that", sq, dqAccumPad)
+	}
+	if a, ok := p.Attrs["DQ_FRAG"]; ok && a != 0 && p.Attr("HEAD_DIM")%16 != 0 {
+		return fmt.Errorf("DQ_FRAG: the accumulator's tiles take a HEAD_DIM that is a multiple of 16, not %d", p.Attr("HEAD_DIM"))
 	}
 	return nil
 }
