@@ -509,19 +509,21 @@ func narrow(xs []float64) []float32 {
 
 // TestBackwardDQFrag runs the backward with dQ's accumulator in
 // dq_accum.fa's tiles (DQ_FRAG) against the reference: 64-query tiles
-// (offsets known at compile time) and 32-query tiles (half a tile each),
-// with lengths that are not multiples of 64 and GQA.
+// (offsets known at compile time), 32-query tiles (half a tile each) and
+// the deterministic mode (which keeps no accumulator), with lengths that
+// are not multiples of 64 and GQA.
 func TestBackwardDQFrag(t *testing.T) {
-	for _, bm := range []string{"64", "32"} {
-		opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", Consts: map[string]string{"DQ_FRAG": "true", "BLOCK_M": bm}}
+	for _, c := range []map[string]string{{"BLOCK_M": "64"}, {"BLOCK_M": "32"}, {"DETERMINISTIC": "true"}} {
+		c["DQ_FRAG"] = "true"
+		opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", Consts: c}
 		fwd, bwd := mustCompileBackwardConsts(t, opts, bwdDim)
 		sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 157, SeqK: 140, Dim: bwdDim}
 		in := only(fwd, inputs(sh, 31))
-		c := gradCase{name: "dq_frag/BLOCK_M=" + bm, fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-5,
+		gc := gradCase{name: fmt.Sprintf("dq_frag/%v", c), fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-5,
 			mask:  func(b, h, i, j int) bool { return i >= j },
 			score: func(s float64, b, h, i, j int) float64 { return 2.5 * math.Tanh(s/2.5) },
 			deriv: derivs["softcap(2.5)"](sh, nil)}
-		c.run(t, 32)
+		gc.run(t, 32)
 	}
 }
 
