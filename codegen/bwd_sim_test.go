@@ -121,3 +121,13 @@ func fragSimCases() []simCase {
 		withTarget(bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 2, 2, 200, 300), "dq=bulk"),
 	}
 }
+
+// riderSimCases run flash_bwd where a head's rows of LSE and Δ start at
+// any 4-byte offset (157 queries a head): on TMA they ride with Q's
+// copies (tma-riders), from 16-byte chunks that begin before them.
+func riderSimCases() []simCase {
+	return []simCase{
+		bwdCaseRows("frontend_bwd_64x128_rows", 128, 8, 128, 1, 3, 1, 157, 300),
+		bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 3, 3, 157, 200),
+	}
+}

@@ -210,3 +210,40 @@ func TestWarpSpecializeOff(t *testing.T) {
 		}
 	}
 }
+
+// TestTMARiders checks that tma-riders copies the backward's rows of
+// lse_log2 and Δ with Q's TMA fills (a cp.async.bulk each, read from
+// shared memory: no global load of them is left in the loop), and that
+// disabling the phase, or a kernel without TMA, keeps the plain loads.
+func TestTMARiders(t *testing.T) {
+	m, name := loadKernel(t, "frontend_bwd_64x128_rows")
+	res, err := Lower(m, name, Options{Target: wgmmaTarget, NumWarps: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rides []string
+	for _, n := range res.Notes {
+		if strings.Contains(n, "rides with") {
+			rides = append(rides, n)
+		}
+	}
+	if len(rides) != 2 || !strings.Contains(rides[0], "lse_log2 rides with q's TMA copies") || !strings.Contains(rides[1], "delta rides with q's TMA copies") {
+		t.Errorf("notes %q, want lse_log2 and delta riding with q", res.Notes)
+	}
+	// The prologue's fill and the body's prefetch, two vectors each.
+	if n := strings.Count(res.LL, "cp.async.bulk.shared::cluster.global.mbarrier"); n != 4 {
+		t.Errorf("%d bulk copies of vectors, want 4", n)
+	}
+	for _, opts := range []Options{
+		{Target: wgmmaTarget, NumWarps: 8, Disable: map[string]bool{"tma-riders": true}},
+		{Target: withOpts(t, wgmmaTarget, "tma=off"), NumWarps: 8},
+	} {
+		res, err := Lower(m, name, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(res.LL, "cp.async.bulk.shared::cluster.global.mbarrier") || slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "rides") }) {
+			t.Errorf("%+v: vectors still ride", opts.Disable)
+		}
+	}
+}

@@ -262,6 +262,13 @@ func (s *Scheduler) AfterBarrier(l *core.Lowerer) {
 // AfterTileWait: a pipelined loop's buffers go back.
 func (s *Scheduler) AfterTileWait(l *core.Lowerer) { s.pl.afterTileWait(l) }
 
+// InPipelinedBody reports whether the body of the loop that pipelines st
+// is being lowered (its fills were issued iterations before).
+func (s *Scheduler) InPipelinedBody(st *core.Staged) bool {
+	p := s.pl.pipeOf(st)
+	return p != nil && p.active && s.pl.inSlice == 0
+}
+
 // IssuedAhead: a pipelined loop's tiles and its tail.
 func (s *Scheduler) IssuedAhead(l *core.Lowerer, st *core.Staged) bool {
 	return s.pl.issuedAhead(l, st)

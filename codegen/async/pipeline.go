@@ -350,11 +350,9 @@ func (pl *pipelines) planTailsIn(l *core.Lowerer, ops, outer []*tir.Op) {
 // scalars included: those are safe to repeat).
 func pipelineFor(l *core.Lowerer, loop *tir.Op) *pipeline {
 	body := loop.Regions[0]
-	in := map[*tir.Op]bool{}
 	var loads []*core.Staged
 	nested := false
 	for _, op := range body.Ops {
-		in[op] = true
 		if st := l.Plan().StagedLoad(op); st != nil {
 			loads = append(loads, st)
 		}
@@ -365,12 +363,33 @@ func pipelineFor(l *core.Lowerer, loop *tir.Op) *pipeline {
 	if len(loads) == 0 || nested {
 		return nil
 	}
+	var roots []*tir.Value
+	for _, st := range loads {
+		roots = append(roots, st.Load.Args...)
+	}
+	need := map[*tir.Op]bool{}
+	if !sliceNeeds(l, body, roots, need) {
+		return nil
+	}
+	p := &pipeline{loop: loop, loads: loads}
+	p.setSlice(need)
+	return p
+}
+
+// sliceNeeds adds to need the ops of loop body body that roots depend on,
+// and reports whether the roots depend only on the induction variable
+// (through scalars and index math: no loop-carried value, region, store,
+// dot, reduction, staged load, or anchored tensor).
+func sliceNeeds(l *core.Lowerer, body *tir.Block, roots []*tir.Value, need map[*tir.Op]bool) bool {
+	in := map[*tir.Op]bool{}
+	for _, op := range body.Ops {
+		in[op] = true
+	}
 	iv := body.Args[0]
 	carried := map[*tir.Value]bool{}
 	for _, a := range body.Args[1:] {
 		carried[a] = true
 	}
-	need := map[*tir.Op]bool{}
 	ok := true
 	var visit func(v *tir.Value)
 	visit = func(v *tir.Value) {
@@ -402,15 +421,19 @@ func pipelineFor(l *core.Lowerer, loop *tir.Op) *pipeline {
 			visit(a)
 		}
 	}
-	for _, st := range loads {
-		for _, a := range st.Load.Args {
-			visit(a)
-		}
+	for _, r := range roots {
+		visit(r)
 	}
-	if !ok {
-		return nil
-	}
-	p := &pipeline{loop: loop, loads: loads, defs: []*tir.Value{iv}}
+	return ok
+}
+
+// setSlice makes the ops of need p's slice, in body order, with their
+// results and the induction variable its definitions and its scalar loads
+// the values read ahead.
+func (p *pipeline) setSlice(need map[*tir.Op]bool) {
+	body := p.loop.Regions[0]
+	p.slice, p.ahead = nil, nil
+	p.defs = []*tir.Value{body.Args[0]}
 	for _, op := range body.Ops {
 		if need[op] {
 			p.slice = append(p.slice, op)
@@ -421,7 +444,27 @@ func pipelineFor(l *core.Lowerer, loop *tir.Op) *pipeline {
 		}
 	}
 	p.aheadSlice = sliceOf(p.slice, p.ahead)
-	return p
+}
+
+// AddToSlice has pipelined loop loop's slice compute roots too (scalars
+// the target's copies need for the iteration they prefetch), and reports
+// whether it can: they must depend only on the induction variable, as the
+// staged loads' operands do. It is for the phases between pipeline-loads
+// and lower-llvm.
+func (s *Scheduler) AddToSlice(l *core.Lowerer, loop *tir.Op, roots []*tir.Value) bool {
+	p := s.pl.pipes[loop]
+	if p == nil {
+		return false
+	}
+	need := map[*tir.Op]bool{}
+	for _, op := range p.slice {
+		need[op] = true
+	}
+	if !sliceNeeds(l, loop.Regions[0], roots, need) {
+		return false
+	}
+	p.setSlice(need)
+	return true
 }
 
 // sliceOf returns the ops of slice (in order) that roots depend on, roots

@@ -19,6 +19,8 @@ type Emitter struct {
 	l    *Lowerer    // handed to the target's hooks
 	lay  *Assignment // assign-layouts'
 	plan *Plan       // the staged tiles and shared memory
+	// loadVia, while set, gives a load's registers (LowerLoadVia).
+	loadVia func(ptrs Layout) []value.Value
 
 	mod   *ir.Module
 	fn    *ir.Func

@@ -290,6 +290,12 @@ func (em *Emitter) lowerOp(op *tir.Op) {
 			return
 		}
 	}
+	em.lowerValue(op)
+}
+
+// lowerValue lowers op's result in its layout, or in each layout its uses
+// want when it has none of its own.
+func (em *Emitter) lowerValue(op *tir.Op) {
 	v := op.Result()
 	in := em.lay.get(v)
 	if in.flex {
@@ -300,6 +306,17 @@ func (em *Emitter) lowerOp(op *tir.Op) {
 	}
 	em.put(v, in.lay, em.lowerIn(op, in.lay))
 	em.convertDemands(v)
+}
+
+// LowerLoadVia lowers load op in every layout its value takes, as the walk
+// would, except that read gives each layout's registers, from the layout
+// of the pointers it would load from: a target that copied the elements
+// elsewhere first (sm90's vectors riding with a TMA tile) reads them
+// there.
+func (em *Emitter) LowerLoadVia(op *tir.Op, read func(ptrs Layout) []value.Value) {
+	em.loadVia = read
+	defer func() { em.loadVia = nil }()
+	em.lowerValue(op)
 }
 
 // convertDemands materializes an anchored value in every extra layout its

@@ -18,6 +18,9 @@ import (
 func (em *Emitter) lowerLoad(op *tir.Op, lay Layout, ws []Layout) []value.Value {
 	t := op.Result().Type
 	e := t.Elem
+	if em.loadVia != nil {
+		return em.loadVia(ws[0])
+	}
 	ptrs := em.Get(op.Args[0], ws[0])
 	var mask, other []value.Value
 	if len(op.Args) == 3 {

@@ -27,6 +27,7 @@ var (
 	mbarWaitRE   = regexp.MustCompile(`mbarrier\.try_wait\.parity(?:\.acquire\.cta)?(?:\.shared(?:::cta)?)?\.b64 (\w+), \[(\$\d+)\], (\$\d+|\d+);`)
 	tmaStoreRE   = regexp.MustCompile(`cp\.async\.bulk\.tensor\.(\d)d\.global\.shared::cta(?:\.tile)?\.bulk_group \[(\$\d+), \{([^}]*)\}\], \[(\$\d+)\];`)
 	tmaReduceRE  = regexp.MustCompile(`cp\.reduce\.async\.bulk\.tensor\.(\d)d\.global\.shared::cta\.add(?:\.tile)?\.bulk_group \[(\$\d+), \{([^}]*)\}\], \[(\$\d+)\];`)
+	bulkLoadRE   = regexp.MustCompile(`^cp\.async\.bulk\.shared::cluster\.global\.mbarrier::complete_tx::bytes \[(\$\d+)\], \[(\$\d+)\], (\$\d+), \[(\$\d+)\];$`)
 	tmaLoadRE    = regexp.MustCompile(`cp\.async\.bulk\.tensor\.(\d)d\.shared::cluster\.global(?:\.tile)?\.mbarrier::complete_tx::bytes \[(\$\d+)\], \[(\$\d+), \{([^}]*)\}\], \[(\$\d+)\];`)
 	wgmmaShapeRE = regexp.MustCompile(`wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(bf16|f16)\.(bf16|f16) \{([^}]*)\}, (\{[^}]*\}|\$\d+), (\$\d+), p, 1, 1, (\d)(?:, (\d))?;`)
 	setpRE       = regexp.MustCompile(`setp\.ne\.b32 p, (\$\d+), 0;`)
@@ -111,7 +112,7 @@ func (c *compiler) asm(in *ir.InstCall, text string, s *callSite) op {
 		}
 		return v
 	}
-	if strings.Contains(text, "cp.async.bulk.tensor") || strings.Contains(text, "cp.reduce.async.bulk.tensor") {
+	if strings.Contains(text, "cp.async.bulk.tensor") || strings.Contains(text, "cp.reduce.async.bulk.tensor") || bulkLoadRE.MatchString(text) {
 		c.p.usesTMA, c.p.usesProxy = true, true
 	}
 	if strings.Contains(text, "wgmma.mma_async") {
@@ -139,6 +140,13 @@ func (c *compiler) asm(in *ir.InstCall, text string, s *callSite) op {
 			if pred(w, l) {
 				w.tmaReduce(l, tm(w, l), readCoords(w, l, cs), uint64(uint32(src(w, l))))
 			}
+		})
+	case bulkLoadRE.MatchString(text):
+		needVoid()
+		sm := bulkLoadRE.FindStringSubmatch(text)
+		dst, src, n, bar := opnd(sm[1]), opnd(sm[2]), opnd(sm[3]), opnd(sm[4])
+		return perLane(func(w *warp, l int) {
+			w.cta.bulkLoad(uint64(uint32(dst(w, l))), src(w, l), int(int32(uint32(n(w, l)))), uint64(uint32(bar(w, l))))
 		})
 	case strings.Contains(text, "cp.async.bulk.tensor"):
 		needVoid()

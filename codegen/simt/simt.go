@@ -168,6 +168,16 @@ func (m *machine) inside(addr uint64, n int) bool {
 	return false
 }
 
+// overlaps reports whether [addr, addr+n) overlaps a buffer.
+func (m *machine) overlaps(addr uint64, n int) bool {
+	for _, a := range m.allocs {
+		if addr < a.base+a.size && a.base < addr+uint64(n) {
+			return true
+		}
+	}
+	return false
+}
+
 // globalRun is n bytes of global memory at addr, which must lie in one
 // buffer.
 func (m *machine) globalRun(addr uint64, n int) []byte {

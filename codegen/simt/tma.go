@@ -201,10 +201,61 @@ type mbar struct {
 	copies  []*bulkCopy
 }
 
+// bulkCopy is a copy in flight: a tensor map's box at coords, or (tm nil)
+// n contiguous bytes from global address src.
 type bulkCopy struct {
 	tm     *tmap
 	dst    uint64
 	coords []int64
+	src    uint64
+	n      int
+}
+
+// bytes is what the copy completes on its mbarrier.
+func (cp *bulkCopy) bytes() int {
+	if cp.tm == nil {
+		return cp.n
+	}
+	return cp.tm.boxBytes()
+}
+
+// bulkLoad is a contiguous cp.async.bulk of n bytes from global src to
+// shared dst on the mbarrier at bar. Both addresses and n are multiples
+// of 16; the source's 16-byte chunks need only overlap a buffer (the
+// hardware reads whole chunks, and a chunk never spans pages), the bytes
+// outside one reading as zero.
+func (c *cta) bulkLoad(dst, src uint64, n int, bar uint64) {
+	if dst%16 != 0 || src%16 != 0 || n <= 0 || n%16 != 0 || dst+uint64(n) > uint64(len(c.shared)) {
+		fail("cp.async.bulk of %d bytes from %#x to shared %#x: not 16-byte aligned multiples inside SharedBytes=%d", n, src, dst, len(c.shared))
+	}
+	for k := 0; k < n; k += 16 {
+		if !c.m.overlaps(src+uint64(k), 16) {
+			fail("cp.async.bulk reads the chunk at %#x, which no buffer overlaps", src+uint64(k))
+		}
+	}
+	c.startCopy(&bulkCopy{dst: dst, src: src, n: n}, bar, "cp.async.bulk")
+}
+
+// startCopy puts cp in flight on the mbarrier at bar.
+func (c *cta) startCopy(cp *bulkCopy, bar uint64, what string) {
+	dst, n := cp.dst, uint64(cp.bytes())
+	c.mbarCheckAddr(bar, what)
+	b := c.mbar(bar, what)
+	for a := range c.mbars {
+		if a+8 > dst && a < dst+n {
+			fail("%s destination [%#x, %#x) overlaps the mbarrier at %#x", what, dst, dst+n, a)
+		}
+	}
+	for i := dst; i < dst+n; i++ {
+		if o := c.inflight[i]; o != 0 {
+			fail("%s destination byte %d is already the destination of a copy in flight on the mbarrier at %#x", what, i, o-1)
+		}
+	}
+	for i := dst; i < dst+n; i++ {
+		c.inflight[i] = int32(bar) + 1
+	}
+	b.copies = append(b.copies, cp)
+	c.epoch++
 }
 
 // checkLanded fails when a generic access (what) touches bytes of a copy
@@ -273,23 +324,7 @@ func (c *cta) tmaLoad(dst, tmAddr uint64, coords []int64, bar uint64) {
 	if dst%align != 0 || dst+n > uint64(len(c.shared)) {
 		fail("cp.async.bulk.tensor destination %#x (+%d bytes) not %d-aligned inside SharedBytes=%d", dst, n, align, len(c.shared))
 	}
-	c.mbarCheckAddr(bar, "cp.async.bulk.tensor")
-	b := c.mbar(bar, "cp.async.bulk.tensor")
-	for a := range c.mbars {
-		if a+8 > dst && a < dst+n {
-			fail("cp.async.bulk.tensor destination [%#x, %#x) overlaps the mbarrier at %#x", dst, dst+n, a)
-		}
-	}
-	for i := dst; i < dst+n; i++ {
-		if o := c.inflight[i]; o != 0 {
-			fail("cp.async.bulk.tensor destination byte %d is already the destination of a copy in flight on the mbarrier at %#x", i, o-1)
-		}
-	}
-	for i := dst; i < dst+n; i++ {
-		c.inflight[i] = int32(bar) + 1
-	}
-	b.copies = append(b.copies, &bulkCopy{tm: tm, dst: dst, coords: coords})
-	c.epoch++
+	c.startCopy(&bulkCopy{tm: tm, dst: dst, coords: coords}, bar, "cp.async.bulk.tensor")
 }
 
 // mbarReady reports whether the phase of the given parity of the
@@ -306,7 +341,7 @@ func (c *cta) mbarReady(addr uint64, parity int) bool {
 		}
 		for _, cp := range b.copies {
 			c.land(cp)
-			b.tx -= cp.tm.boxBytes()
+			b.tx -= cp.bytes()
 		}
 		b.copies = nil
 		if b.tx < 0 {
@@ -324,6 +359,10 @@ func (c *cta) mbarReady(addr uint64, parity int) bool {
 // land performs copy cp: it writes the box into shared memory through the
 // async proxy and clears the bytes' in-flight and generic-proxy marks.
 func (c *cta) land(cp *bulkCopy) {
+	if cp.tm == nil {
+		c.landRun(cp)
+		return
+	}
 	tm := cp.tm
 	m := c.m
 	total := tm.boxBytes() / tm.elem
@@ -341,15 +380,33 @@ func (c *cta) land(cp *bulkCopy) {
 		}
 		copy(c.shared[a:a+uint64(tm.elem)], v)
 	}
-	nb := uint64(tm.boxBytes())
-	for i := cp.dst; i < cp.dst+nb; i++ {
+	c.clearInflight(cp.dst, tm.boxBytes())
+}
+
+// clearInflight clears the in-flight and generic-proxy marks of the n
+// bytes a copy landed at dst.
+func (c *cta) clearInflight(dst uint64, n int) {
+	for i := dst; i < dst+uint64(n); i++ {
 		c.inflight[i] = 0
 	}
 	if c.marks != nil {
-		for i := cp.dst; i < cp.dst+nb; i++ {
+		for i := dst; i < dst+uint64(n); i++ {
 			c.marks[i] = 0
 		}
 	}
+}
+
+// landRun performs a contiguous copy (bulkLoad): the bytes inside a
+// buffer as they are, the others zero.
+func (c *cta) landRun(cp *bulkCopy) {
+	for i := 0; i < cp.n; i++ {
+		var v byte
+		if a := cp.src + uint64(i); c.m.inside(a, 1) {
+			v = c.m.global[a]
+		}
+		c.shared[cp.dst+uint64(i)] = v
+	}
+	c.clearInflight(cp.dst, cp.n)
 }
 
 // mbarWait is a warp's mbarrier.try_wait.parity loop: addrs and parities

@@ -74,6 +74,8 @@ type Target struct {
 	tmaStores map[*tir.Op]*tmaStore
 	// tmaReduces are the atomic_adds tma-reduce planned, by op.
 	tmaReduces map[*tir.Op]*tmaReduce
+	// riders are the vectors tma-riders copies with TMA tiles, by load.
+	riders map[*tir.Op]*rider
 	// tmaBars are the arrival counts of the TMA tiles' mbarriers, 8 bytes
 	// each from tmaBase.
 	tmaBars []int
@@ -110,13 +112,13 @@ func New(cfg core.TargetConfig) *Target {
 // tma-store (a kernel's tma_store argument, or tma-store=on) picks the
 // TMA stores before assign-layouts (their values keep their own layouts).
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, TMAReduces, core.AssignLayouts, core.PlanAsync, async.PipelineLoads, TMALoads, WarpSpecialize, core.LowerLLVM, core.RemoveDead}
+	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, TMAReduces, core.AssignLayouts, core.PlanAsync, async.PipelineLoads, TMALoads, WarpSpecialize, TMARiders, core.LowerLLVM, core.RemoveDead}
 }
 
 // OpNote: what --print-ir-after shows of the schedule's plan for op
 // (async.Scheduler.OpNote: the producer's share), and of sm90's own
 // phases': the stores tma-store writes by TMA, the atomic_adds tma-reduce
-// adds by TMA tensor reductions.
+// adds by TMA tensor reductions, the loads tma-riders copies with a tile.
 func (t *Target) OpNote(l *core.Lowerer, op *tir.Op, st *core.Staged) string {
 	n := t.Scheduler.OpNote(l, op, st)
 	var own string
@@ -124,6 +126,8 @@ func (t *Target) OpNote(l *core.Lowerer, op *tir.Op, st *core.Staged) string {
 		own = "TMA store into " + s.tensor
 	} else if r := t.tmaReduces[op]; r != nil {
 		own = "TMA tensor reductions into " + r.tensor
+	} else if r := t.riders[op]; r != nil {
+		own = "rides with " + r.host.Plan.(*tilePlan).tma.tensor + "'s TMA copies"
 	}
 	switch {
 	case own == "":

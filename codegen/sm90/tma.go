@@ -82,6 +82,8 @@ type tmaLoad struct {
 	again          bool
 	empty          int // byte offset of its empty mbarrier (a resident tile beside a producer), or -1
 	waits, refills *ir.InstAlloca
+	tensor         string   // the kernel tensor it copies from
+	riders         []*rider // vectors copied with each fill (riders.go)
 }
 
 // TMALoads is the phase that moves eligible staged tiles to TMA.
@@ -146,7 +148,7 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			t.note(l, op, "cp.async: "+why)
 			return true
 		}
-		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), counters: -1, empty: -1, again: loops[op] == 1 && st.PipeLoop() == nil}
+		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), counters: -1, empty: -1, again: loops[op] == 1 && st.PipeLoop() == nil, tensor: spec.Tensor}
 		tl.param = l.Plan().AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
 		if !slices.Contains(t.tmaMaps, tl.param) {
 			t.tmaMaps = append(t.tmaMaps, tl.param)
@@ -552,13 +554,19 @@ func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {
 	}
 	l.IfThen(cond, "tma", func() {
 		bar := tl.mbar(l, st)
-		l.Asm(types.Void, asmExpectTx, "r,r,~{memory}", true, bar, core.ConstI32(int64(p.tile.bytes())))
+		rcs := riderCopies(l, tl.riders)
+		var tx value.Value = core.ConstI32(int64(p.tile.bytes()))
+		for _, c := range rcs {
+			tx = l.Block().NewAdd(tx, c.bytes)
+		}
+		l.Asm(types.Void, asmExpectTx, "r,r,~{memory}", true, bar, tx)
 		text, cons := asmTMA(1 + len(coords))
 		for k := 0; k < tl.panels; k++ {
 			dst := sharedAddr32(l, st.ByteOff+k*p.tile.rows*p.tile.w, st.StagedDyn())
 			args := append([]value.Value{dst, l.TensorMapParam(tl.param), core.ConstI32(int64(k * p.tile.w / 2))}, coords...)
 			l.Asm(types.Void, text, cons, true, append(args, bar)...)
 		}
+		issueRiders(l, tl.riders, rcs, st.Buffer(), bar)
 	})
 	if !t.InProducer() {
 		commit()
