@@ -131,5 +131,7 @@ func riderSimCases() []simCase {
 		bwdCaseRows("frontend_bwd_64x128_rows", 128, 8, 128, 1, 3, 1, 157, 300),
 		bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 3, 3, 157, 200),
 		varlenBwdCase("frontend_varlen_bwd_64x128", 128, 2, 2, []int{100, 0, 40, 157}, []int{150, 30, 140, 300}),
+		// The kernel's dq_bulk asks what the target's dq=bulk does.
+		withAttrs(bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 3, 3, 157, 200), "dq_bulk", true),
 	}
 }

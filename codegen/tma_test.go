@@ -247,3 +247,20 @@ func TestTMARiders(t *testing.T) {
 		}
 	}
 }
+
+// TestDQBulkArg: the kernel's dq_bulk schedule argument stages dQ for one
+// bulk reduction a tile as the target's dq=bulk does; without either, the
+// adds stay reds.
+func TestDQBulkArg(t *testing.T) {
+	m, name := loadKernel(t, "frontend_bwd_64x128_frag")
+	for _, on := range []bool{false, true} {
+		m.Func(name).SetAttr("dq_bulk", on)
+		res, err := Lower(m, name, Options{Target: wgmmaTarget, NumWarps: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(res.LL, "cp.reduce.async.bulk"); got != on {
+			t.Errorf("dq_bulk = %v: bulk reductions %v", on, got)
+		}
+	}
+}

@@ -29,8 +29,12 @@ import (
 // CTAsPerSM: core.CTAsTarget (the config's ctas-per-sm).
 func (t *Target) CTAsPerSM() int { return t.CTAs }
 
-// BulkReduce: async.BulkReduceTarget (the config's dq=bulk).
-func (t *Target) BulkReduce(*core.Lowerer) bool { return t.DQBulk }
+// BulkReduce: async.BulkReduceTarget (the config's dq=bulk, or the
+// kernel's dq_bulk schedule argument).
+func (t *Target) BulkReduce(l *core.Lowerer) bool {
+	on, _ := l.Func().Attr("dq_bulk").(bool)
+	return t.DQBulk || on
+}
 
 // VectorReduce: core.VectorReduceTarget. red.global.add.v2.f32 and .v4
 // are sm_90's (PTX ISA 8.1), on both archs.
