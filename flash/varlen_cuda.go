@@ -2,6 +2,7 @@ package flash
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -57,24 +58,47 @@ func (v *ForwardVarlen) prepare(ctx context.Context, d *CUDA, in VarlenInputs, h
 // device between them) and returns the gradients like RunCPU. Outputs are
 // poisoned (NaN) before the launch.
 func (bw *BackwardVarlen) RunCUDAGrads(ctx context.Context, d *CUDA, in VarlenBackwardInputs, heads, kvHeads int) (*Grads, error) {
-	bw, err := bw.tuned(d.Arch)
-	if err != nil {
+	p, grads, empty, err := bw.prepare(ctx, d, in, heads, kvHeads)
+	if err != nil || empty != nil {
+		return empty, err
+	}
+	return runGrads(d, p, grads, false)
+}
+
+// BenchCUDA times the varlen backward (its three kernels, in order) with
+// CUDA events: warmup runs, then reps timed ones; it returns each run's
+// milliseconds. Inputs and outputs stay on the device throughout.
+func (bw *BackwardVarlen) BenchCUDA(d *CUDA, in VarlenBackwardInputs, heads, kvHeads, warmup, reps int) ([]float64, error) {
+	p, _, empty, err := bw.prepare(context.Background(), d, in, heads, kvHeads)
+	switch {
+	case err != nil:
 		return nil, err
+	case empty != nil:
+		return nil, fmt.Errorf("%s: no query to time", attention.FlashBwdVarlen.Kernel)
+	}
+	defer p.Free()
+	return p.Bench(warmup, reps)
+}
+
+// prepare finds the kernels tuned for d, binds the call and uploads it,
+// the aux gradients zeroed (their names, sorted); a call with no query
+// gives its zero gradients (empty) instead.
+func (bw *BackwardVarlen) prepare(ctx context.Context, d *CUDA, in VarlenBackwardInputs, heads, kvHeads int) (p preparedCall, grads []string, empty *Grads, err error) {
+	bw, err = bw.tuned(d.Arch)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	b, err := bw.bind(in, heads, kvHeads)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if b.empty != nil {
-		return b.empty, nil
+		return nil, nil, b.empty, nil
 	}
-	grads := zeroGrads(&b.bound)
-	maps.Copy(b.host, grads)
-	p, err := prepareCUDA(ctx, d, bw.stages, b.calls, b.host, attention.BackwardVarlen.Results)
-	if err != nil {
-		return nil, err
-	}
-	return runGrads(d, p, slices.Sorted(maps.Keys(grads)), false)
+	zero := zeroGrads(&b.bound)
+	maps.Copy(b.host, zero)
+	p, err = prepareCUDA(ctx, d, bw.stages, b.calls, b.host, attention.BackwardVarlen.Results)
+	return p, slices.Sorted(maps.Keys(zero)), nil, err
 }
 
 // tuned is the varlen forward the GPU of arch runs: v compiled again with

@@ -178,6 +178,9 @@ func suiteJobs(t *testing.T, arch string) []bundleJob {
 				for _, c := range varlenBenchConsts(d) {
 					add("varlen forward", vfwd, fac.Options{Mask: m, DType: dtype, Consts: c})
 				}
+				// --backward: the tuned (packed) loads and the ones kept in the sequence.
+				add("varlen backward", vbwd, fac.Options{Mask: m, DType: dtype})
+				add("varlen backward", vbwd, fac.Options{Mask: m, DType: dtype, Consts: varlenUnpacked})
 			}
 			for _, c := range varlenSparseCases {
 				src := map[string]string{"varlen_mods.fa": varlenMods}

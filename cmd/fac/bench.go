@@ -110,7 +110,7 @@ paged KV cache (flash_fwd_paged + flash_fwd_combine; docs/decoding.md), every se
 pages shuffled, in KV TB/s as the dense row.
 --varlen-len L times the varlen kernel (docs/varlen.md) on --tokens packed as sequences of L tokens
 with the mask within each sequence: none over 1000-token sequences is the dense document(1000) anchor's
-work, as one packed batch.
+work, as one packed batch; with --backward, the varlen backward (its three kernels) after one forward.
 --ragged times a ragged continuous batch over a paged KV cache in one launch (flash_fwd_paged_varlen +
 flash_fwd_combine; docs/decoding.md#ragged-batches): --decode-rows sequences of one query beside a prefill
 chunk of each --prefill length, their caches spread over --cache-range LO,HI keys in shuffled pages of
@@ -127,6 +127,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
   fac bench --decode --num-splits 8 --pack-gqa on --seqlen-q 1 --seqlen-k 8192
   fac bench --decode --page-size 1,16,64,256   # each decoding row, then paged with those page sizes
   fac bench --varlen-len 1000 --mask none --tokens 16384   # varlen, as the dense document(1000) anchor
+  fac bench --varlen-len 1000 --mask none --backward       # the varlen backward, the same packing
   fac bench --ragged --json ragged.json   # 64 decode rows + 2 prefill chunks of 2048, one launch vs each alone`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDevice(device, "cuda"); err != nil {
@@ -223,8 +224,8 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 				}
 			}
 			if varlenLen != 0 {
-				if varlenLen < 0 || backward || step || decode || len(seqQs) > 0 || len(seqKs) > 0 || fl.Changed("seqlen") || fl.Changed("batch") || df.changed() {
-					return fmt.Errorf("--varlen-len %d: want a positive length, with --tokens, --heads, --kv-heads (no --backward, --decode, --seqlen, --seqlen-q, --seqlen-k, --batch or split-KV flags)", varlenLen)
+				if varlenLen < 0 || step || decode || len(seqQs) > 0 || len(seqKs) > 0 || fl.Changed("seqlen") || fl.Changed("batch") || df.changed() {
+					return fmt.Errorf("--varlen-len %d: want a positive length, with --tokens, --heads, --kv-heads, --backward (no --step, --decode, --seqlen, --seqlen-q, --seqlen-k, --batch or split-KV flags)", varlenLen)
 				}
 				shapes = []fac.Shape{{Batch: 1, Heads: heads, KVHeads: kvHeads, SeqQ: tokens, SeqK: tokens, Dim: dim, DimV: dimV}}
 			}
@@ -281,15 +282,15 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 					opts.Mask, opts.DType, opts.Sources, opts.Consts = m, dtype, srcs, consts
 					var r benchResult
 					var err error
-					if backward || step {
+					if varlenLen > 0 {
+						r, err = benchVarlen(gpu, opts, varlenLen, sh, warmup, reps, backward)
+					} else if backward || step {
 						r, err = benchBackwardOne(gpu, opts, sh.SeqQ, sh.Batch, sh.Heads, dim, docLen, warmup, reps)
 						r.SeqLenQ, r.SeqLenK, r.KVHeads, r.NumSplits, r.PackGQA = sh.SeqQ, sh.SeqK, sh.KV(), 1, 1
 						if err == nil && step {
 							r, err = stepRow(gpu, opts, sh, docLen, warmup, reps, r)
 						}
 						r.KVTBps = kvTBps(sh, dtype, r.MedianMs)
-					} else if varlenLen > 0 {
-						r, err = benchVarlen(gpu, opts, varlenLen, sh, warmup, reps)
 					} else {
 						r, err = benchShape(gpu, opts, sh, docLen, warmup, reps)
 					}
@@ -341,7 +342,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	fs.IntVar(&warmup, "warmup", 5, "untimed launches first")
 	fs.IntVar(&reps, "reps", 20, "timed launches (the median is reported)")
 	fs.IntVar(&docLen, "doc-len", 1000, "document length for the document mask (its doc ids are made up)")
-	fs.IntVar(&varlenLen, "varlen-len", 0, "time flash_fwd_varlen instead: --tokens packed as sequences of this many tokens (the last one shorter), the mask (none or causal) within each; rows show B = sequences")
+	fs.IntVar(&varlenLen, "varlen-len", 0, "time flash_fwd_varlen (with --backward, the varlen backward) instead: --tokens packed as sequences of this many tokens (the last one shorter), the mask (none or causal) within each; rows show B = sequences")
 	fs.StringVar(&jsonOut, "json", "", "write the results as JSON to this file (- = stdout; the table then goes to stderr)")
 	fs.StringArrayVar(&bundles, "bundle", nil, "AOT bundle to load kernels from (repeatable)")
 	addDeviceFlag(fs, &device, "cuda", "device: cuda (fac bench times GPU kernels only)")

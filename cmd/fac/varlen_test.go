@@ -40,11 +40,15 @@ func TestRunVarlen(t *testing.T) {
 }
 
 // TestBenchVarlenFlags: --varlen-len refuses what it cannot time, before
-// looking for a GPU.
+// looking for a GPU; with --backward it goes on to look for one.
 func TestBenchVarlenFlags(t *testing.T) {
+	r := runFac(t, "", "bench", "--varlen-len", "1000", "--backward")
+	if r.code == 0 || strings.Contains(r.stderr, "--varlen-len") {
+		t.Errorf("--varlen-len with --backward: exit %d, %s", r.code, r.stderr)
+	}
 	for _, args := range [][]string{
 		{"--varlen-len", "-5"},
-		{"--varlen-len", "1000", "--backward"},
+		{"--varlen-len", "1000", "--step"},
 		{"--varlen-len", "1000", "--decode"},
 		{"--varlen-len", "1000", "--seqlen", "4096"},
 		{"--varlen-len", "1000", "--seqlen-k", "4096"},
