@@ -214,7 +214,8 @@ func TestWarpSpecializeOff(t *testing.T) {
 // TestTMARiders checks that tma-riders copies the backward's rows of
 // lse_log2 and Δ with Q's TMA fills (a cp.async.bulk each, read from
 // shared memory: no global load of them is left in the loop), and that
-// disabling the phase, or a kernel without TMA, keeps the plain loads.
+// disabling the phase, riders=off, or a kernel without TMA keeps the plain
+// loads.
 func TestTMARiders(t *testing.T) {
 	m, name := loadKernel(t, "frontend_bwd_64x128_rows")
 	res, err := Lower(m, name, Options{Target: wgmmaTarget, NumWarps: 8})
@@ -236,6 +237,7 @@ func TestTMARiders(t *testing.T) {
 	}
 	for _, opts := range []Options{
 		{Target: wgmmaTarget, NumWarps: 8, Disable: map[string]bool{"tma-riders": true}},
+		{Target: withOpts(t, wgmmaTarget, "riders=off"), NumWarps: 8},
 		{Target: withOpts(t, wgmmaTarget, "tma=off"), NumWarps: 8},
 	} {
 		res, err := Lower(m, name, opts)

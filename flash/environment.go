@@ -33,6 +33,8 @@ const (
 	EnvDQBulk = "FAC_DQ_BULK"
 	// EnvTMAStore=1 is tma-store=on.
 	EnvTMAStore = "FAC_TMA_STORE"
+	// EnvRiders=0 is riders=off.
+	EnvRiders = "FAC_RIDERS"
 	// EnvCTAsPerSM=n, an integer n ≥ 2, is ctas-per-sm=n.
 	EnvCTAsPerSM = "FAC_CTAS_PER_SM"
 	// EnvPersistentPrograms=N launches persistent kernels on N programs
@@ -45,7 +47,7 @@ const (
 // Environment is what the user's environment sets.
 type Environment struct {
 	// Target holds the switches of EnvWGMMA, EnvTMA, EnvDQBulk,
-	// EnvTMAStore and EnvCTAsPerSM (no Arch). They are the fallback of
+	// EnvTMAStore, EnvRiders and EnvCTAsPerSM (no Arch). They are the fallback of
 	// every compile's Options.Target: a switch that Options.Target leaves
 	// at its default takes the environment's (codegen.TargetConfig.Or).
 	// Values other than those documented are ignored, as they always were.
@@ -92,6 +94,7 @@ func readEnvironment(getenv func(string) string) (Environment, error) {
 		t.DQ = codegen.DQBulk
 	}
 	t.TMAStore = getenv(EnvTMAStore) == "1"
+	t.NoRiders = getenv(EnvRiders) == "0"
 	if n, err := strconv.Atoi(getenv(EnvCTAsPerSM)); err == nil && n >= 2 {
 		t.CTAsPerSM = n
 	}

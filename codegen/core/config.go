@@ -37,6 +37,10 @@ type TargetConfig struct {
 	// TMAStore writes every eligible stored tile by TMA (tma-store=on);
 	// without it only kernels whose tma_store argument asks do.
 	TMAStore bool
+	// NoRiders keeps a pipelined loop's vector loads (the backward's LSE
+	// and Δ rows) as loads instead of copying them with a TMA tile
+	// (riders=off; sm90's tma-riders).
+	NoRiders bool
 	// CTAsPerSM, 2 to MaxCTAsPerSM, asks ptxas to fit that many CTAs on a
 	// multiprocessor in every kernel, in place of each kernel's own
 	// ctas_per_sm argument (ctas-per-sm=N); 0 keeps the kernel's. Kernels
@@ -100,7 +104,7 @@ func (c TargetConfig) Effective() TargetConfig {
 		e.NoTMA = true
 		return e
 	}
-	e.Release, e.DQ, e.TMAStore = c.Release, c.DQ, c.TMAStore
+	e.Release, e.DQ, e.TMAStore, e.NoRiders = c.Release, c.DQ, c.TMAStore, c.NoRiders
 	return e
 }
 
@@ -108,9 +112,9 @@ func (c TargetConfig) Effective() TargetConfig {
 // kernel's identity (artifact.Ident.Variant) and the contracts' tuned
 // sets: "" off the wgmma path (every arch but sm_90a, and wgmma=off);
 // "wgmma", then "-cpasync" (tma=off), "-tmabarrier" (release=barrier),
-// "-dqbulk" (dq=bulk), "-tmastore" (tma-store=on) and "-ctas<n>"
-// (ctas-per-sm=n) for each switch that applies, in that order
-// ("wgmma-cpasync-ctas2").
+// "-dqbulk" (dq=bulk), "-tmastore" (tma-store=on), "-noriders"
+// (riders=off) and "-ctas<n>" (ctas-per-sm=n) for each switch that
+// applies, in that order ("wgmma-cpasync-ctas2").
 func (c TargetConfig) Variant() string { return strings.Join(c.variantWords(), "-") }
 
 // TuneVariants are the variants whose tuned sets c takes, in order of
@@ -150,6 +154,9 @@ func (c TargetConfig) variantWords() []string {
 	if e.TMAStore {
 		w = append(w, "tmastore")
 	}
+	if e.NoRiders {
+		w = append(w, "noriders")
+	}
 	if e.CTAsPerSM > 1 {
 		w = append(w, fmt.Sprintf("ctas%d", e.CTAsPerSM))
 	}
@@ -171,6 +178,7 @@ func (c TargetConfig) Or(d TargetConfig) TargetConfig {
 		c.DQ = d.DQ
 	}
 	c.TMAStore = c.TMAStore || d.TMAStore
+	c.NoRiders = c.NoRiders || d.NoRiders
 	if c.CTAsPerSM == 0 {
 		c.CTAsPerSM = d.CTAsPerSM
 	}
@@ -264,6 +272,13 @@ var targetOptions = []targetOption{
 		func(c *TargetConfig, v string) error {
 			on, err := onOff(v)
 			c.TMAStore = on
+			return err
+		}},
+	{"riders", "on|off", "a pipelined loop's contiguous vector loads (the backward's LSE and Δ rows) copied with its first TMA tile (on), or loaded by each thread",
+		func(c *TargetConfig) string { return onOffString(!c.NoRiders) },
+		func(c *TargetConfig, v string) error {
+			on, err := onOff(v)
+			c.NoRiders = !on
 			return err
 		}},
 	{"ctas-per-sm", "N", fmt.Sprintf("ptxas asked to fit N (2 to %d) CTAs a multiprocessor in every kernel, over each kernel's ctas_per_sm (0: the kernel's own)", MaxCTAsPerSM),

@@ -104,16 +104,17 @@ func TestTargetConfigParse(t *testing.T) {
 		"release=fence":  `target option release=fence: want counters or barrier`,
 		"dq=atomic":      `target option dq=atomic: want red, tma or bulk`,
 		"tma-store=yes":  `target option tma-store=yes: want on or off`,
+		"riders=no":      `target option riders=no: want on or off`,
 		"ctas-per-sm=1":  `target option ctas-per-sm=1: want 2 to 32 CTAs a multiprocessor (0: each kernel's own ctas_per_sm)`,
 		"ctas-per-sm=33": `target option ctas-per-sm=33: want 2 to 32`,
 		"ctas-per-sm=-2": `target option ctas-per-sm=-2: want 2 to 32`,
 		"ctas-per-sm=x":  `target option ctas-per-sm=x: want 2 to 32`,
-		"tma":            `target option "tma": want NAME=VALUE (wgmma, tma, release, dq, tma-store, ctas-per-sm)`,
+		"tma":            `target option "tma": want NAME=VALUE (wgmma, tma, release, dq, tma-store, riders, ctas-per-sm)`,
 		"tma=":           `target option "tma=": want NAME=VALUE`,
 		"=off":           `target option "=off": want NAME=VALUE`,
 		"":               `target option "": want NAME=VALUE`,
 		"tma=off,":       `target option "": want NAME=VALUE`,
-		"wgmm=off":       `target option "wgmm=off": unknown name "wgmm" (options: wgmma, tma, release, dq, tma-store, ctas-per-sm)`,
+		"wgmm=off":       `target option "wgmm=off": unknown name "wgmm" (options: wgmma, tma, release, dq, tma-store, riders, ctas-per-sm)`,
 		"arch=sm_80":     `target option "arch=sm_80": unknown name "arch"`,
 	} {
 		if _, err := ParseTargetConfig("sm_90a", opt); err == nil || !strings.Contains(err.Error(), msg) {
@@ -129,12 +130,12 @@ func TestTargetConfigParse(t *testing.T) {
 // TestTargetConfigString: Opts lists the switches away from their
 // defaults in one order, and setting them gives the config back.
 func TestTargetConfigString(t *testing.T) {
-	c := TargetConfig{Arch: "sm_90a", NoWGMMA: true, NoTMA: true, Release: ReleaseBarrier, DQ: DQBulk, TMAStore: true, CTAsPerSM: 2}
-	want := []string{"wgmma=off", "tma=off", "release=barrier", "dq=bulk", "tma-store=on", "ctas-per-sm=2"}
+	c := TargetConfig{Arch: "sm_90a", NoWGMMA: true, NoTMA: true, Release: ReleaseBarrier, DQ: DQBulk, TMAStore: true, NoRiders: true, CTAsPerSM: 2}
+	want := []string{"wgmma=off", "tma=off", "release=barrier", "dq=bulk", "tma-store=on", "riders=off", "ctas-per-sm=2"}
 	if got := c.Opts(); !slices.Equal(got, want) {
 		t.Errorf("opts %q, want %q", got, want)
 	}
-	if s := c.String(); s != "sm_90a wgmma=off,tma=off,release=barrier,dq=bulk,tma-store=on,ctas-per-sm=2" {
+	if s := c.String(); s != "sm_90a wgmma=off,tma=off,release=barrier,dq=bulk,tma-store=on,riders=off,ctas-per-sm=2" {
 		t.Errorf("string %q", s)
 	}
 	back, err := ParseTargetConfig(c.Arch, c.Opts()...)
@@ -157,7 +158,7 @@ func TestTargetConfigString(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", c.c, s, c.want)
 		}
 	}
-	if n := len(TargetOptions()); n != len(TargetOptionNames()) || n != 6 || !strings.HasPrefix(TargetOptions()[0], "wgmma=on|off: ") {
+	if n := len(TargetOptions()); n != len(TargetOptionNames()) || n != 7 || !strings.HasPrefix(TargetOptions()[0], "wgmma=on|off: ") {
 		t.Errorf("TargetOptions %q", TargetOptions())
 	}
 }

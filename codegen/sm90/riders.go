@@ -50,7 +50,7 @@ var TMARiders = core.Phase{
 	Name: "tma-riders",
 	Doc:  "copy a pipelined loop's contiguous unmasked vector loads (the backward's LSE and Δ rows) with its first TMA tile: a cp.async.bulk each on the tile's mbarrier, read from shared memory",
 	Run: func(l *core.Lowerer) error {
-		if t, ok := l.Target().(*Target); ok && t.TMA && !t.WarpSpecialized() {
+		if t, ok := l.Target().(*Target); ok && t.Riders && !t.WarpSpecialized() {
 			t.planRiders(l)
 		}
 		return nil

@@ -71,6 +71,9 @@ type Target struct {
 	// (tmastore.go; with TMA and tma-store=on); a kernel's own tma_store
 	// argument asks the same for that kernel.
 	TMAStore bool
+	// Riders copies a pipelined loop's vector loads with its first TMA
+	// tile (riders.go; with TMA, unless riders=off).
+	Riders bool
 	// CTAs is the CTAs a multiprocessor ptxas is asked to fit
 	// (ctas-per-sm, with wgmma), 0 for each kernel's own.
 	CTAs int
@@ -107,7 +110,7 @@ var _ core.Target = (*Target)(nil)
 func New(cfg core.TargetConfig) *Target {
 	e := cfg.Effective()
 	return &Target{Scheduler: async.New(), Arch: cfg.Arch, WGMMA: e.WGMMA(), TMA: e.TMA(), Release: e.TMA() && e.Release == core.ReleaseCounters,
-		DQBulk: e.DQ == core.DQBulk, DQTMA: e.TMA() && e.DQ == core.DQTMA, TMAStore: e.TMAStore, CTAs: e.CTAsPerSM}
+		DQBulk: e.DQ == core.DQBulk, DQTMA: e.TMA() && e.DQ == core.DQTMA, TMAStore: e.TMAStore, Riders: e.TMA() && !e.NoRiders, CTAs: e.CTAsPerSM}
 }
 
 // Phases is sm90's phase table: sm80's phases with Hopper's own operand
