@@ -123,9 +123,10 @@ func fragSimCases() []simCase {
 }
 
 // riderSimCases run flash_bwd where a head's rows of LSE and Δ start at
-// any 4-byte offset (157 queries a head), and flash_bwd_varlen on packed
-// loads where sequences do: on TMA the rows ride with Q's copies
-// (tma-riders), from 16-byte chunks that begin before them.
+// any 4-byte offset (157 queries a head), with and without a producer
+// warpgroup, and flash_bwd_varlen on packed loads where sequences do: on
+// TMA the rows ride with Q's copies (tma-riders), from 16-byte chunks that
+// begin before them.
 func riderSimCases() []simCase {
 	return []simCase{
 		bwdCaseRows("frontend_bwd_64x128_rows", 128, 8, 128, 1, 3, 1, 157, 300),
@@ -133,5 +134,7 @@ func riderSimCases() []simCase {
 		varlenBwdCase("frontend_varlen_bwd_64x128", 128, 2, 2, []int{100, 0, 40, 157}, []int{150, 30, 140, 300}),
 		// The kernel's dq_bulk asks what the target's dq=bulk does.
 		withAttrs(bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 3, 3, 157, 200), "dq_bulk", true),
+		// A producer warpgroup issues the riders with Q's copies.
+		bwdCaseRows("frontend_bwd_64x128_rows_ws", 128, 8, 128, 1, 3, 1, 157, 300),
 	}
 }

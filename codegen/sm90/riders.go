@@ -45,12 +45,15 @@ type rider struct {
 	off   int          // byte offset of buffer 0
 }
 
-// TMARiders is the phase that finds the vectors riding with TMA tiles.
+// TMARiders is the phase that finds the vectors riding with TMA tiles. It
+// runs before warp-specialize, whose producer then issues the riders with
+// their tiles (CopyOperands names their offsets); consumer groups, whose
+// tiles may be each group's own, keep the loads.
 var TMARiders = core.Phase{
 	Name: "tma-riders",
 	Doc:  "copy a pipelined loop's contiguous unmasked vector loads (the backward's LSE and Δ rows) with its first TMA tile: a cp.async.bulk each on the tile's mbarrier, read from shared memory",
 	Run: func(l *core.Lowerer) error {
-		if t, ok := l.Target().(*Target); ok && t.Riders && !t.WarpSpecialized() {
+		if t, ok := l.Target().(*Target); ok && t.Riders && t.Groups() == 1 {
 			t.planRiders(l)
 		}
 		return nil

@@ -119,7 +119,7 @@ func New(cfg core.TargetConfig) *Target {
 // tma-store (a kernel's tma_store argument, or tma-store=on) picks the
 // TMA stores before assign-layouts (their values keep their own layouts).
 func (t *Target) Phases() []core.Phase {
-	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, TMAReduces, core.AssignLayouts, core.PlanAsync, async.PipelineLoads, TMALoads, WarpSpecialize, TMARiders, core.LowerLLVM, core.RemoveDead}
+	return []core.Phase{core.CheckKernel, SelectAsync, StageResident, TMAStores, TMAReduces, core.AssignLayouts, core.PlanAsync, async.PipelineLoads, TMALoads, TMARiders, WarpSpecialize, core.LowerLLVM, core.RemoveDead}
 }
 
 // OpNote: what --print-ir-after shows of the schedule's plan for op

@@ -75,6 +75,15 @@ func (t *Target) CopyOperands(st *core.Staged) ([]*tir.Value, bool) {
 			vals = append(vals, c)
 		}
 	}
+	// The vectors riding with the tile (riders.go): their offsets.
+	for _, r := range p.tma.riders {
+		for _, tm := range r.terms {
+			vals = append(vals, tm.idx)
+			if tm.stride != nil {
+				vals = append(vals, tm.stride)
+			}
+		}
+	}
 	return vals, true
 }
 
