@@ -122,19 +122,24 @@ func fragSimCases() []simCase {
 	}
 }
 
-// riderSimCases run flash_bwd where a head's rows of LSE and Δ start at
+// stagingSimCases run flash_bwd where a head's rows of LSE and Δ start at
 // any 4-byte offset (157 queries a head), with and without a producer
 // warpgroup, and flash_bwd_varlen on packed loads where sequences do: on
 // TMA the rows ride with Q's copies (tma-riders), from 16-byte chunks that
-// begin before them.
-func riderSimCases() []simCase {
+// begin before them. And dQ by bulk reductions beside a producer (its
+// consumers stage and issue them).
+func stagingSimCases() []simCase {
 	return []simCase{
 		bwdCaseRows("frontend_bwd_64x128_rows", 128, 8, 128, 1, 3, 1, 157, 300),
 		bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 3, 3, 157, 200),
 		varlenBwdCase("frontend_varlen_bwd_64x128", 128, 2, 2, []int{100, 0, 40, 157}, []int{150, 30, 140, 300}),
 		// The kernel's dq_bulk asks what the target's dq=bulk does.
 		withAttrs(bwdCaseFrag("frontend_bwd_64x128_frag", 128, 8, 128, 1, 3, 3, 157, 200), "dq_bulk", true),
-		// A producer warpgroup issues the riders with Q's copies.
+		// A producer warpgroup issues the riders with Q's copies; with
+		// DQ_FRAG, the consumers add dQ by deferred bulk reductions.
 		bwdCaseRows("frontend_bwd_64x128_rows_ws", 128, 8, 128, 1, 3, 1, 157, 300),
+		withAttrs(bwdCaseFrag("frontend_bwd_64x128_frag_ws", 128, 8, 128, 1, 3, 3, 157, 200), "dq_bulk", true),
+		// dQ's row-major accumulator by runs of rows, beside a producer.
+		withTarget(bwdCase("frontend_bwd_64x128_ws", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=bulk"),
 	}
 }

@@ -572,7 +572,7 @@ func simCases() []simCase {
 		// V's head dim unlike Q's and K's (HEAD_DIM_V): dimv_sim_test.go; head dims
 		// padded to a power of two (pad-dims): paddims_sim_test.go; dQ's
 		// accumulator in tiles (DQ_FRAG): bwd_sim_test.go.
-	}, slices.Concat(dimVSimCases(), padSimCases(), fragSimCases(), riderSimCases())...)
+	}, slices.Concat(dimVSimCases(), padSimCases(), fragSimCases(), stagingSimCases())...)
 }
 
 // withScale is frontend case c with the softmax scale s instead of

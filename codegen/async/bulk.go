@@ -153,14 +153,13 @@ func (bf *bulkFrames) innerLoop() *loopFrame {
 	return bf.loops[len(bf.loops)-1]
 }
 
-// push starts the frame of a loop whose body is about to be lowered; a
-// producer's consumers (producer) defer no reductions.
-func (bf *bulkFrames) push(l *core.Lowerer, body *tir.Block, iv, lo, hi, step value.Value, producer bool) *loopFrame {
+// push starts the frame of a loop whose body is about to be lowered.
+func (bf *bulkFrames) push(l *core.Lowerer, body *tir.Block, iv, lo, hi, step value.Value) *loopFrame {
 	fr := &loopFrame{depth: l.Depth(), iv: iv, lo: lo, hi: hi}
 	if c, ok := step.(*constant.Int); ok && c.X.IsInt64() && c.X.Int64() == 1 {
 		fr.unit = true
 	}
-	fr.wantBulk = !producer && bulkIn(l, body) &&
+	fr.wantBulk = bulkIn(l, body) &&
 		slices.ContainsFunc(body.Ops, func(o *tir.Op) bool { return o.Kind == tir.OpAtomicAdd })
 	bf.loops = append(bf.loops, fr)
 	return fr
@@ -227,7 +226,7 @@ func (bf *bulkFrames) bulkIssueIf(l *core.Lowerer, sb *stagedBulk, cond, k value
 	buf := b.NewMul(b.NewAnd(k, core.ConstI32(1)), core.ConstI32(int64(sb.bufElems)))
 	// Rows go to threads spread over the warps: thread t*(T/rows) takes
 	// row t, or thread t rows t, t+T, ….
-	threads := l.Threads()
+	threads := bodyThreads(l)
 	tid := l.ThreadID()
 	type job struct{ row, on value.Value }
 	var jobs []job
@@ -336,7 +335,7 @@ func (bf *bulkFrames) atomicAddBulk(l *core.Lowerer, op *tir.Op, ws []core.Layou
 	}
 	st := chooseRuns(lin, shape, strides, inner, mask != nil)
 	sb := &stagedBulk{bufElems: roundUpTo(st.runs*st.runElems, 32), runs: st.runs, runElems: st.runElems, n: st.group * shape[inner]}
-	if threads := l.Threads(); threads >= sb.runs && (threads%sb.runs != 0 || bits.OnesCount(uint(threads/sb.runs)) != 1) ||
+	if threads := bodyThreads(l); threads >= sb.runs && (threads%sb.runs != 0 || bits.OnesCount(uint(threads/sb.runs)) != 1) ||
 		threads < sb.runs && sb.runs%threads != 0 {
 		return false
 	}
@@ -635,3 +634,8 @@ func sameLayouts(l *core.Lowerer, op *tir.Op, ws []core.Layout, lin *core.Linear
 	}
 	return true
 }
+
+// bodyThreads is how many threads run the loop bodies that stage and issue
+// the reductions: the num_warps warps (beside a producer warpgroup, its
+// consumers).
+func bodyThreads(l *core.Lowerer) int { return l.NumWarps() * 32 }
