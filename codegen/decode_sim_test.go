@@ -310,11 +310,17 @@ func TestSimulateDecode(t *testing.T) {
 		appendCase(3, 8, 4, 3, 16, 48, false, []int32{30, 0, 14}),
 		appendCase(2, 4, 1, 20, 16, 64, true, []int32{13, 1}),
 		appendCase(2, 4, 2, 2, 1, 0, false, []int32{5, 0}),
+		// Programmatic dependent launch (pdl): its instructions at the start.
+		withAttrs(splitKVCase("frontend_splitkv_pack", 64, 1, 8, 4, 4, 4, 3, 3, 300, true), "pdl", true),
+		withAttrs(combineCase(2, 3, 2, 5, false), "pdl", true),
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {
 			t.Parallel()
 			m, name := loadKernel(t, c.kernel)
+			for k, v := range c.attrs {
+				m.Func(name).SetAttr(k, v)
+			}
 			rng := rand.New(rand.NewSource(int64(i + 100)))
 			args := c.args(rng)
 			inputs := cloneArgs(args)

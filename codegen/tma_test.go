@@ -266,3 +266,25 @@ func TestDQBulkArg(t *testing.T) {
 		}
 	}
 }
+
+// TestPDL: a kernel's pdl argument starts it with griddepcontrol's launch
+// of the next kernel and wait for the previous one on sm_90a; sm_80 has no
+// such instructions and ignores it.
+func TestPDL(t *testing.T) {
+	m, name := loadKernel(t, "frontend_combine")
+	for _, c := range []struct {
+		target TargetConfig
+		on     bool
+		want   bool
+	}{{wgmmaTarget, false, false}, {wgmmaTarget, true, true}, {TargetConfig{Arch: "sm_80"}, true, false}} {
+		m.Func(name).SetAttr("pdl", c.on)
+		res, err := Lower(m, name, Options{Target: c.target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(res.LL, "griddepcontrol.launch_dependents;") && strings.Contains(res.LL, "griddepcontrol.wait;")
+		if got != c.want {
+			t.Errorf("%s pdl = %v: griddepcontrol %v", c.target.Arch, c.on, got)
+		}
+	}
+}

@@ -490,6 +490,10 @@ func (f *Forward) combineKernel(splits int) (*compiler.Result, error) {
 	if f.dimV != f.dim {
 		consts["HEAD_DIM_V"] = strconv.Itoa(f.dimV)
 	}
+	// A dependent launch of the split kernel asks the same of its combine.
+	if v, ok := f.opts.DecodeConsts["pdl"]; ok {
+		consts["pdl"] = v
+	}
 	c := attention.FlashFwdCombine
 	if f.opts.Sinks {
 		c = attention.FlashFwdCombineSinks

@@ -188,3 +188,32 @@ func TestGPUDecodeLaunchDevicePointers(t *testing.T) {
 	}
 	t.Logf("B=2 H=32 Hkv=8 Sq=1 Sk=8192: best %.3f ms, %.2f TB/s of K and V", best, 2*2*8*8192*128*2/best/1e9)
 }
+
+// TestGPUDecodePDL: split-KV decoding compiled for programmatic dependent
+// launch (DecodeConsts pdl): the split kernel and the combine start each
+// other early and wait for each other's writes, and the result is the
+// reference's, call after call on one stream (bf16, D = 128, causal
+// bottom-right, GQA 4, three splits).
+func TestGPUDecodePDL(t *testing.T) {
+	gpu := openTestGPU(t)
+	fwd, err := fac.CompileForward(pdlDecodeOpts(), 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m goMask
+	for _, c := range masks {
+		if c.expr == "causal_bottom_right" {
+			m = c.fn
+		}
+	}
+	for i, sk := range []int{1000, 4100, 4100} {
+		sh := fac.Shape{Batch: 2, Heads: 16, KVHeads: 4, SeqQ: 1 + 6*(i%2), SeqK: sk, Dim: 128}
+		in := only(fwd, inputs(sh, uint64(700+i)))
+		o, lse, err := fwd.RunCUDA(gpu, in, sh)
+		if err != nil {
+			t.Fatalf("Sk=%d: %v", sk, err)
+		}
+		ro, rlse := goReference(roundInputs(in, "bf16"), sh, m, nil)
+		checkFlat(t, fmt.Sprintf("pdl/%dx%d", sh.SeqQ, sk), o, lse, ro, rlse, gpuTol("bf16"))
+	}
+}

@@ -98,11 +98,17 @@ func varlenBenchConsts(d int) []map[string]string {
 	return c
 }
 
+// pdlDecodeOpts are TestGPUDecodePDL's: split-KV decoding (three splits)
+// compiled for programmatic dependent launch.
+func pdlDecodeOpts() fac.Options {
+	return fac.Options{Mask: "causal_bottom_right", DType: "bf16", NumSplits: 3, DecodeConsts: map[string]string{"pdl": "true"}}
+}
+
 // suiteJobs lists, for arch, the bundling jobs of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
 // TestGPUVarlenMatchesReference, TestGPUVarlenUnpacked,
 // TestGPUVarlenNoProducer, TestGPUVarlenLong, TestGPUVarlenBackward,
-// TestGPUDimV, TestGPUSinksDecode and the paged suite compile (keep the lists in step with
+// TestGPUDimV, TestGPUSinksDecode, TestGPUDecodePDL and the paged suite compile (keep the lists in step with
 // them), and
 // `fac bench --varlen-len`'s, each as compiled without an arch and tuned for
 // arch (RunCUDA tunes for the device).
@@ -153,6 +159,10 @@ func suiteJobs(t *testing.T, arch string) []bundleJob {
 			add("dimv sinks backward", bwd, sinks)
 			add("dimv varlen forward", vfwd, fac.Options{Mask: "causal", DType: dtype, DimV: p[1]})
 			add("dimv varlen backward", vbwd, fac.Options{Mask: "causal", DType: dtype, DimV: p[1]})
+		}
+		if dtype == "bf16" {
+			// TestGPUDecodePDL: the split and combine kernels with pdl.
+			add("decode pdl", func(o fac.Options) (bundler, error) { return fac.CompileForward(o, 128) }, pdlDecodeOpts())
 		}
 		for _, d := range []int{64, 128} {
 			bwd := func(o fac.Options) (bundler, error) { return fac.CompileBackward(o, d) }

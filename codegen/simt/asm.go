@@ -192,8 +192,10 @@ func (c *compiler) asm(in *ir.InstCall, text string, s *callSite) op {
 		}
 		addr, n := opnd(sm[1]), opnd(sm[2])
 		return perLane(func(w *warp, l int) { w.cta.mbarInit(uint64(uint32(addr(w, l))), int(n(w, l))) })
-	case strings.Contains(text, "fence.mbarrier_init"), strings.HasPrefix(text, "prefetch.tensormap"), text == "membar.cta;":
-		// Inits are visible at once (a barrier follows); the rest are hints.
+	case strings.Contains(text, "fence.mbarrier_init"), strings.HasPrefix(text, "prefetch.tensormap"), text == "membar.cta;",
+		text == "griddepcontrol.launch_dependents;", text == "griddepcontrol.wait;":
+		// Inits are visible at once (a barrier follows); the rest are hints,
+		// or (griddepcontrol) about other grids, and the simulator runs one.
 		return op{run: func(*warp, uint32) {}}
 	case text == asmCounterInit:
 		return perLane(func(w *warp, l int) {

@@ -460,12 +460,14 @@ func rowBound(m *tir.Value, row vec, isParam func(*tir.Value, bool) bool) (strin
 
 // ---- emission ----
 
-// Prologue initialises the TMA loads' mbarriers and release counters (one
-// thread; a CTA barrier publishes them before anyone waits). The same
+// Prologue starts a dependent launch's kernel (pdl.go), then initialises
+// the TMA loads' mbarriers and release counters (one thread; a CTA
+// barrier publishes them before anyone waits). The same
 // thread first prefetches the tensor maps' descriptors (as CUTLASS's
 // kernels do): the first copy of each would otherwise fetch its 128 bytes
 // from the kernel's parameters in series with the copy, at every CTA.
 func (t *Target) Prologue(l *core.Lowerer) {
+	pdlPrologue(l)
 	if len(t.tmaBars) == 0 {
 		return
 	}

@@ -69,6 +69,7 @@ const (
 	fFuncSetAttribute
 	fOccupancyMaxBlocks
 	fLaunchKernel
+	fLaunchKernelEx
 	fMemAlloc
 	fMemFree
 	fMemGetInfo
@@ -131,6 +132,7 @@ var syms = [numFn]symbol{
 	fFuncSetAttribute:        {name: "cuFuncSetAttribute"},
 	fOccupancyMaxBlocks:      {name: "cuOccupancyMaxActiveBlocksPerMultiprocessor"},
 	fLaunchKernel:            {name: "cuLaunchKernel"},
+	fLaunchKernelEx:          {name: "cuLaunchKernelEx", optional: true},
 	fMemAlloc:                {name: "cuMemAlloc_v2"},
 	fMemFree:                 {name: "cuMemFree_v2"},
 	fMemGetInfo:              {name: "cuMemGetInfo_v2"},
@@ -237,6 +239,12 @@ func (d *driver) call(f fn, args ...uintptr) error {
 	}
 	r, _, _ := purego.SyscallN(a, args...)
 	return d.check(f, Result(int32(uint32(r))))
+}
+
+// haveSymbol reports whether the driver has optional function f.
+func haveSymbol(f fn) bool {
+	d, err := load()
+	return err == nil && d.addr[f] != 0
 }
 
 // call loads the driver and invokes f without touching the context.

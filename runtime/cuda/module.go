@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -178,6 +179,47 @@ func (f *Function) SetMaxDynamicSharedMemory(bytes int) error {
 // TensorMap / *TensorMap (passed by value, 128 bytes). Plain int is
 // rejected because its width would silently disagree with an i32 param.
 func (f *Function) Launch(grid, block [3]uint32, sharedBytes uint32, s Stream, args ...any) error {
+	return f.launch(grid, block, sharedBytes, s, false, args...)
+}
+
+// LaunchDependent is Launch with programmatic dependent launch
+// (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, sm_90 and newer):
+// the kernel may start before the previous kernel on s finishes, once
+// that kernel's CTAs have all run griddepcontrol.launch_dependents (or
+// exited), and must run griddepcontrol.wait before it reads what that
+// kernel writes. It hides the launch of a short kernel behind the tail
+// of the one before (split-KV's combine). Without cuLaunchKernelEx in the
+// driver it is Launch.
+func (f *Function) LaunchDependent(grid, block [3]uint32, sharedBytes uint32, s Stream, args ...any) error {
+	return f.launch(grid, block, sharedBytes, s, true, args...)
+}
+
+// launchConfig is CUlaunchConfig.
+type launchConfig struct {
+	gridX, gridY, gridZ    uint32
+	blockX, blockY, blockZ uint32
+	sharedBytes            uint32
+	_                      uint32
+	stream                 uintptr
+	attrs                  uintptr // *launchAttribute
+	numAttrs               uint32
+	_                      uint32
+}
+
+// launchAttribute is CUlaunchAttribute: an id, padding to 8 bytes, and a
+// 64-byte value union.
+type launchAttribute struct {
+	id    uint32
+	_     uint32
+	value [64]byte
+}
+
+// attrProgrammaticStreamSerialization is
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; its value is an
+// int, 1 to allow.
+const attrProgrammaticStreamSerialization = 6
+
+func (f *Function) launch(grid, block [3]uint32, sharedBytes uint32, s Stream, dependent bool, args ...any) error {
 	words := 0
 	for i, a := range args {
 		n, err := argWords(a)
@@ -196,10 +238,21 @@ func (f *Function) Launch(grid, block [3]uint32, sharedBytes uint32, s Stream, a
 		params[i] = uintptr(unsafe.Pointer(&store[w]))
 		w += putArg(store[w:], a)
 	}
-	err := ctxCall(fLaunchKernel, f.h,
-		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
-		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
-		uintptr(sharedBytes), s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+	var err error
+	if dependent && haveSymbol(fLaunchKernelEx) {
+		attr := &launchAttribute{id: attrProgrammaticStreamSerialization}
+		binary.LittleEndian.PutUint32(attr.value[:], 1)
+		cfg := &launchConfig{gridX: grid[0], gridY: grid[1], gridZ: grid[2], blockX: block[0], blockY: block[1], blockZ: block[2],
+			sharedBytes: sharedBytes, stream: s.h, attrs: uintptr(unsafe.Pointer(attr)), numAttrs: 1}
+		err = ctxCall(fLaunchKernelEx, uintptr(unsafe.Pointer(cfg)), f.h, uintptr(unsafe.Pointer(&params[0])), 0)
+		runtime.KeepAlive(attr)
+		runtime.KeepAlive(cfg)
+	} else {
+		err = ctxCall(fLaunchKernel, f.h,
+			uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
+			uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
+			uintptr(sharedBytes), s.h, uintptr(unsafe.Pointer(&params[0])), 0)
+	}
 	runtime.KeepAlive(store)
 	if err != nil {
 		return fmt.Errorf("%w (kernel %s, grid %v, block %v, shared %d)", err, f.name, grid, block, sharedBytes)

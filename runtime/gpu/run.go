@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/fac-compiler/fac/internal/half"
 	"github.com/fac-compiler/fac/launch"
@@ -132,8 +134,23 @@ func (k *Kernel) launch(call *launch.Call, args []any, s cuda.Stream) error {
 	if g[0] == 0 || g[1] == 0 || g[2] == 0 {
 		return nil // nothing to do (an empty problem)
 	}
-	return k.fn.Launch([3]uint32{uint32(g[0]), uint32(g[1]), uint32(g[2])}, [3]uint32{uint32(k.Art.Threads), 1, 1},
+	launch := k.fn.Launch
+	if k.dependentLaunch() {
+		launch = k.fn.LaunchDependent
+	}
+	return launch([3]uint32{uint32(g[0]), uint32(g[1]), uint32(g[2])}, [3]uint32{uint32(k.Art.Threads), 1, 1},
 		uint32(k.Art.SharedBytes), s, args...)
+}
+
+// dependentLaunch reports whether k is launched as a programmatic
+// dependent launch: it was compiled with pdl (its programs wait for the
+// previous kernel's writes first: codegen/sm90/pdl.go), for sm_90 or newer.
+func (k *Kernel) dependentLaunch() bool {
+	if k.Art.Ident.Consts["pdl"] != "true" {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(k.Art.Ident.Arch, "sm_"), "a"))
+	return err == nil && n >= 90
 }
 
 // launchArgs is call (bound to k's parameters, or to its tile-IR
