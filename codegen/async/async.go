@@ -331,7 +331,7 @@ func (ls *loopSchedule) Header(hdr, pre *ir.Block, iv *ir.InstPhi) {
 	if ls.p != nil {
 		ls.stage, ls.phase = ls.s.pl.header(ls.l, ls.p, hdr, pre)
 	}
-	ls.fr = ls.s.bulk.push(ls.l, ls.op.Regions[0], iv, ls.lo, ls.hi, ls.step)
+	ls.fr = ls.s.bulk.push(ls.l, ls.op.Regions[0], iv, ls.lo, ls.hi, ls.step, ls.s.Groups() == 1)
 }
 
 func (ls *loopSchedule) BodyTop() {

@@ -153,13 +153,15 @@ func (bf *bulkFrames) innerLoop() *loopFrame {
 	return bf.loops[len(bf.loops)-1]
 }
 
-// push starts the frame of a loop whose body is about to be lowered.
-func (bf *bulkFrames) push(l *core.Lowerer, body *tir.Block, iv, lo, hi, step value.Value) *loopFrame {
+// push starts the frame of a loop whose body is about to be lowered;
+// only one consumer group (bulk, else none: the staging is not each
+// group's own) may defer reductions.
+func (bf *bulkFrames) push(l *core.Lowerer, body *tir.Block, iv, lo, hi, step value.Value, bulk bool) *loopFrame {
 	fr := &loopFrame{depth: l.Depth(), iv: iv, lo: lo, hi: hi}
 	if c, ok := step.(*constant.Int); ok && c.X.IsInt64() && c.X.Int64() == 1 {
 		fr.unit = true
 	}
-	fr.wantBulk = bulkIn(l, body) &&
+	fr.wantBulk = bulk && bulkIn(l, body) &&
 		slices.ContainsFunc(body.Ops, func(o *tir.Op) bool { return o.Kind == tir.OpAtomicAdd })
 	bf.loops = append(bf.loops, fr)
 	return fr
