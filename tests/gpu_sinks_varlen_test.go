@@ -387,9 +387,17 @@ func TestGPUVarlenBackward(t *testing.T) {
 						t.Fatalf("%s: forward: %v", name, err)
 					}
 					do := randn(len(o))
-					g, err := bwd.RunCUDAGrads(context.Background(), gpu, fac.VarlenBackwardInputs{VarlenInputs: in, O: o, LSE: lse, DO: do}, heads, kvHeads)
+					bin := fac.VarlenBackwardInputs{VarlenInputs: in, O: o, LSE: lse, DO: do}
+					g, err := bwd.RunCUDAGrads(context.Background(), gpu, bin, heads, kvHeads)
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
+					}
+					if c.expr == "causal" && si == 0 {
+						// fac bench --varlen-len --backward's timing, on the same call.
+						ms, err := bwd.BenchCUDA(gpu, bin, heads, kvHeads, 1, 2)
+						if err != nil || len(ms) != 2 || ms[0] <= 0 || ms[1] <= 0 {
+							t.Errorf("%s: BenchCUDA %v, %v", name, ms, err)
+						}
 					}
 					lens := map[string]int{}
 					for _, a := range bwd.AuxGrads() {
