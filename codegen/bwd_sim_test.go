@@ -141,5 +141,36 @@ func stagingSimCases() []simCase {
 		withAttrs(bwdCaseFrag("frontend_bwd_64x128_frag_ws", 128, 8, 128, 1, 3, 3, 157, 200), "dq_bulk", true),
 		// dQ's row-major accumulator by runs of rows, beside a producer.
 		withTarget(bwdCase("frontend_bwd_64x128_ws", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=bulk"),
+		// The DETERMINISTIC mode's dQ kernel on its sm_90a tiles (all on wgmma).
+		bwdDQCase("frontend_bwd_dq_128x64", 128, 1, 4, 2, 157, 300),
 	}
+}
+
+// bwdDQCase is a case for flash_bwd_dq (the DETERMINISTIC mode's dQ
+// kernel) as the front end emits it: q, dout, dq [B, H, sq, D] (bf16), k, v
+// [B, H/kvGroup, sk, D]; lse_log2 and delta [B·H·sq] (loaded masked); the
+// forward's block lists over 128-row q blocks (simBlockLists), shared by
+// every head.
+func bwdDQCase(file string, D, B, H, kvGroup, sq, sk int) simCase {
+	Hk := H / kvGroup
+	return simCase{kernel: file, grid: [3]int{(sq + 127) / 128, B * H, 1}, numWarps: 8, rtol: 2e-2, atol: 3e-3,
+		args: func(rng *rand.Rand) []any {
+			lse := make([]float64, B*H*sq)
+			for i := range lse {
+				lse[i] = (1 + rng.Float64()) * math.Log2E
+			}
+			args := []any{
+				randBuf(rng, "q", tir.BF16, B*H*sq*D, 1), randBuf(rng, "k", tir.BF16, B*Hk*sk*D, 1),
+				randBuf(rng, "v", tir.BF16, B*Hk*sk*D, 1), randBuf(rng, "dout", tir.BF16, B*H*sq*D, 1),
+				cpu.FromFloats("lse_log2", tir.F32, lse), randBuf(rng, "delta", tir.F32, B*H*sq, 0.5),
+				cpu.NewBuffer("dq", tir.BF16, B*H*sq*D),
+				H * sq * D, sq * D, D, // q strides
+				Hk * sk * D, sk * D, D, // k
+				Hk * sk * D, sk * D, D, // v
+				H * sq * D, sq * D, D, // dout
+				H * sq * D, sq * D, D, // dq
+				H, kvGroup, sq, sk, float32(1 / math.Sqrt(float64(D))),
+			}
+			return append(args, simBlockListsRows(sq, sk, 128, false)...)
+		}}
 }

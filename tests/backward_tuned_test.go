@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -9,9 +11,10 @@ import (
 	"github.com/fac-compiler/fac/codegen"
 )
 
-// TestBackwardTunedTilesAgree runs the backward (dense and varlen) on the
-// CPU device with the kernels' default tiles and with the tiles tuned for
-// sm_90a (Options.Target.Arch), bf16 at D 64 and 128, causal, GQA 2, unequal odd
+// TestBackwardTunedTilesAgree runs the backward (dense, also in the
+// DETERMINISTIC mode, and varlen) on the CPU device with the kernels'
+// default tiles and with the tiles tuned for sm_90a (Options.Target.Arch),
+// bf16 at D 64 and 128, causal, GQA 2, unequal odd
 // lengths: dK and dV must agree exactly (each is summed in one program in
 // the same order whatever the tile height) and dQ within f32 accumulation
 // order (its atomic adds come in other groupings). The default tiles run
@@ -37,19 +40,30 @@ func TestBackwardTunedTilesAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var dense [2]*fac.Grads
-		for i, arch := range []string{"", "sm_90a"} {
-			bwd, err := fac.CompileBackward(tunedRounding(arch), d)
-			if err != nil {
-				t.Fatal(err)
+		for _, det := range []bool{false, true} {
+			var dense [2]*fac.Grads
+			for i, arch := range []string{"", "sm_90a"} {
+				opts := tunedRounding(arch)
+				if det {
+					// flash_bwd_dq's tuned tiles too.
+					opts.Consts = maps.Clone(opts.Consts)
+					if opts.Consts == nil {
+						opts.Consts = map[string]string{}
+					}
+					opts.Consts["DETERMINISTIC"] = "true"
+				}
+				bwd, err := fac.CompileBackward(opts, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := bwd.RunCPUGrads(t.Context(), fac.BackwardInputs{Q: in.Q, K: in.K, V: in.V, O: o, LSE: lse, DO: do}, sh)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dense[i] = g
 			}
-			g, err := bwd.RunCPUGrads(t.Context(), fac.BackwardInputs{Q: in.Q, K: in.K, V: in.V, O: o, LSE: lse, DO: do}, sh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dense[i] = g
+			gradsAgree(t, fmt.Sprintf("dense (DETERMINISTIC %v)", det), d, dense)
 		}
-		gradsAgree(t, "dense", d, dense)
 		// Varlen.
 		cq, ck := cumsum([]int{1, 0, 130, 7, 200}), cumsum([]int{1, 5, 129, 7, 260})
 		tq, tk := int(cq[len(cq)-1]), int(ck[len(ck)-1])

@@ -148,6 +148,19 @@ var FlashBwdDQ = &launch.Contract{
 	Mods:      []string{"mask", "score"},
 	Grid:      qGrid,
 	Check:     checkHeadDim,
+	Tuned:     bwdDQTiles,
+}
+
+// bwdDQTiles: on sm_90a's wgmma path, 128-query tiles on two warpgroups,
+// so that each of the kernel's three GEMMs (S = Q·Kᵀ, dP = dO·Vᵀ, dQ +=
+// dS·K) has 64 rows a warpgroup and runs on wgmma; the kernel's defaults
+// (64 rows on 8 warps) put every one on mma.sync. Q and dO stay in shared
+// memory, K and V are double-buffered: 131 KB at D = 128. Checked in the
+// simulator (frontend_bwd_dq_128x64); not timed yet (scripts/sweeps/
+// backward.txt has the deterministic mode with and without it).
+var bwdDQTiles = []launch.TunedSet{
+	{When: for16(128, wgmma), Args: map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "fold_scale": "true"}},
+	{When: for16(64, wgmma), Args: map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "fold_scale": "true"}},
 }
 
 // QBlockMask is the transposed set, for kernels walking kv blocks:
