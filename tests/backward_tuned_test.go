@@ -14,7 +14,7 @@ import (
 // TestBackwardTunedTilesAgree runs the backward (dense, also in the
 // DETERMINISTIC mode, and varlen) on the CPU device with the kernels'
 // default tiles and with the tiles tuned for sm_90a (Options.Target.Arch),
-// bf16 at D 64 and 128, causal, GQA 2, unequal odd
+// bf16 at D 32, 64 and 128, causal, GQA 2, unequal odd
 // lengths: dK and dV must agree exactly (each is summed in one program in
 // the same order whatever the tile height) and dQ within f32 accumulation
 // order (its atomic adds come in other groupings). The default tiles run
@@ -24,7 +24,7 @@ func TestBackwardTunedTilesAgree(t *testing.T) {
 		t.Skip("short")
 	}
 	const heads, kvHeads = 4, 2
-	for _, d := range []int{64, 128} {
+	for _, d := range []int{32, 64, 128} {
 		rng := rand.New(rand.NewPCG(uint64(d), 2))
 		randn := normals(rng)
 		// Dense.

@@ -83,9 +83,12 @@ var FlashBwd = &launch.Contract{
 // every score): S = 8192 none / causal / sliding window / document /
 // prefix-LM 400 / 381 / 285 / 253 / 368 TFLOPS without, 406 / 389 / 286 /
 // 258 / 372 with (H200).
+//
+// D = 32 takes D = 64's tiles (not timed): its defaults ran every GEMM on
+// mma.sync, these all but dQᵀ's (whose 32 rows are under a warpgroup's 64).
 var bwdTiles = []launch.TunedSet{
 	{When: for16(128, wgmma), Args: map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "8", "fold_scale": "true"}},
-	{When: for16(64, wgmma), Args: map[string]string{"BLOCK_M": "32", "BLOCK_N": "128", "num_warps": "4", "fold_scale": "true"}},
+	{When: for16Dims([]int{32, 64}, wgmma), Args: map[string]string{"BLOCK_M": "32", "BLOCK_N": "128", "num_warps": "4", "fold_scale": "true"}},
 }
 
 // tileGroup is flash_bwd's scalar tile_group: how many kv heads' tiles
@@ -159,8 +162,7 @@ var FlashBwdDQ = &launch.Contract{
 // simulator (frontend_bwd_dq_128x64); not timed yet (scripts/sweeps/
 // backward.txt has the deterministic mode with and without it).
 var bwdDQTiles = []launch.TunedSet{
-	{When: for16(128, wgmma), Args: map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "fold_scale": "true"}},
-	{When: for16(64, wgmma), Args: map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "fold_scale": "true"}},
+	{When: for16Dims([]int{32, 64, 128}, wgmma), Args: map[string]string{"BLOCK_M": "128", "BLOCK_N": "64", "num_warps": "8", "fold_scale": "true"}},
 }
 
 // QBlockMask is the transposed set, for kernels walking kv blocks:

@@ -54,8 +54,11 @@ const (
 
 // for16 is the condition of a set for 16-bit DTYPEs at head dim d on
 // variants.
-func for16(d int, variants ...string) launch.TuneCond {
-	return launch.TuneCond{Variants: variants, DTypes: []tir.Elem{tir.BF16, tir.F16}, HeadDims: []int{d}}
+func for16(d int, variants ...string) launch.TuneCond { return for16Dims([]int{d}, variants...) }
+
+// for16Dims is for16 at each of dims.
+func for16Dims(dims []int, variants ...string) launch.TuneCond {
+	return launch.TuneCond{Variants: variants, DTypes: []tir.Elem{tir.BF16, tir.F16}, HeadDims: dims}
 }
 
 // wgmmaTiles: on sm_90a's wgmma path, 128×128 tiles on two warpgroups
