@@ -33,21 +33,17 @@ func (l *Linear) rank() int { return len(l.shape) }
 func (l *Linear) NumRegs() int { return 1 << len(l.reg) }
 
 // RegOffset is the coordinate offset of register r (the compile-time part).
-func (l *Linear) RegOffset(r int) []int {
-	c := make([]int, l.rank())
-	for i, b := range l.reg {
-		if r>>i&1 != 0 {
-			xorInto(c, b)
-		}
-	}
-	return c
-}
+func (l *Linear) RegOffset(r int) []int { return l.offset(l.reg, r) }
 
 // LaneOffset is the coordinate offset of lane l within its warp.
-func (l *Linear) LaneOffset(lane int) []int {
+func (l *Linear) LaneOffset(lane int) []int { return l.offset(l.lane, lane) }
+
+// offset is the coordinate offset of index x over bases: the xor of the
+// bases of x's set bits.
+func (l *Linear) offset(bases [][]int, x int) []int {
 	c := make([]int, l.rank())
-	for i, b := range l.lane {
-		if lane>>i&1 != 0 {
+	for i, b := range bases {
+		if x>>i&1 != 0 {
 			xorInto(c, b)
 		}
 	}
