@@ -210,22 +210,22 @@ func onOffString(on bool) string {
 	return "off"
 }
 
+// toggle is an on|off switch held in the bool field gives; off, when the
+// field says "no" (NoTMA), holds it inverted.
+func toggle(name, help string, field func(*TargetConfig) *bool, off bool) targetOption {
+	return targetOption{name, "on|off", help,
+		func(c *TargetConfig) string { return onOffString(*field(c) != off) },
+		func(c *TargetConfig, v string) error {
+			on, err := onOff(v)
+			*field(c) = on != off
+			return err
+		}}
+}
+
 // targetOptions are the switches, in their canonical order.
 var targetOptions = []targetOption{
-	{"wgmma", "on|off", "sm_90a's 16-bit dots on wgmma (on), or on mma.sync as sm_80's",
-		func(c *TargetConfig) string { return onOffString(!c.NoWGMMA) },
-		func(c *TargetConfig, v string) error {
-			on, err := onOff(v)
-			c.NoWGMMA = !on
-			return err
-		}},
-	{"tma", "on|off", "wgmma operands copied by TMA (on), or by cp.async, which takes tensors of any alignment",
-		func(c *TargetConfig) string { return onOffString(!c.NoTMA) },
-		func(c *TargetConfig, v string) error {
-			on, err := onOff(v)
-			c.NoTMA = !on
-			return err
-		}},
+	toggle("wgmma", "sm_90a's 16-bit dots on wgmma (on), or on mma.sync as sm_80's", func(c *TargetConfig) *bool { return &c.NoWGMMA }, true),
+	toggle("tma", "wgmma operands copied by TMA (on), or by cp.async, which takes tensors of any alignment", func(c *TargetConfig) *bool { return &c.NoTMA }, true),
 	{"release", "counters|barrier", "a pipelined TMA tile's buffers handed back by release counters (counters), or by a CTA barrier per iteration",
 		func(c *TargetConfig) string {
 			if c.Release == ReleaseBarrier {
@@ -267,20 +267,8 @@ var targetOptions = []targetOption{
 			}
 			return nil
 		}},
-	{"tma-store", "on|off", "every eligible stored tile written by TMA (on), or only where a kernel's tma_store argument asks (off)",
-		func(c *TargetConfig) string { return onOffString(c.TMAStore) },
-		func(c *TargetConfig, v string) error {
-			on, err := onOff(v)
-			c.TMAStore = on
-			return err
-		}},
-	{"riders", "on|off", "a pipelined loop's contiguous vector loads (the backward's LSE and Δ rows) copied with its first TMA tile (on), or loaded by each thread",
-		func(c *TargetConfig) string { return onOffString(!c.NoRiders) },
-		func(c *TargetConfig, v string) error {
-			on, err := onOff(v)
-			c.NoRiders = !on
-			return err
-		}},
+	toggle("tma-store", "every eligible stored tile written by TMA (on), or only where a kernel's tma_store argument asks (off)", func(c *TargetConfig) *bool { return &c.TMAStore }, false),
+	toggle("riders", "a pipelined loop's contiguous vector loads (the backward's LSE and Δ rows) copied with its first TMA tile (on), or loaded by each thread", func(c *TargetConfig) *bool { return &c.NoRiders }, true),
 	{"ctas-per-sm", "N", fmt.Sprintf("ptxas asked to fit N (2 to %d) CTAs a multiprocessor in every kernel, over each kernel's ctas_per_sm (0: the kernel's own)", MaxCTAsPerSM),
 		func(c *TargetConfig) string { return strconv.Itoa(c.CTAsPerSM) },
 		func(c *TargetConfig, v string) error {
