@@ -25,6 +25,38 @@ import (
 type stage struct {
 	res      *compiler.Result
 	contract *launch.Contract
+	req      compiler.Request
+}
+
+// followLayout makes the kernels of ks that share tensor take the layout
+// argument name as the one with a tuned set resolved it: a tuned set
+// (flash_bwd's DQ_FRAG) applies to its own kernel, and the kernels that
+// zero and read the buffer (the pre- and postprocess) must agree on its
+// layout. Those that differ are compiled again with the tuned value.
+func followLayout(ks []stage, name, tensor string) ([]stage, error) {
+	lead := slices.IndexFunc(ks, func(s stage) bool { return len(s.contract.Tuned) > 0 && hasTensor(s.contract, tensor) })
+	if lead < 0 {
+		return ks, nil
+	}
+	want, ok := ks[lead].res.Attrs()[name]
+	if !ok {
+		return ks, nil
+	}
+	for i, s := range ks {
+		got, declared := s.res.Attrs()[name]
+		if i == lead || !declared || got == want || !hasTensor(s.contract, tensor) {
+			continue
+		}
+		req := s.req
+		req.Consts = maps.Clone(req.Consts)
+		req.Consts[name] = strconv.FormatBool(want != 0)
+		res, err := compileKernel(s.contract, req)
+		if err != nil {
+			return nil, err
+		}
+		ks[i].res, ks[i].req = res, req
+	}
+	return ks, nil
 }
 
 // results are the compiled kernels of ks, in order.
@@ -121,7 +153,12 @@ func compileVariant(v *attention.Variant, vo attention.VariantOptions, opts Opti
 				return nil, 0, err
 			}
 		}
-		out = append(out, stage{res: res, contract: c})
+		out = append(out, stage{res: res, contract: c, req: req})
+	}
+	if _, given := opts.Consts["DQ_FRAG"]; !given {
+		if out, err = followLayout(out, "DQ_FRAG", "dq_accum"); err != nil {
+			return nil, 0, err
+		}
 	}
 	if len(cs) > 1 {
 		for _, k := range slices.Sorted(maps.Keys(opts.Consts)) {

@@ -25,7 +25,8 @@ import (
 type benchResult struct {
 	Pass    string `json:"pass"` // forward, backward or step
 	Mask    string `json:"mask"`
-	SeqLen  int    `json:"seqlen"` // the key length (= the query length unless --seqlen-q)
+	Score   string `json:"score,omitempty"` // --score, "" for the identity
+	SeqLen  int    `json:"seqlen"`          // the key length (= the query length unless --seqlen-q)
 	SeqLenQ int    `json:"seqlen_q"`
 	SeqLenK int    `json:"seqlen_k"`
 	Batch   int    `json:"batch"`
@@ -56,9 +57,12 @@ type benchResult struct {
 	TimesMs  []float64 `json:"times_ms"`
 }
 
-// label is the row's first column: the mask, and for a paged row its page
-// size.
+// label is the row's first column: the mask (and score), and for a paged
+// row its page size.
 func (r benchResult) label() string {
+	if r.Score != "" {
+		r.Mask += " " + r.Score
+	}
 	if part, ok := strings.CutPrefix(r.Pass, "forward ragged "); ok {
 		return fmt.Sprintf("%s ragged %s %d", r.Mask, part, r.PageSize)
 	}
@@ -74,6 +78,7 @@ var anchorMasks = []string{"none", "causal", "sliding_window(1023, 0)", "documen
 
 func benchCmd() *cobra.Command {
 	var masks, bundles, files, constFlags []string
+	var score string
 	var seqlens, seqQs, seqKs, pageSizes []int
 	var tokens, batch, heads, kvHeads, dim, dimV, warmup, reps, docLen, block, varlenLen int
 	var dtype, jsonOut, device string
@@ -254,14 +259,14 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 				fmt.Fprintln(w, "backward pass: flash_bwd_preprocess, flash_bwd, flash_bwd_postprocess timed as one; TFLOPS = 10 * pairs * D / t")
 			} else if step {
 				fmt.Fprintln(w, "training step: the forward's median plus the backward's (its kernels timed as one); TFLOPS = 14 * pairs * D / t")
-			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], DType: dtype, DimV: dimV, Sources: srcs, Consts: consts, Target: fwdOpts.Target}, dim, bundles); err != nil {
+			} else if err := compileTimes(w, gpu, fac.Options{Mask: masks[0], Score: score, DType: dtype, DimV: dimV, Sources: srcs, Consts: consts, Target: fwdOpts.Target}, dim, bundles); err != nil {
 				fmt.Fprintf(w, "compile times: %v\n", err)
 			}
 			var rows []benchResult
 			if ragged {
 				for _, m := range masks {
 					opts := fwdOpts
-					opts.Mask, opts.DType, opts.Sources, opts.Consts = m, dtype, srcs, consts
+					opts.Mask, opts.Score, opts.DType, opts.Sources, opts.Consts = m, score, dtype, srcs, consts
 					rs, err := benchRagged(w, gpu, opts, rb, heads, kvHeads, dim, warmup, reps)
 					if err != nil {
 						return fmt.Errorf("%s ragged: %w", m, err)
@@ -279,7 +284,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 			for _, sh := range shapes {
 				for _, m := range masks {
 					opts := fwdOpts
-					opts.Mask, opts.DType, opts.Sources, opts.Consts = m, dtype, srcs, consts
+					opts.Mask, opts.Score, opts.DType, opts.Sources, opts.Consts = m, score, dtype, srcs, consts
 					var r benchResult
 					var err error
 					if varlenLen > 0 {
@@ -306,6 +311,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 						rs = append(rs, paged...)
 					}
 					for _, r := range rs {
+						r.Score = score
 						rows = append(rows, r)
 						fmt.Fprintf(w, "%-26s %6d %6d %3d %4d %4d %10.3f %9.1f %8.3f %6d %4d\n", r.label(), r.SeqLenQ, r.SeqLenK, r.Batch, r.Heads, r.KVHeads,
 							r.MedianMs, r.TFLOPS, r.KVTBps, r.NumSplits, r.PackGQA)
@@ -318,6 +324,7 @@ switches), e.g. --target-opt tma=off for cp.async staging.`,
 	fs := cmd.Flags()
 	addFileFlag(fs, &files)
 	fs.StringArrayVar(&masks, "mask", anchorMasks, "masks to time (repeatable)")
+	fs.StringVar(&score, "score", "", `score mod of every row, e.g. "softcap(2.5)" or alibi (default: the identity)`)
 	fs.IntSliceVar(&seqlens, "seqlen", []int{2048, 8192}, "sequence lengths (Sq = Sk; comma-separated)")
 	fs.IntSliceVar(&seqQs, "seqlen-q", nil, "query lengths (comma-separated; with --seqlen-k, every pair; default --seqlen)")
 	fs.IntSliceVar(&seqKs, "seqlen-k", nil, "key lengths (comma-separated; default --seqlen)")

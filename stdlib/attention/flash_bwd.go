@@ -67,7 +67,7 @@ var FlashBwd = &launch.Contract{
 	},
 	Check:      checkBwd,
 	Tuned:      bwdTiles,
-	TunedAlone: []string{"fold_scale"},
+	TunedAlone: []string{"fold_scale", "warp_specialize", "DQ_FRAG", "dq_bulk"},
 }
 
 // bwdTiles: on sm_90a's wgmma path, tiles whose five GEMMs all run on
@@ -87,7 +87,8 @@ var FlashBwd = &launch.Contract{
 // D = 32 takes D = 64's tiles (not timed): its defaults ran every GEMM on
 // mma.sync, these all but dQᵀ's (whose 32 rows are under a warpgroup's 64).
 var bwdTiles = []launch.TunedSet{
-	{When: for16(128, wgmma), Args: map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "8", "fold_scale": "true"}},
+	{When: for16(128, wgmma), Args: map[string]string{"BLOCK_M": "64", "BLOCK_N": "128", "num_warps": "8", "fold_scale": "true",
+		"warp_specialize": "true", "DQ_FRAG": "true", "dq_bulk": "true"}},
 	{When: for16Dims([]int{32, 64}, wgmma), Args: map[string]string{"BLOCK_M": "32", "BLOCK_N": "128", "num_warps": "4", "fold_scale": "true"}},
 }
 

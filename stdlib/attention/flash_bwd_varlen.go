@@ -44,6 +44,10 @@ var FlashBwdVarlen = &launch.Contract{
 	TunedAlone: []string{"fold_scale", "packed_loads"},
 }
 
+// denseBwdOnly are bwdTiles' arguments that flash_bwd_varlen does not
+// declare (its dQ goes through atomics, and it has no producer warpgroup).
+var denseBwdOnly = []string{"warp_specialize", "DQ_FRAG", "dq_bulk"}
+
 // varlenBwdTiles are flash_bwd's tiles (bwdTiles) on loads bounded by the
 // packed tensor (packed_loads), which TMA needs: Q, dO, K and V by TMA,
 // LSE and Δ riding with Q. Not timed yet against the loads kept in the
@@ -53,6 +57,9 @@ var varlenBwdTiles = func() []launch.TunedSet {
 	out := make([]launch.TunedSet, len(bwdTiles))
 	for i, s := range bwdTiles {
 		args := maps.Clone(s.Args)
+		for _, k := range denseBwdOnly {
+			delete(args, k)
+		}
 		args["packed_loads"] = "true"
 		out[i] = launch.TunedSet{When: s.When, Args: args}
 	}
