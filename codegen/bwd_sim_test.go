@@ -143,6 +143,8 @@ func stagingSimCases() []simCase {
 		withTarget(bwdCase("frontend_bwd_64x128_ws", 128, 8, 128, 1, 2, 2, 200, 300, false), "dq=bulk"),
 		// The DETERMINISTIC mode's dQ kernel on its sm_90a tiles (all on wgmma).
 		bwdDQCase("frontend_bwd_dq_128x64", 128, 1, 4, 2, 157, 300),
+		// The same beside a producer warpgroup, which issues K's and V's copies.
+		withAttrs(bwdDQCase("frontend_bwd_dq_128x64", 128, 1, 4, 2, 157, 300), "warp_specialize", true),
 		// HEAD_DIM 32 on D = 64's tiles: wgmma beside mma.sync in one loop.
 		bwdCaseRows("frontend_bwd_32x128_d32", 128, 4, 32, 2, 2, 1, 157, 200),
 	}
