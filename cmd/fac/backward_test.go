@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fac-compiler/fac"
 	"github.com/fac-compiler/fac/artifact/bundle"
 	"github.com/fac-compiler/fac/codegen/llc"
 	"github.com/fac-compiler/fac/internal/npy"
@@ -218,5 +219,36 @@ func TestBuildBackward(t *testing.T) {
 		if count[k] != n {
 			t.Errorf("bundle kernels %s, want %d %s", js, n, k)
 		}
+	}
+}
+
+// TestBenchInputsScores: fac bench makes up ALiBi's slopes (the usual
+// 2^(-8(h+1)/H)) and labels a row with its score; an aux tensor it cannot
+// make up is an error naming it.
+func TestBenchInputsScores(t *testing.T) {
+	sh := fac.Shape{Batch: 1, Heads: 4, SeqQ: 8, SeqK: 8, Dim: 16}
+	fwd, err := fac.CompileForward(fac.Options{Mask: "causal", Score: "alibi"}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _, err := benchInputs(fwd, "causal", sh, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slopes, ok := in.Aux["slopes"].([]float32)
+	if !ok || len(slopes) != 4 || slopes[0] != 0.25 || slopes[3] != 1.0/256 {
+		t.Errorf("slopes %v, want [1/4 1/16 1/64 1/256]", in.Aux["slopes"])
+	}
+	r := benchResult{Mask: "causal", Score: "alibi"}
+	if got := r.label(); got != "causal alibi" {
+		t.Errorf("label %q, want %q", got, "causal alibi")
+	}
+	src := "score shift(s, b, h, q_idx, kv_idx, bias: tensor[f32]) {\n    return s + bias[h]\n}\n"
+	fwd, err = fac.CompileForward(fac.Options{Mask: "none", Score: "shift", Sources: map[string]string{"shift.fa": src}}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := benchInputs(fwd, "none", sh, 1000); err == nil || !strings.Contains(err.Error(), `aux tensor "bias"`) {
+		t.Errorf("err %v, want one naming aux tensor \"bias\"", err)
 	}
 }

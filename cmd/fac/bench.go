@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -370,9 +371,9 @@ func writeBenchJSON(path string, rows []benchResult) error {
 
 // benchInputs makes a benchmark's random inputs for shape sh (seeded by
 // the sequence length), the aux tensors of the document masks (documents
-// of docLen tokens: document's ids, document_spans's spans) and a
-// generator for more random tensors. fac bench can make up no other aux
-// tensor.
+// of docLen tokens: document's ids, document_spans's spans) and of ALiBi
+// (the usual slopes, 2^(-8(h+1)/H)), and a generator for more random
+// tensors. fac bench can make up no other aux tensor.
 func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.Inputs, func(int) []float32, error) {
 	randn := normals(rand.New(rand.NewPCG(uint64(sh.SeqQ), 3)))
 	nq, nk := sh.Batch*sh.Heads*sh.SeqQ*sh.Dim, sh.Batch*sh.KV()*sh.SeqK*sh.Dim
@@ -390,8 +391,14 @@ func benchInputs(fwd *fac.Forward, mask string, sh fac.Shape, docLen int) (fac.I
 			in.Aux[name] = start
 		case "doc_end":
 			in.Aux[name] = end
+		case "slopes":
+			slopes := make([]float32, sh.Heads)
+			for h := range slopes {
+				slopes[h] = float32(math.Exp2(-8 * float64(h+1) / float64(sh.Heads)))
+			}
+			in.Aux[name] = slopes
 		default:
-			return in, nil, fmt.Errorf("mask %s reads aux tensor %q, which fac bench cannot make up", mask, name)
+			return in, nil, fmt.Errorf("the mods of mask %s read aux tensor %q, which fac bench cannot make up", mask, name)
 		}
 	}
 	if fwd.HasSinks() {
