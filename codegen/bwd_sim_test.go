@@ -145,6 +145,10 @@ func stagingSimCases() []simCase {
 		bwdDQCase("frontend_bwd_dq_128x64", 128, 1, 4, 2, 157, 300),
 		// The same beside a producer warpgroup, which issues K's and V's copies.
 		withAttrs(bwdDQCase("frontend_bwd_dq_128x64", 128, 1, 4, 2, 157, 300), "warp_specialize", true),
+		// D = 64 on two warpgroups with dQ = dS·K (DQ_ROWS), every GEMM on
+		// wgmma, alone and beside a producer.
+		bwdCaseRows("frontend_bwd_128x128_d64_rows", 128, 8, 64, 1, 3, 1, 157, 200),
+		withAttrs(bwdCaseRows("frontend_bwd_128x128_d64_rows", 128, 8, 64, 1, 3, 1, 157, 200), "warp_specialize", true),
 		// HEAD_DIM 32 on D = 64's tiles: wgmma beside mma.sync in one loop.
 		bwdCaseRows("frontend_bwd_32x128_d32", 128, 4, 32, 2, 2, 1, 157, 200),
 	}

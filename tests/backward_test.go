@@ -527,6 +527,24 @@ func TestBackwardDQFrag(t *testing.T) {
 	}
 }
 
+// TestBackwardDQRows: flash_bwd with DQ_ROWS (dQ = dS·K, queries down the
+// rows) into the row-major accumulator and into DQ_FRAG's tiles, on the
+// default tiles and on 128×128 (D = 64's candidate on two warpgroups).
+func TestBackwardDQRows(t *testing.T) {
+	for _, c := range []map[string]string{{}, {"DQ_FRAG": "true"}, {"BLOCK_M": "128", "BLOCK_N": "128"}} {
+		c["DQ_ROWS"] = "true"
+		opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", Consts: c}
+		fwd, bwd := mustCompileBackwardConsts(t, opts, bwdDim)
+		sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 157, SeqK: 140, Dim: bwdDim}
+		in := only(fwd, inputs(sh, 37))
+		gc := gradCase{name: fmt.Sprintf("dq_rows/%v", c), fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-5,
+			mask:  func(b, h, i, j int) bool { return i >= j },
+			score: func(s float64, b, h, i, j int) float64 { return 2.5 * math.Tanh(s/2.5) },
+			deriv: derivs["softcap(2.5)"](sh, nil)}
+		gc.run(t, 32)
+	}
+}
+
 // TestBackwardDQFragRefused: the varlen backward, whose main kernel keeps
 // dQ's accumulator in rows, refuses DQ_FRAG rather than pair it with a
 // tiled postprocess; the sinks backward (flash_bwd, then flash_bwd_sinks,
