@@ -515,16 +515,24 @@ func narrow(xs []float64) []float32 {
 func TestBackwardDQFrag(t *testing.T) {
 	for _, c := range []map[string]string{{"BLOCK_M": "64"}, {"BLOCK_M": "32"}, {"DETERMINISTIC": "true"}} {
 		c["DQ_FRAG"] = "true"
-		opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", Consts: c}
-		fwd, bwd := mustCompileBackwardConsts(t, opts, bwdDim)
-		sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 157, SeqK: 140, Dim: bwdDim}
-		in := only(fwd, inputs(sh, 31))
-		gc := gradCase{name: fmt.Sprintf("dq_frag/%v", c), fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-5,
-			mask:  func(b, h, i, j int) bool { return i >= j },
-			score: func(s float64, b, h, i, j int) float64 { return 2.5 * math.Tanh(s/2.5) },
-			deriv: derivs["softcap(2.5)"](sh, nil)}
-		gc.run(t, 32)
+		causalSoftcapGrads(t, "dq_frag", c, 31)
 	}
+}
+
+// causalSoftcapGrads checks flash_bwd compiled with consts against the
+// float64 gradients, under causal + softcap(2.5), GQA and unequal odd
+// lengths (inputs seeded by seed).
+func causalSoftcapGrads(t *testing.T, name string, consts map[string]string, seed uint64) {
+	t.Helper()
+	opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", Consts: consts}
+	fwd, bwd := mustCompileBackwardConsts(t, opts, bwdDim)
+	sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 157, SeqK: 140, Dim: bwdDim}
+	in := only(fwd, inputs(sh, seed))
+	gc := gradCase{name: fmt.Sprintf("%s/%v", name, consts), fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-5,
+		mask:  func(b, h, i, j int) bool { return i >= j },
+		score: func(s float64, b, h, i, j int) float64 { return 2.5 * math.Tanh(s/2.5) },
+		deriv: derivs["softcap(2.5)"](sh, nil)}
+	gc.run(t, 32)
 }
 
 // TestBackwardDQRows: flash_bwd with DQ_ROWS (dQ = dS·K, queries down the
@@ -533,15 +541,7 @@ func TestBackwardDQFrag(t *testing.T) {
 func TestBackwardDQRows(t *testing.T) {
 	for _, c := range []map[string]string{{}, {"DQ_FRAG": "true"}, {"BLOCK_M": "128", "BLOCK_N": "128"}} {
 		c["DQ_ROWS"] = "true"
-		opts := fac.Options{Mask: "causal", Score: "softcap(2.5)", Consts: c}
-		fwd, bwd := mustCompileBackwardConsts(t, opts, bwdDim)
-		sh := fac.Shape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 157, SeqK: 140, Dim: bwdDim}
-		in := only(fwd, inputs(sh, 37))
-		gc := gradCase{name: fmt.Sprintf("dq_rows/%v", c), fwd: fwd, bwd: bwd, sh: sh, in: in, tol: 1e-5,
-			mask:  func(b, h, i, j int) bool { return i >= j },
-			score: func(s float64, b, h, i, j int) float64 { return 2.5 * math.Tanh(s/2.5) },
-			deriv: derivs["softcap(2.5)"](sh, nil)}
-		gc.run(t, 32)
+		causalSoftcapGrads(t, "dq_rows", c, 37)
 	}
 }
 
