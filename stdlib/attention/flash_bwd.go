@@ -84,6 +84,13 @@ var FlashBwd = &launch.Contract{
 // prefix-LM 400 / 381 / 285 / 253 / 368 TFLOPS without, 406 / 389 / 286 /
 // 258 / 372 with (H200).
 //
+// At HEAD_DIM 128 a producer warpgroup issues the TMA copies
+// (warp_specialize) and dQ's tiles reach the accumulator by one bulk
+// reduction each (DQ_FRAG, dq_bulk): H100, S = 8192, none / causal
+// 536–541 / 502–504 TFLOPS against 429–446 / 435–438 without them, 491 /
+// 468–471 without the producer (docs/decisions.md). At HEAD_DIM 64 both
+// ran slower (BENCHMARKS.md, Backward).
+//
 // D = 32 takes D = 64's tiles (not timed): its defaults ran every GEMM on
 // mma.sync, these all but dQᵀ's (whose 32 rows are under a warpgroup's 64).
 var bwdTiles = []launch.TunedSet{
