@@ -1,6 +1,8 @@
 package core
 
 import (
+	"math"
+
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
 	"github.com/llir/llvm/ir/types"
@@ -52,7 +54,11 @@ func (em *Emitter) binary(k tir.Kind, e tir.Elem, x, y value.Value) value.Value 
 		case tir.OpMul:
 			r = b.NewFMul(x, y)
 		case tir.OpDiv:
-			r = b.NewFDiv(x, y)
+			if rc, ok := reciprocal(y); ok {
+				r = b.NewFMul(x, rc)
+			} else {
+				r = b.NewFDiv(x, y)
+			}
 		case tir.OpRem:
 			r = b.NewFRem(x, y)
 		case tir.OpMin:
@@ -239,4 +245,23 @@ func maskSelect(op *tir.Op) bool {
 		return false
 	}
 	return op.SelectsNegInf()
+}
+
+// reciprocal is 1/y rounded to f32 where y is a constant whose reciprocal
+// is a normal f32: a division by it becomes a multiplication. The target's
+// f32 division is div.full.f32 (2 ulp, codegen/llc) and x · RN(1/y) is
+// within 1.5 ulp, exact where y is a power of two, in one instruction
+// instead of a reciprocal and its refinement: a score mod's s / c, and its
+// gradient's, once an element (softcap: three an element in the backward).
+func reciprocal(y value.Value) (value.Value, bool) {
+	c, ok := y.(*constant.Float)
+	if !ok || c.X == nil || c.NaN {
+		return nil, false
+	}
+	v, _ := c.X.Float64()
+	r := float32(1 / v)
+	if v == 0 || math.IsInf(v, 0) || math.IsInf(float64(r), 0) || r == 0 || math.Abs(float64(r)) < math.SmallestNonzeroFloat32*(1<<23) {
+		return nil, false
+	}
+	return cf32(float64(r)), true
 }
