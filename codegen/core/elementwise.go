@@ -2,6 +2,7 @@ package core
 
 import (
 	"math"
+	"math/big"
 
 	"github.com/llir/llvm/ir/constant"
 	"github.com/llir/llvm/ir/enum"
@@ -247,20 +248,21 @@ func maskSelect(op *tir.Op) bool {
 	return op.SelectsNegInf()
 }
 
-// reciprocal is 1/y rounded to f32 where y is a constant whose reciprocal
-// is a normal f32: a division by it becomes a multiplication. The target's
-// f32 division is div.full.f32 (2 ulp, codegen/llc) and x · RN(1/y) is
-// within 1.5 ulp, exact where y is a power of two, in one instruction
-// instead of a reciprocal and its refinement: a score mod's s / c, and its
-// gradient's, once an element (softcap: three an element in the backward).
+// reciprocal is 1/y rounded to f32 (to nearest) where y is a constant
+// whose reciprocal is a normal f32: a division by it becomes a
+// multiplication. The target's f32 division is div.full.f32 (2 ulp,
+// codegen/llc) and x · RN(1/y) is within 1.5 ulp, exact where y is a power
+// of two, in one instruction instead of a reciprocal and its refinement: a
+// score mod's s / c, and its gradient's, once an element (softcap: three an
+// element in the backward).
 func reciprocal(y value.Value) (value.Value, bool) {
 	c, ok := y.(*constant.Float)
-	if !ok || c.X == nil || c.NaN {
+	if !ok || c.X == nil || c.NaN || c.X.Sign() == 0 || c.X.IsInf() {
 		return nil, false
 	}
-	v, _ := c.X.Float64()
-	r := float32(1 / v)
-	if v == 0 || math.IsInf(v, 0) || math.IsInf(float64(r), 0) || r == 0 || math.Abs(float64(r)) < math.SmallestNonzeroFloat32*(1<<23) {
+	q := new(big.Float).SetPrec(24).SetMode(big.ToNearestEven).Quo(big.NewFloat(1), c.X)
+	r, _ := q.Float32()
+	if a := math.Abs(float64(r)); math.IsInf(a, 0) || a < 0x1p-126 {
 		return nil, false
 	}
 	return cf32(float64(r)), true
