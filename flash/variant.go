@@ -28,6 +28,11 @@ type stage struct {
 	req      compiler.Request
 }
 
+// dqLayout is the backward's one buffer whose layout is a compile-time
+// argument: dq_accum, in dq_accum.fa's tiles with DQ_FRAG. Every kernel
+// that reads or writes the buffer must take the same value.
+var dqLayout = struct{ arg, tensor string }{"DQ_FRAG", "dq_accum"}
+
 // followLayout makes the kernels of ks that share tensor take the layout
 // argument name as the one with a tuned set resolved it: a tuned set
 // (flash_bwd's DQ_FRAG) applies to its own kernel, and the kernels that
@@ -108,7 +113,7 @@ func compileVariant(v *attention.Variant, vo attention.VariantOptions, opts Opti
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := checkSharedLayout(prog, cs, opts.Consts, "DQ_FRAG", "dq_accum"); err != nil {
+	if err := checkSharedLayout(prog, cs, opts.Consts, dqLayout.arg, dqLayout.tensor); err != nil {
 		return nil, 0, err
 	}
 	used := map[string]bool{}
@@ -155,8 +160,8 @@ func compileVariant(v *attention.Variant, vo attention.VariantOptions, opts Opti
 		}
 		out = append(out, stage{res: res, contract: c, req: req})
 	}
-	if _, given := opts.Consts["DQ_FRAG"]; !given {
-		if out, err = followLayout(out, "DQ_FRAG", "dq_accum"); err != nil {
+	if _, given := opts.Consts[dqLayout.arg]; !given {
+		if out, err = followLayout(out, dqLayout.arg, dqLayout.tensor); err != nil {
 			return nil, 0, err
 		}
 	}
