@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
 	"os"
@@ -654,9 +655,15 @@ func groups(c simCase) simCase {
 	return c
 }
 
-// withAttrs is c with compile-time argument name set to v.
+// withAttrs is c with compile-time argument name set to v (besides those
+// set before).
 func withAttrs(c simCase, name string, v any) simCase {
-	c.attrs = map[string]any{name: v}
+	attrs := maps.Clone(c.attrs)
+	if attrs == nil {
+		attrs = map[string]any{}
+	}
+	attrs[name] = v
+	c.attrs = attrs
 	return c
 }
 
