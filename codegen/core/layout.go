@@ -149,15 +149,21 @@ func blockedVec(shape []int, numWarps, maxVec int) Blocked {
 // M repeats, so registers 4(i*nN+j)+c are tile (i, j)'s c.
 //
 // Version 3 is the accumulator of wgmma.mma_async m64nNk16 (Triton's
-// MMAv3): a warpgroup of 4 consecutive warps covers 64 rows, warp w%4 of
-// warpgroup g rows 64g+16(w%4) and up, and per warp the fragment is
-// exactly the m16n8 one above (the PTX ISA's wgmma D fragment: d[4j+c] at
-// row l/4+8(c/2), column 8j+2(l%4)+c%2). So with all warps along M
-// (WarpsPerCTA = [numWarps, 1], numWarps%4 == 0) the concrete layout is
-// version 2's; the version only names which instruction produces it, and
-// an instruction's n8 tiles are consecutive registers: instruction (i, N
-// chunk) owns a contiguous register range. DotOperand{0, v3} is the RS
-// form's A fragment (per warp the m16n8k16 A fragment).
+// MMAv3): a warpgroup of 4 consecutive warps covers 64 rows, and per warp
+// the fragment is exactly the m16n8 one above (the PTX ISA's wgmma D
+// fragment: d[4j+c] at row l/4+8(c/2), column 8j+2(l%4)+c%2), so an
+// instruction's n8 tiles are consecutive registers. WarpsPerCTA is
+// [4a, b]: warpgroup g = w/4 is at M block g%a (warp w%4 of it at rows
+// 64(g%a)+16(w%4) and up of each 64a-row block) and at N block g/a, a
+// contiguous range of N/b columns, since one instruction's B descriptor
+// covers contiguous columns. So the warp bits along N sit above the
+// warpgroup's N repeats (not below them, as version 2's would), and
+// register 4(i*nN+j)+c is tile (i, j)'s c of the warpgroup's own nN
+// column tiles: instruction (i, N chunk) owns a contiguous register
+// range. With all warps along M (b = 1) the concrete layout is version
+// 2's; the version only names which instruction produces it.
+// DotOperand{0, v3} is the RS form's A fragment (per warp the m16n8k16 A
+// fragment, copied across the warpgroups along N).
 type MMA struct {
 	WarpsPerCTA [2]int
 	// Version is 2 (or 0) for mma.sync, 3 for wgmma.
@@ -190,23 +196,45 @@ func (m MMA) Linear(shape []int, numWarps int) *Linear {
 	n1 := lb.addReg(1)
 	lb.addLane(1, 0)
 	lb.addLane(1, 1)
+	nIn := m.groupRepeats(lb, shape[1])
 	for i := 0; i < wn; i++ {
 		lb.addWarp(1, wm+i)
 	}
 	lb.reg(n1, m8)
+	lb.reg(nIn...)
 	lb.repeats(1)
 	lb.repeats(0)
 	return lb.build()
 }
 
+// splitN reports whether the layout is wgmma's with warpgroups along N,
+// each holding contiguous columns.
+func (m MMA) splitN() bool { return m.Version == 3 && m.WarpsPerCTA[1] > 1 }
+
+// groupRepeats adds to dim 1 (n long) the register bits that step a
+// warpgroup's 8-column tiles within its own columns, below the warp bits
+// along N, for splitN layouts (none otherwise: the repeats then go above
+// the warp bits); it returns their slots, low first.
+func (m MMA) groupRepeats(lb *layoutBuilder, n int) []regSlot {
+	if !m.splitN() {
+		return nil
+	}
+	var s []regSlot
+	for i := 3 + log2(m.WarpsPerCTA[1]); i < log2(n); i++ {
+		s = append(s, lb.addReg(1))
+	}
+	return s
+}
+
 // DotOperand is the register layout of an mma.sync m16n8k16 operand with
 // 16-bit elements (kWidth 2): OpIdx 0 is A[M,K] (a0..a3: rows g, g+8, k
 // pairs 2t, 2t+8 with g = lane/4, t = lane%4), OpIdx 1 is B[K,N] (b0, b1:
-// k pairs 2t, 2t+8, column g). Warps follow Parent along M (A) or N (B) and
-// hold copies along the other dim. Register order: A: k pair, row+8, k+8,
-// K repeats, M repeats (8 per 16x16 tile); B: k pair, k+8, K repeats, N
-// repeats (4 per 16x8 tile). Consecutive register pairs pack into the i32
-// operands of mma.
+// k pairs 2t, 2t+8, column g). Warps follow Parent along M (A) or N (B),
+// B's in Parent's contiguous column ranges where it has them (version 3),
+// and hold copies along the other dim. Register order: A: k pair, row+8,
+// k+8, K repeats, M repeats (8 per 16x16 tile); B: k pair, k+8, K repeats,
+// N repeats (4 per 16x8 tile). Consecutive register pairs pack into the
+// i32 operands of mma.
 type DotOperand struct {
 	OpIdx  int
 	Parent MMA
@@ -243,11 +271,13 @@ func (d DotOperand) Linear(shape []int, numWarps int) *Linear {
 		lb.addLane(1, 2)
 		lb.addLane(1, 3)
 		lb.addLane(1, 4)
+		nIn := d.Parent.groupRepeats(lb, shape[1])
 		for i := 0; i < wn; i++ {
 			lb.addWarp(1, wm+i)
 		}
 		lb.reg(k1, k8)
 		lb.repeats(0)
+		lb.reg(nIn...)
 		lb.repeats(1)
 	}
 	return lb.build()
