@@ -149,9 +149,9 @@ func stagingSimCases() []simCase {
 		// wgmma, alone and beside a producer.
 		bwdCaseRows("frontend_bwd_128x128_d64_rows", 128, 8, 64, 1, 3, 1, 157, 200),
 		withAttrs(bwdCaseRows("frontend_bwd_128x128_d64_rows", 128, 8, 64, 1, 3, 1, 157, 200), "warp_specialize", true),
-		// DQ_ROWS into DQ_FRAG's tiles at D = 128 (dQ on mma.sync, by reds),
-		// beside a producer and with dq_bulk, as a request that sets DQ_ROWS
-		// alone gets on the tuned set.
+		// DQ_ROWS into DQ_FRAG's tiles at D = 128 (dQ by reds, on wgmma
+		// with the two warpgroups along N), beside a producer and with
+		// dq_bulk, as a request that sets DQ_ROWS alone gets on the tuned set.
 		withAttrs(withAttrs(bwdCaseFrag("frontend_bwd_64x128_rows_frag", 128, 8, 128, 1, 3, 3, 157, 200), "warp_specialize", true), "dq_bulk", true),
 		// HEAD_DIM 32 on D = 64's tiles: wgmma beside mma.sync in one loop.
 		bwdCaseRows("frontend_bwd_32x128_d32", 128, 4, 32, 2, 2, 1, 157, 200),

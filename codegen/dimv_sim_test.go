@@ -26,8 +26,9 @@ func bwdCaseDV(file string, bn, nw, D, Dv, B, H, kvGroup, sq, sk int, doc bool) 
 // tiles with a producer warpgroup at (128, 64); the backward's sm_90a tiles
 // of D = 128 at (128, 64) on wgmma, dQ by reds and by TMA reductions, and
 // the kernel's own 64×64 tiles on 8 warps (what a pair no tuned set was
-// measured for gets; mma.sync on every target, 32 keys a warpgroup being
-// too few for wgmma) with V wider than Q, (64, 128), under a document mask.
+// measured for gets; on wgmma with the two warpgroups along N, 64 keys
+// being too few for one 64-row block each) with V wider than Q, (64,
+// 128), under a document mask.
 // The reds case's atol is 5e-3: at this seed one dQ element of 51200 is
 // 6.3e-3 off the interpreter's on every target alike, dS's bf16 rounding
 // falling the other way on one pair.

@@ -189,7 +189,7 @@ func (t *Target) ConvertOperand(l *core.Lowerer, src []value.Value, lin *core.Li
 // mbarrier per stage later).
 func (t *Target) PlanStaged(l *core.Lowerer, st *core.Staged) (int, bool) {
 	if _, ok := t.wgmmaLayout(l, st.Dot); ok {
-		return planTile(st)
+		return t.planTile(l, st)
 	}
 	n, ok := t.base.PlanStaged(l, st)
 	if ok && t.WGMMA {

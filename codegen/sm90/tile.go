@@ -50,8 +50,12 @@ const tileAlign = 1024
 // newTile is the tile of a rows x cols 16-bit matrix with cols
 // contiguous, or false when wgmma cannot read it (fewer than 16 contiguous
 // elements, rows not a multiple of 8).
-func newTile(rows, cols int) (tile, bool) {
-	w := min(128, 2*cols)
+func newTile(rows, cols int) (tile, bool) { return newTileMax(rows, cols, 128) }
+
+// newTileMax is newTile with a swizzle at most maxW bytes wide (at least
+// 32: panels of 16 elements).
+func newTileMax(rows, cols, maxW int) (tile, bool) {
+	w := min(128, 2*cols, maxW)
 	if w < 32 || rows%8 != 0 || cols%(w/2) != 0 {
 		return tile{}, false
 	}

@@ -128,7 +128,11 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			return true
 		}
 		p, ok := st.Plan.(*tilePlan)
-		if !ok || p.tile.w != 128 {
+		if !ok {
+			return true
+		}
+		if p.tile.w != 128 {
+			t.note(l, op, fmt.Sprintf("cp.async: its %d-byte swizzle (TMA copies 128-byte ones)", p.tile.w))
 			return true
 		}
 		if loop := st.PipeLoop(); loop != nil {

@@ -17,13 +17,16 @@ import (
 // wgmma.mma_async (sm_90a): 16-bit dots with f32 accumulation on the
 // warpgroup tensor-core instructions m64nNk16.
 //
-// The accumulator is MMA version 3 with every warp along M (a warpgroup of
-// 4 warps per 64 rows, core.MMA's doc). B is always read from shared
-// memory through a matrix descriptor: a tile staged by cp.async straight
-// into the swizzled layout (tile.go), or a tensor in registers written
-// there by the dot. A is read from registers in the m16n8k16 A fragment
-// layout (RS form: P in attention, and Q, converted once by ldmatrix),
-// or from shared memory when its load is staged (SS form).
+// The accumulator is MMA version 3 (core.MMA's doc): a warpgroup of 4
+// warps per 64 rows, every warp along M where M has a 64-row block for
+// each warpgroup, else warpgroups also along N, each issuing the
+// instructions of its own contiguous columns (its B descriptor offset by
+// its N block). B is always read from shared memory through a matrix
+// descriptor: a tile staged by cp.async straight into the swizzled layout
+// (tile.go), or a tensor in registers written there by the dot. A is read
+// from registers in the m16n8k16 A fragment layout (RS form: P in
+// attention, and Q, converted once by ldmatrix; copied in each warpgroup
+// along N), or from shared memory when its load is staged (SS form).
 //
 // Per dot: the copies' wait, fence.proxy.async (generic-proxy writes
 // before async-proxy reads) and a barrier, unless an earlier dot already
@@ -45,8 +48,9 @@ type tilePlan struct {
 
 // wgmmaLayout reports whether dot op runs on wgmma, and its accumulator
 // layout: sm_90a (unless wgmma=off), 16-bit operands, f32 accumulator,
-// warps in whole warpgroups, each with 64-row blocks of M, N a multiple
-// of 8 and K of 16.
+// warps in whole warpgroups, N a multiple of 8 and K of 16, and 64-row
+// blocks of M for each warpgroup (all warps along M) or, where M is too
+// short for that, warpgroups split along N (splitLayout).
 func (t *Target) wgmmaLayout(l *core.Lowerer, op *tir.Op) (core.MMA, bool) {
 	if !t.WGMMA {
 		return core.MMA{}, false
@@ -58,11 +62,47 @@ func (t *Target) wgmmaLayout(l *core.Lowerer, op *tir.Op) (core.MMA, bool) {
 	M, K, N := x.Shape[0], x.Shape[1], y.Shape[1]
 	nw := l.NumWarps()
 	ok := (x.Elem == tir.BF16 || x.Elem == tir.F16) && y.Elem == x.Elem && c.Elem == tir.F32 &&
-		nw%4 == 0 && M%(16*nw) == 0 && N%8 == 0 && K%16 == 0
+		nw%4 == 0 && N%8 == 0 && K%16 == 0
 	if !ok {
 		return core.MMA{}, false
 	}
-	return core.MMA{WarpsPerCTA: [2]int{nw, 1}, Version: 3}, true
+	if M%(16*nw) == 0 {
+		return core.MMA{WarpsPerCTA: [2]int{nw, 1}, Version: 3}, true
+	}
+	return splitLayout(M, N, nw/4)
+}
+
+// splitLayout is the accumulator layout of an M x N dot on nWG
+// warpgroups whose M does not give each a 64-row block (FlashAttention-3's
+// split of such GEMMs): a warpgroups along M, the most that 64-row blocks
+// allow, and the other b = nWG/a along N, each issuing m64n(N/b)k16 on its
+// own contiguous columns.
+func splitLayout(M, N, nWG int) (core.MMA, bool) {
+	if M%64 != 0 || nWG&(nWG-1) != 0 {
+		return core.MMA{}, false
+	}
+	a := nWG
+	for M%(64*a) != 0 {
+		a /= 2
+	}
+	b := nWG / a
+	if N%(8*b) != 0 {
+		return core.MMA{}, false
+	}
+	return core.MMA{WarpsPerCTA: [2]int{4 * a, b}, Version: 3}, true
+}
+
+// wgmmaShape is how dot op's accumulator (layout m) splits among the
+// warpgroups: a warpgroups along M, b along N; each holds nM blocks of 64
+// rows of nN columns, issued as instructions of nc columns.
+type wgmmaShape struct{ a, b, nM, nN, nc int }
+
+// newWGMMAShape is the split of dot op on accumulator layout m.
+func newWGMMAShape(op *tir.Op, m core.MMA) wgmmaShape {
+	M, N := op.Args[0].Type.Shape[0], op.Args[1].Type.Shape[1]
+	a, b := m.WarpsPerCTA[0]/4, m.WarpsPerCTA[1]
+	nN := N / b
+	return wgmmaShape{a: a, b: b, nM: M / (64 * a), nN: nN, nc: min(nN, 256)}
 }
 
 // stagedOperand is the staged load feeding operand i of dot op (the
@@ -87,19 +127,30 @@ func stagedOperand(l *core.Lowerer, op *tir.Op, i int) (*core.Staged, core.Stage
 }
 
 // stagedView is the operand view of a staged load's tile for one of its
-// uses: the tile keeps the load's shape with its last dim contiguous; the
-// operand sees it directly or transposed.
+// uses: the tile keeps the load's shape with its last dim contiguous (the
+// planned tile, once planTile has chosen its swizzle); the operand sees it
+// directly or transposed.
 func stagedView(st *core.Staged, u core.StagedUse) (view, bool) {
-	s := st.Load.Result().Type.Shape
-	tl, ok := newTile(s[0], s[1])
-	if !ok {
-		return view{}, false
+	var tl tile
+	if p, ok := st.Plan.(*tilePlan); ok {
+		tl = p.tile
+	} else {
+		s := st.Load.Result().Type.Shape
+		var ok bool
+		if tl, ok = newTile(s[0], s[1]); !ok {
+			return view{}, false
+		}
 	}
-	cd := 1 // the operand dim that is contiguous
+	return view{tl, useContiguous(st, u) == kDim(u.Operand)}, true
+}
+
+// useContiguous is the operand dim of use u that is contiguous in st's
+// tile: the load's last dim, which a trans moves to dim 0.
+func useContiguous(st *core.Staged, u core.StagedUse) int {
 	if u.View != st.Load.Result() {
-		cd = 0
+		return 0
 	}
-	return view{tl, cd == kDim(u.Operand)}, true
+	return 1
 }
 
 // kDim is the K dim of operand i: A is [M, K], B is [K, N].
@@ -134,23 +185,42 @@ func wgmmaOperandLayout(l *core.Lowerer, op *tir.Op, m core.MMA, i int) core.Lay
 	return core.DotOperand{OpIdx: 0, Parent: m}
 }
 
-// planTile plans a staged tile of a wgmma dot, or false (then it is
-// loaded into registers and the dot writes it to shared memory).
-func planTile(st *core.Staged) (int, bool) {
-	v, ok := stagedView(st, st.Uses()[0])
+// planTile plans a staged tile of a wgmma dot, with the widest swizzle
+// every use can read (maxSwizzle), or false (then it is loaded into
+// registers and the dot writes it to shared memory).
+func (t *Target) planTile(l *core.Lowerer, st *core.Staged) (int, bool) {
+	w := 128
+	for _, u := range st.Uses() {
+		w = min(w, t.maxSwizzle(l, u.Dot, u.Operand, useContiguous(st, u)))
+	}
+	s := st.Load.Result().Type.Shape
+	tl, ok := newTileMax(s[0], s[1], w)
 	if !ok {
 		return 0, false
 	}
-	st.Plan = &tilePlan{tile: v.tile}
-	return roundUp(v.bytes(), tileAlign), true
+	st.Plan = &tilePlan{tile: tl}
+	return roundUp(tl.bytes(), tileAlign), true
+}
+
+// maxSwizzle is the widest swizzle (bytes) of a tile that operand i of dot
+// op reads with its dim cd contiguous: an MN-major B's instructions start
+// at multiples of nc columns, each on a panel of W/2 columns (mnAligned);
+// K-major tiles, and A's 64-row blocks, read any.
+func (t *Target) maxSwizzle(l *core.Lowerer, op *tir.Op, i, cd int) int {
+	m, ok := t.wgmmaLayout(l, op)
+	if !ok || i != 1 || cd == kDim(i) {
+		return 128
+	}
+	return min(128, 2*newWGMMAShape(op, m).nc)
 }
 
 func roundUp(n, a int) int { return (n + a - 1) / a * a }
 
 // registerView picks the tile for operand i of shape held in layout x:
 // the dim x's first register steps along is contiguous when the tile
-// allows it (so stores are vectors), else K.
-func registerView(x *core.Linear, shape []int, i int) (view, int) {
+// allows it (so stores are vectors; a swizzle at most mnMax bytes wide
+// when that dim is not K, maxSwizzle), else K.
+func registerView(x *core.Linear, shape []int, i, mnMax int) (view, int) {
 	cd := -1
 	if reg := x.RegBases(); len(reg) > 0 {
 		for d, c := range reg[0] {
@@ -160,7 +230,11 @@ func registerView(x *core.Linear, shape []int, i int) (view, int) {
 		}
 	}
 	if cd >= 0 {
-		if tl, ok := newTile(shape[1-cd], shape[cd]); ok {
+		w := 128
+		if cd != kDim(i) {
+			w = mnMax
+		}
+		if tl, ok := newTileMax(shape[1-cd], shape[cd], w); ok {
 			return view{tl, cd == kDim(i)}, cd
 		}
 	}
@@ -252,9 +326,11 @@ func (t *Target) storeTile(l *core.Lowerer, src []value.Value, x *core.Linear, t
 func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.Value {
 	at, bt := op.Args[0].Type, op.Args[1].Type
 	M, K, N := at.Shape[0], at.Shape[1], bt.Shape[1]
-	nWG := l.NumWarps() / 4
-	nM, nK := M/(64*nWG), K/16 // M blocks per warpgroup, k steps
-	nc := min(N, 256)          // N per instruction
+	sh := newWGMMAShape(op, m)
+	if 4*sh.a*sh.b != l.NumWarps() || sh.nM*64*sh.a != M || sh.nN*sh.b != N || sh.nN%8 != 0 {
+		core.Fail("internal error: wgmma %dx%dx%d on %d warps with accumulator %s", M, N, K, l.NumWarps(), m)
+	}
+	nM, nK, nc := sh.nM, K/16, sh.nc // per warpgroup: M blocks, k steps, N per instruction
 	ab := "bf16"
 	if at.Elem == tir.F16 {
 		ab = "f16"
@@ -293,7 +369,7 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 			continue
 		}
 		lin := l.Lin(ws[i], x.Type.Shape)
-		v, cd := registerView(lin, x.Type.Shape, i)
+		v, cd := registerView(lin, x.Type.Shape, i, t.maxSwizzle(l, op, i, 1-kDim(i)))
 		start := roundUp(l.Scratch()+used, tileAlign)
 		ops[i] = &smemOperand{v, start, nil}
 		used = start + v.bytes() - l.Scratch()
@@ -333,7 +409,7 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 		aRegs = pin(l, aRegs, types.I32, "r")
 	}
 	zero := core.IsZeroConst(op.Args[2])
-	acc := make([]value.Value, nM*N/2)
+	acc := make([]value.Value, nM*sh.nN/2)
 	if !zero {
 		c := l.Get(op.Args[2], ws[2])
 		if len(c) != len(acc) {
@@ -354,29 +430,35 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 	}
 	l.Asm(types.Void, "wgmma.fence.sync.aligned;", "~{memory}", true)
 	vb := ops[1].v
+	for nb := 0; nb < sh.b; nb++ {
+		for j := 0; j < sh.nN/nc; j++ {
+			if c := nb*sh.nN + j*nc; !vb.mnAligned(c) {
+				core.Fail("internal error: wgmma B tile %s cannot start an instruction at column %d", vb.tile, c)
+			}
+		}
+	}
 	descB := descValue(l, vb, ops[1].off, ops[1].dyn)
+	if sh.b > 1 {
+		// Warpgroup g multiplies the columns of its N block g/a.
+		b := l.Block()
+		nb := b.NewZExt(b.NewLShr(l.WarpID(), core.ConstI32(int64(2+log2(sh.a)))), types.I64)
+		descB = b.NewAdd(descB, b.NewMul(nb, ci64(int64(vb.mnOff(sh.nN)>>4))))
+	}
 	var descA value.Value
 	if ops[0] != nil {
-		// Warpgroup g multiplies rows 64g.. of each M block.
-		va := ops[0].v
-		b := l.Block()
-		g := b.NewZExt(b.NewLShr(l.WarpID(), core.ConstI32(2)), types.I64)
-		descA = b.NewAdd(descValue(l, va, ops[0].off, ops[0].dyn), b.NewMul(g, ci64(int64(va.mnOff(64)>>4))))
+		descA = descAOf(l, ops[0].v, ops[0].off, ops[0].dyn, sh)
 	}
 	for kk := 0; kk < core.KSteps(op); kk++ {
 		for i := 0; i < nM; i++ {
-			for j := 0; j < N/nc; j++ {
-				first := i*N/2 + j*nc/2
+			for j := 0; j < sh.nN/nc; j++ {
+				first := i*sh.nN/2 + j*nc/2
 				w := wgmmaOp{n: nc, ab: ab, d: acc[first : first+nc/2], accumulate: kk > 0 || !zero, transB: vb.trans()}
-				if !vb.mnAligned(j * nc) {
-					core.Fail("internal error: wgmma B tile %s cannot start an instruction at column %d", vb.tile, j*nc)
-				}
 				w.descB = addDesc(l, descB, vb.kOff(kk)+vb.mnOff(j*nc))
 				if aRegs != nil {
 					w.a = aRegs[4*(i*nK+kk) : 4*(i*nK+kk)+4]
 				} else {
 					va := ops[0].v
-					w.descA = addDesc(l, descA, va.kOff(kk)+va.mnOff(i*64*nWG))
+					w.descA = addDesc(l, descA, va.kOff(kk)+va.mnOff(i*64*sh.a))
 					w.transA = va.trans()
 				}
 				copy(acc[first:], w.emit(l))
@@ -406,6 +488,22 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 		return tied(l, text, regs, types.Float, "f")
 	})
 	return acc
+}
+
+// descAOf is the SS form's A descriptor of warpgroup g for the tile at
+// byte tileOff (+ dyn): rows 64(g%a).. of each M block (none to add when
+// one warpgroup is along M with others along N).
+func descAOf(l *core.Lowerer, va view, tileOff int, dyn value.Value, sh wgmmaShape) value.Value {
+	if sh.a == 1 && sh.b > 1 {
+		return descValue(l, va, tileOff, dyn)
+	}
+	b := l.Block()
+	var g value.Value = b.NewLShr(l.WarpID(), core.ConstI32(2))
+	if sh.b > 1 {
+		g = b.NewAnd(g, core.ConstI32(int64(sh.a-1)))
+	}
+	g = b.NewZExt(g, types.I64)
+	return b.NewAdd(descValue(l, va, tileOff, dyn), b.NewMul(g, ci64(int64(va.mnOff(64)>>4))))
 }
 
 // isWGMMA reports whether op is a dot lowered to wgmma.
