@@ -54,7 +54,7 @@ func nsplitKernels() []nsplitKernel {
 // (B N-major, and transposed K-major), and RS, P = X·Yᵀ rounded to 16 bits
 // as the A of P·V; and flash_bwd at HEAD_DIM 256 on 64 × 64 tiles and 8
 // warps, whose S, dP, dV and dK split N on wgmma (its defaults: no tuned
-// set at that head dim).
+// set at that head dim), and flash_bwd_dq there (S, dP and dQ split).
 func nsplitSimCases() []simCase {
 	var cs []simCase
 	for _, k := range nsplitKernels() {
@@ -78,9 +78,11 @@ func nsplitSimCases() []simCase {
 		cs = append(cs, c)
 	}
 	// flash_bwd at D = 256: TMA tiles, alone and beside a producer
-	// warpgroup, and cp.async tiles.
+	// warpgroup, and cp.async tiles; and flash_bwd_dq's 64-query tiles.
 	bwd := bwdCaseRows("frontend_bwd_64x64_d256", 64, 8, 256, 1, 2, 2, 130, 150)
-	return append(cs, bwd, withAttrs(bwd, "warp_specialize", true), withTarget(bwd, "tma=off"))
+	dq := bwdDQCase("frontend_bwd_dq_64x64_d256", 256, 1, 4, 2, 157, 300)
+	dq.grid[0] = (157 + 63) / 64
+	return append(cs, bwd, withAttrs(bwd, "warp_specialize", true), withTarget(bwd, "tma=off"), dq)
 }
 
 // wgmmaNRE matches a wgmma instruction's N.
