@@ -54,7 +54,7 @@ var Paged = &Variant{
 	Name:      "paged",
 	Kernels:   splitThenCombine(FlashFwdPaged),
 	Lists:     &VarlenKVLists,
-	Workspace: SplitKV.Workspace,
+	Workspace: []string{"o_partial", "lse_partial"},
 	Results:   SplitKV.Results,
 }
 
