@@ -121,6 +121,22 @@ func pagedCase(file string, B, H, group, pack, qpt, splits, sq, pageSize int, le
 		}}
 }
 
+// fusedPagedCase is pagedCase for flash_fwd_paged compiled with
+// fused_combine (front-end snapshot frontend_paged_tiles_fused: a page
+// per 64-key tile): the kernel also takes o [B, H, sq, 64] (bf16), lse,
+// o's strides and one counter per q tile, zeroed, which the last program
+// of each tile leaves zeroed after merging the tile's splits.
+func fusedPagedCase(B, H, group, pack, qpt, splits, sq, pageSize int, lens []int32) simCase {
+	const D = 64
+	c := pagedCase("frontend_paged_tiles_fused", B, H, group, pack, qpt, splits, sq, pageSize, lens)
+	args, tiles := c.args, c.grid[0]*c.grid[1]
+	c.args = func(rng *rand.Rand) []any {
+		return append(args(rng), cpu.NewBuffer("o", tir.BF16, B*H*sq*D), cpu.NewBuffer("lse", tir.F32, B*H*sq), H*sq*D, sq*D, D,
+			cpu.FromI32("split_counters", make([]int32, tiles)))
+	}
+	return c
+}
+
 // raggedCase is flash_fwd_paged_varlen (front-end snapshot file:
 // frontend_paged_varlen, keys gathered by page, or
 // frontend_paged_varlen_tiles4, four 16-key pages per 64-key tile; D = 64,
@@ -304,7 +320,8 @@ func combineCase(B, H, sq, splits int, sinks bool) simCase {
 // 64-key tile, the alibi score gathering per row head, a partial-block
 // mask) over 3 splits, with a 64-row tile of 16 positions × 4 heads over
 // 2 splits, the same merged in place (fused_combine: the last program of
-// each q tile merges its splits; with empty splits), flash_fwd_combine
+// each q tile merges its splits; with empty splits, and flash_fwd_paged
+// with 64-key pages, an empty cache among them), flash_fwd_combine
 // with and without sinks, and flash_fwd_paged with 16-key pages (4
 // heads packed, an empty cache), 1-key pages (no packing) and 64-key pages
 // read a page per tile and 16-key pages four per tile (TILE_PAGES 1 and 4:
@@ -344,6 +361,7 @@ func TestSimulateDecode(t *testing.T) {
 		fusedSplitKVCase("frontend_splitkv_fused", 64, 2, 8, 4, 4, 4, 4, 3, 100, true),
 		fusedSplitKVCase("frontend_splitkv_fused", 64, 1, 8, 4, 4, 4, 3, 3, 300, true),
 		fusedSplitKVCase("frontend_splitkv_m64_fused", 128, 1, 4, 4, 4, 16, 3, 16, 200, false),
+		fusedPagedCase(3, 8, 4, 4, 4, 3, 3, 64, []int32{300, 0, 130}),
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {

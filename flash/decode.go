@@ -131,10 +131,11 @@ type DecodePlan struct {
 	// Sinks: the forward has sinks, which the combination adds
 	// (flash_fwd_combine_sinks); the splits are flash_fwd_splitkv's.
 	Sinks bool
-	// FusedCombine: flash_fwd_splitkv merges its splits in place, the last
-	// program of each q tile merging the tile's (DecodeConsts
-	// fused_combine=true), and no flash_fwd_combine runs. Dense calls only:
-	// the paged kernels keep the combine.
+	// FusedCombine: the split kernel (flash_fwd_splitkv, flash_fwd_paged)
+	// merges its splits in place, the last program of each q tile merging
+	// the tile's (DecodeConsts fused_combine=true), and no
+	// flash_fwd_combine runs. Ragged batches (flash_fwd_paged_varlen) keep
+	// the combine.
 	FusedCombine bool
 	// Fallback says why the call runs flash_fwd alone where Plan chose
 	// split-KV: the device cannot have a split-KV kernel (PlanCUDA).
@@ -162,8 +163,12 @@ func (p DecodePlan) variant() *attention.Variant {
 	switch {
 	case p.Paged && p.Varlen:
 		return attention.PagedVarlen
+	case p.Paged && p.Append && p.FusedCombine:
+		return attention.PagedAppendFused
 	case p.Paged && p.Append:
 		return attention.PagedAppend
+	case p.Paged && p.FusedCombine:
+		return attention.PagedFused
 	case p.Paged:
 		return attention.Paged
 	case p.FusedCombine:
@@ -453,8 +458,8 @@ func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, tilePages in
 		case "TILE_PAGES":
 			return nil, fmt.Errorf("DecodeConsts TILE_PAGES: a paged call sets it from its page size and BLOCK_N")
 		case fusedCombineConst:
-			if c != attention.FlashFwdSplitKV {
-				continue // the paged kernels keep flash_fwd_combine
+			if c == attention.FlashFwdPagedVarlen {
+				continue // ragged batches keep flash_fwd_combine
 			}
 		}
 		consts[k] = v

@@ -252,6 +252,16 @@ func addCallData(ks []stage, calls []*launch.Call, host map[string]any, bm *bloc
 			if _, isGrad := grads[b.Key]; b.Role == launch.Aux && !isGrad {
 				host[b.Name] = aux[b.Key]
 			}
+		}
+	}
+	addZeroed(calls, host)
+}
+
+// addZeroed adds to host the zeroed counters (launch.Buffer.Zeroed) the
+// calls take, where host has none.
+func addZeroed(calls []*launch.Call, host map[string]any) {
+	for _, c := range calls {
+		for _, b := range c.Buffers {
 			if _, given := host[b.Name]; b.Zeroed && !given {
 				host[b.Name] = make([]int32, b.Len)
 			}

@@ -525,3 +525,12 @@ func TestCombineEdgeCases(t *testing.T) {
 		}
 	}
 }
+
+// f64s widens xs.
+func f64s(xs []float32) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
+}

@@ -266,15 +266,6 @@ func TestGPUDecodeFusedCombine(t *testing.T) {
 	}
 }
 
-// f64s widens xs.
-func f64s(xs []float32) []float64 {
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = float64(x)
-	}
-	return out
-}
-
 // launchBF16 runs fwd through LaunchCUDA on device copies of in (bf16,
 // contiguous) with workspace ws, outputs poisoned first, and returns O
 // and LSE.

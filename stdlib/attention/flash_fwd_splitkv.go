@@ -32,9 +32,7 @@ var FlashFwdSplitKV = &launch.Contract{
 		{Name: "v", Dims: vDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
 		{Name: "o_partial", Output: true, Dims: oPartialDims},
 		{Name: "lse_partial", Output: true, Dims: lsePartialDims},
-		{Name: "o", Output: true, Dims: oDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
-		{Name: "lse", Output: true, Dims: lseDims},
-		{Name: "split_counters", Dims: splitCounterDims, Zeroed: true},
+		fusedCombineTensors[0], fusedCombineTensors[1], fusedCombineTensors[2],
 	},
 	Scalars: append(append([]launch.Scalar(nil), attentionScalars...),
 		launch.Scalar{Name: "pack", Value: func(p launch.Problem) any { return p.PackHeads() }},
@@ -112,13 +110,8 @@ var SplitKV = &Variant{
 // tile's splits, so no flash_fwd_combine is launched. It has no sinks
 // (flash_fwd_combine_sinks adds them).
 var SplitKVFused = &Variant{
-	Name: "split-KV, fused combine",
-	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
-		if o.Sinks {
-			return nil, fmt.Errorf("fused_combine merges without sinks (flash_fwd_combine_sinks adds them): leave it off for a forward with sinks")
-		}
-		return []*launch.Contract{FlashFwdSplitKV}, nil
-	},
+	Name:      "split-KV, fused combine",
+	Kernels:   mergedInPlace(FlashFwdSplitKV),
 	InPlace:   true,
 	Workspace: SplitKV.Workspace,
 	Results:   SplitKV.Results,
@@ -138,6 +131,26 @@ func splitThenCombine(split *launch.Contract) func(VariantOptions) ([]*launch.Co
 		}
 		return []*launch.Contract{split, FlashFwdCombine}, nil
 	}
+}
+
+// mergedInPlace is a split-KV family's kernels when the split kernel
+// merges in place (fused_combine): the split kernel alone, without sinks.
+func mergedInPlace(split *launch.Contract) func(VariantOptions) ([]*launch.Contract, error) {
+	return func(o VariantOptions) ([]*launch.Contract, error) {
+		if o.Sinks {
+			return nil, fmt.Errorf("fused_combine merges without sinks (flash_fwd_combine_sinks adds them): leave it off for a forward with sinks")
+		}
+		return []*launch.Contract{split}, nil
+	}
+}
+
+// fusedCombineTensors are a split kernel's tensors for merging in place
+// (fused_combine), which it takes either way: o and lse, written by the
+// last program of each q tile, and its counters, zeroed.
+var fusedCombineTensors = []launch.Tensor{
+	{Name: "o", Output: true, Dims: oDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
+	{Name: "lse", Output: true, Dims: lseDims},
+	{Name: "split_counters", Dims: splitCounterDims, Zeroed: true},
 }
 
 // QPerTile is the number of query positions in one tile of
