@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,6 +59,28 @@ func splitKVCase(file string, D, B, H, group, pack, qpt, splits, sq, sk int, slo
 		}}
 }
 
+// fusedSplitKVCase is splitKVCase for flash_fwd_splitkv compiled with
+// fused_combine (front-end snapshot file: frontend_splitkv_fused, 16-row
+// tiles, D = 64, the alibi score; frontend_splitkv_m64_fused, 64 rows, D =
+// 128): the kernel also takes o [B, H, sq, D] (bf16), lse [B, H, sq], o's
+// strides and one counter per q tile, zeroed, which the last program of
+// each tile leaves zeroed after merging the tile's splits into o and lse.
+func fusedSplitKVCase(file string, D, B, H, group, pack, qpt, splits, sq, sk int, slopes bool) simCase {
+	c := splitKVCase(file, D, B, H, group, pack, qpt, splits, sq, sk, slopes)
+	args, tiles := c.args, c.grid[0]*c.grid[1]
+	c.args = func(rng *rand.Rand) []any {
+		a := args(rng)
+		n := len(a)
+		if slopes {
+			n -= 2 // the score's slopes and their length come after the kernel's own parameters
+		}
+		fused := []any{cpu.NewBuffer("o", tir.BF16, B*H*sq*D), cpu.NewBuffer("lse", tir.F32, B*H*sq), H * sq * D, sq * D, D,
+			cpu.FromI32("split_counters", make([]int32, tiles))}
+		return slices.Concat(a[:n], fused, a[n:])
+	}
+	return c
+}
+
 // pagedCase is flash_fwd_paged (front-end snapshot file: frontend_paged,
 // keys gathered by page, frontend_paged_tiles, TILE_PAGES=1: a page per
 // 64-key tile, or frontend_paged_tiles4, TILE_PAGES=4: four 16-key pages
@@ -96,6 +119,22 @@ func pagedCase(file string, B, H, group, pack, qpt, splits, sq, pageSize int, le
 				cpu.FromI32("full_kv_num_blocks", fcounts), cpu.FromI32("kv_list_start", listStart), cpu.FromI32("kv_indices", idx),
 			}
 		}}
+}
+
+// fusedPagedCase is pagedCase for flash_fwd_paged compiled with
+// fused_combine (front-end snapshot frontend_paged_tiles_fused: a page
+// per 64-key tile): the kernel also takes o [B, H, sq, 64] (bf16), lse,
+// o's strides and one counter per q tile, zeroed, which the last program
+// of each tile leaves zeroed after merging the tile's splits.
+func fusedPagedCase(B, H, group, pack, qpt, splits, sq, pageSize int, lens []int32) simCase {
+	const D = 64
+	c := pagedCase("frontend_paged_tiles_fused", B, H, group, pack, qpt, splits, sq, pageSize, lens)
+	args, tiles := c.args, c.grid[0]*c.grid[1]
+	c.args = func(rng *rand.Rand) []any {
+		return append(args(rng), cpu.NewBuffer("o", tir.BF16, B*H*sq*D), cpu.NewBuffer("lse", tir.F32, B*H*sq), H*sq*D, sq*D, D,
+			cpu.FromI32("split_counters", make([]int32, tiles)))
+	}
+	return c
 }
 
 // raggedCase is flash_fwd_paged_varlen (front-end snapshot file:
@@ -280,7 +319,10 @@ func combineCase(B, H, sq, splits int, sinks bool) simCase {
 // others: flash_fwd_splitkv with 4 heads packed in a 16-row tile (a
 // 64-key tile, the alibi score gathering per row head, a partial-block
 // mask) over 3 splits, with a 64-row tile of 16 positions × 4 heads over
-// 2 splits, flash_fwd_combine with and without sinks, and flash_fwd_paged with 16-key pages (4
+// 2 splits, the same merged in place (fused_combine: the last program of
+// each q tile merges its splits; with empty splits, and flash_fwd_paged
+// with 64-key pages, an empty cache among them), flash_fwd_combine
+// with and without sinks, and flash_fwd_paged with 16-key pages (4
 // heads packed, an empty cache), 1-key pages (no packing) and 64-key pages
 // read a page per tile and 16-key pages four per tile (TILE_PAGES 1 and 4:
 // the loads prefetched on sm_90a), flash_fwd_paged_varlen on ragged
@@ -313,6 +355,13 @@ func TestSimulateDecode(t *testing.T) {
 		// Programmatic dependent launch (pdl): its instructions at the start.
 		withAttrs(splitKVCase("frontend_splitkv_pack", 64, 1, 8, 4, 4, 4, 3, 3, 300, true), "pdl", true),
 		withAttrs(combineCase(2, 3, 2, 5, false), "pdl", true),
+		// Merged in place (fused_combine): 4 splits of 2 kernel tiles
+		// (two of them empty) over 2 sequences' tiles of 4 heads × 3
+		// positions; 3 splits of 64 rows, 16 positions × 4 heads.
+		fusedSplitKVCase("frontend_splitkv_fused", 64, 2, 8, 4, 4, 4, 4, 3, 100, true),
+		fusedSplitKVCase("frontend_splitkv_fused", 64, 1, 8, 4, 4, 4, 3, 3, 300, true),
+		fusedSplitKVCase("frontend_splitkv_m64_fused", 128, 1, 4, 4, 4, 16, 3, 16, 200, false),
+		fusedPagedCase(3, 8, 4, 4, 4, 3, 3, 64, []int32{300, 0, 130}),
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.kernel, i), func(t *testing.T) {

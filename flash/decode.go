@@ -131,6 +131,12 @@ type DecodePlan struct {
 	// Sinks: the forward has sinks, which the combination adds
 	// (flash_fwd_combine_sinks); the splits are flash_fwd_splitkv's.
 	Sinks bool
+	// FusedCombine: the split kernel (flash_fwd_splitkv, flash_fwd_paged)
+	// merges its splits in place, the last program of each q tile merging
+	// the tile's (DecodeConsts fused_combine=true), and no
+	// flash_fwd_combine runs. Ragged batches (flash_fwd_paged_varlen) keep
+	// the combine.
+	FusedCombine bool
 	// Fallback says why the call runs flash_fwd alone where Plan chose
 	// split-KV: the device cannot have a split-KV kernel (PlanCUDA).
 	Fallback string
@@ -157,10 +163,16 @@ func (p DecodePlan) variant() *attention.Variant {
 	switch {
 	case p.Paged && p.Varlen:
 		return attention.PagedVarlen
+	case p.Paged && p.Append && p.FusedCombine:
+		return attention.PagedAppendFused
 	case p.Paged && p.Append:
 		return attention.PagedAppend
+	case p.Paged && p.FusedCombine:
+		return attention.PagedFused
 	case p.Paged:
 		return attention.Paged
+	case p.FusedCombine:
+		return attention.SplitKVFused
 	}
 	return attention.SplitKV
 }
@@ -197,8 +209,12 @@ func (p DecodePlan) String() string {
 	if p.Append {
 		first, names = names[0]+" + ", names[1:]
 	}
-	return fmt.Sprintf("%s%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile%s) + %s: %d splits, PackGQA %s, %d programs (%d SMs)",
-		first, names[0], p.BlockM, p.BlockN, p.QPerTile, tile, names[1], p.NumSplits, pack, p.Programs, p.SMs)
+	merge := " merging in place (fused_combine)"
+	if len(names) > 1 {
+		merge = " + " + names[1]
+	}
+	return fmt.Sprintf("%s%s (BLOCK_M=%d, BLOCK_N=%d, %d positions per tile%s)%s: %d splits, PackGQA %s, %d programs (%d SMs)",
+		first, names[0], p.BlockM, p.BlockN, p.QPerTile, tile, merge, p.NumSplits, pack, p.Programs, p.SMs)
 }
 
 // Reason says in plain words why a call of shape sh runs plan p (from
@@ -221,12 +237,16 @@ func (f *Forward) Reason(p DecodePlan, sh Shape) string {
 		why = append(why, "PackGQA on (asked for), with one query head per kv head")
 	}
 	tiles := p.Programs / p.NumSplits
+	merges := "flash_fwd_combine merges their results"
+	if p.FusedCombine {
+		merges = "the last of a tile's programs to finish merges their results (fused_combine)"
+	}
 	switch {
 	case p.NumSplits > 1 && f.opts.NumSplits > 1:
-		why = append(why, fmt.Sprintf("%d splits (asked for): each q tile's keys are split over %d programs and flash_fwd_combine merges their results", p.NumSplits, p.NumSplits))
+		why = append(why, fmt.Sprintf("%d splits (asked for): each q tile's keys are split over %d programs and %s", p.NumSplits, p.NumSplits, merges))
 	case p.NumSplits > 1:
-		why = append(why, fmt.Sprintf("%d splits: the %d q tiles of %d positions would fill %d of the %d program slots of %d multiprocessors (two each), so each tile's %d keys are split over %d programs and flash_fwd_combine merges their results",
-			p.NumSplits, tiles, p.QPerTile, tiles, 2*p.SMs, p.SMs, sh.SeqK, p.NumSplits))
+		why = append(why, fmt.Sprintf("%d splits: the %d q tiles of %d positions would fill %d of the %d program slots of %d multiprocessors (two each), so each tile's %d keys are split over %d programs and %s",
+			p.NumSplits, tiles, p.QPerTile, tiles, 2*p.SMs, p.SMs, sh.SeqK, p.NumSplits, merges))
 	}
 	return strings.Join(why, "; ")
 }
@@ -247,6 +267,7 @@ func (f *Forward) splitKVCapable() bool {
 func (f *Forward) Plan(sh Shape, sms int) (DecodePlan, error) {
 	p, err := f.plan(sh, sms, f.opts.PackGQA, sh.Validate)
 	if err != nil || p.SplitKV {
+		p.FusedCombine = p.SplitKV && f.opts.fusedCombine()
 		return p, err
 	}
 	return DecodePlan{NumSplits: 1, Pack: 1, SMs: p.SMs}, nil
@@ -436,6 +457,10 @@ func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, tilePages in
 			return nil, fmt.Errorf("DecodeConsts %s: flash_fwd_splitkv takes it from the forward kernel (Options.Consts, DimV, Mask, Score, DType)", k)
 		case "TILE_PAGES":
 			return nil, fmt.Errorf("DecodeConsts TILE_PAGES: a paged call sets it from its page size and BLOCK_N")
+		case fusedCombineConst:
+			if c == attention.FlashFwdPagedVarlen {
+				continue // ragged batches keep flash_fwd_combine
+			}
 		}
 		consts[k] = v
 	}
@@ -466,6 +491,15 @@ func (f *Forward) splitFamilyKernel(c *launch.Contract, blockM int, tilePages in
 	f.splitRes[key] = res
 	return res, nil
 }
+
+// fusedCombineConst is flash_fwd_splitkv's compile-time argument that
+// merges the splits in place (DecodePlan.FusedCombine).
+const fusedCombineConst = "fused_combine"
+
+// fusedCombine reports whether DecodeConsts ask flash_fwd_splitkv to merge
+// its splits in place (check has refused a value other than true or
+// false, and true with sinks).
+func (o Options) fusedCombine() bool { return o.DecodeConsts[fusedCombineConst] == "true" }
 
 // splitKey names a compiled split-family kernel: its name, BLOCK_M and
 // TILE_PAGES.

@@ -25,21 +25,27 @@ func (d *CUDA) SMs() int {
 // decodeResults are the split-KV kernels a bundle of f needs: none when
 // Options turn split-KV and PackGQA off or the kernel has no split-KV form,
 // else flash_fwd_splitkv at every tile height a plan picks (splitHeights)
-// and flash_fwd_combine at every width.
+// and, unless it merges in place (fused_combine), flash_fwd_combine at
+// every width.
 func (f *Forward) decodeResults() ([]*compiler.Result, error) {
 	if !f.splitKVCapable() || (f.opts.NumSplits == 1 && f.opts.PackGQA == PackGQAOff) {
 		return nil, nil
 	}
-	return f.splitFamilyResults(attention.SplitKV, 0)
+	v := attention.SplitKV
+	if f.opts.fusedCombine() {
+		v = attention.SplitKVFused
+	}
+	return f.splitFamilyResults(v, 0)
 }
 
 // splitFamilyResults are the kernels of split-KV variant v that its plans
 // can pick: its split kernel at every tile height, with each of tilePages
-// (flash_fwd_paged's TILE_PAGES), and flash_fwd_combine at every width.
+// (flash_fwd_paged's TILE_PAGES), and flash_fwd_combine at every width
+// unless v merges in place.
 func (f *Forward) splitFamilyResults(v *attention.Variant, tilePages ...int) ([]*compiler.Result, error) {
 	out, err := f.splitKernels(v, tilePages...)
-	if err != nil {
-		return nil, err
+	if err != nil || v.InPlace {
+		return out, err
 	}
 	comb, err := f.combineResults()
 	if err != nil {

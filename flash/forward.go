@@ -69,9 +69,11 @@ type Options struct {
 	// count for the auto choice (0: the GPU's, DefaultSMs on the CPU).
 	// DecodeConsts are compile-time arguments of flash_fwd_splitkv
 	// (BLOCK_N, num_warps; BLOCK_M fixes the tile rows, else 16 or 64 by
-	// the call); its HEAD_DIM, HEAD_DIM_V, DTYPE, SPARSE_Q, SPARSE_K and
-	// mods are the forward's. Plan says what a call runs. Sinks kernels have no
-	// split-KV form.
+	// the call; pdl; fused_combine=true has the split kernel merge its
+	// splits, with no flash_fwd_combine: dense and paged calls, not
+	// ragged batches or sinks); its HEAD_DIM, HEAD_DIM_V, DTYPE,
+	// SPARSE_Q, SPARSE_K and mods are the forward's. Plan says what a
+	// call runs. Sinks kernels have no split-KV form.
 	NumSplits    int
 	PackGQA      PackGQA
 	SMs          int

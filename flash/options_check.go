@@ -30,6 +30,22 @@ func (o Options) check() error {
 	default:
 		return fmt.Errorf("Options.PackGQA %d: want PackGQAAuto, PackGQAOn or PackGQAOff", int(o.PackGQA))
 	}
+	return o.checkFusedCombine()
+}
+
+// checkFusedCombine refuses a DecodeConsts fused_combine other than true
+// or false, and true for a forward with sinks, whose merge
+// (flash_fwd_combine_sinks) adds them.
+func (o Options) checkFusedCombine() error {
+	v, ok := o.DecodeConsts[fusedCombineConst]
+	switch {
+	case !ok || v == "false":
+		return nil
+	case v != "true":
+		return fmt.Errorf("Options.DecodeConsts %s=%s: want true or false", fusedCombineConst, v)
+	case o.Sinks:
+		return fmt.Errorf("Options.DecodeConsts %s=true: the split kernel merges without sinks; a forward with sinks keeps flash_fwd_combine_sinks", fusedCombineConst)
+	}
 	return nil
 }
 

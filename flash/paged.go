@@ -231,7 +231,7 @@ func (f *Forward) pagedPlan(sh Shape, pageSize, sms int, pk PackGQA) (DecodePlan
 		return DecodePlan{}, err
 	}
 	p, err := f.plan(sh, sms, pk, sh.ValidatePaged)
-	p.SplitKV, p.Paged = true, true
+	p.SplitKV, p.Paged, p.FusedCombine = true, true, f.opts.fusedCombine()
 	if err == nil {
 		p.TilePages = tilePages(pageSize, p.BlockN)
 	}
@@ -311,6 +311,7 @@ func (b *pagedBound) hostData(in PagedInputs) map[string]any {
 		host["q_in"], host["k_new"], host["v_new"] = in.Q, in.KNew, in.VNew
 		host["rotary_cos"], host["rotary_sin"] = in.RotaryCos, in.RotarySin
 	}
+	addZeroed(b.calls, host)
 	return host
 }
 

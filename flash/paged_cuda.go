@@ -271,16 +271,26 @@ func launchWithLists(d *CUDA, ks []stage, calls []*launch.Call, hostLists map[st
 // arch, through the cache c (which may be nil), as bundle entries:
 // flash_fwd_paged and flash_fwd_paged_varlen (ragged batches) at both tile
 // heights (or DecodeConsts' BLOCK_M), keys gathered and each TILE_PAGES
-// form (1, 2 and 4 pages per tile), flash_fwd_combine at every width and
-// kv_append (appending calls). It fails where f has no paged form.
+// form (1, 2 and 4 pages per tile), flash_fwd_combine at every width (the
+// ragged batches' merge, and the paged calls' unless they merge in place)
+// and kv_append (appending calls). It fails where f has no paged form.
 func (f *Forward) BundlePagedKernels(ctx context.Context, c *cache.Cache, arch string, tool *llc.Tool) ([]*artifact.Artifact, error) {
 	if err := f.pagedForm(); err != nil {
 		return nil, err
 	}
-	rs, err := f.splitFamilyResults(attention.Paged, tilePagesForms...)
+	v := attention.Paged
+	if f.opts.fusedCombine() {
+		v = attention.PagedFused
+	}
+	rs, err := f.splitKernels(v, tilePagesForms...)
 	if err != nil {
 		return nil, err
 	}
+	comb, err := f.combineResults()
+	if err != nil {
+		return nil, err
+	}
+	rs = append(rs, comb...)
 	ragged, err := f.splitKernels(attention.PagedVarlen, tilePagesForms...)
 	if err != nil {
 		return nil, err

@@ -274,18 +274,25 @@ func TestAfterStreamRunsLaterAdditions(t *testing.T) {
 // GPU would show), appending or not, with or without rotary tables; an
 // appending launch's q is the workspace's, and a plain launch's the
 // caller's even with a workspace made for appending ones; a workspace
-// without q is refused for an appending launch.
+// without q is refused for an appending launch. Merged in place
+// (fused_combine), the paged kernel's counters are the workspace's.
 func TestPagedLaunchBuffers(t *testing.T) {
-	f, err := CompileForward(Options{Mask: "causal_bottom_right"}, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ps := PagedShape{Batch: 2, Heads: 4, KVHeads: 2, SeqQ: 1, PageSize: 16}
-	for _, dev := range []PagedDeviceTensors{
+	for i, dev := range []PagedDeviceTensors{
 		{},
 		{KNew: 2, VNew: 2},
 		{KNew: 2, VNew: 2, Rotary: RotaryGPTJ, RotaryDim: 8, RotaryCos: 2, RotarySin: 2, RotaryPositions: 100},
+		{},
+		{KNew: 2, VNew: 2},
 	} {
+		opts := Options{Mask: "causal_bottom_right"}
+		if i >= 3 {
+			opts.DecodeConsts = map[string]string{"fused_combine": "true"}
+		}
+		f, err := CompileForward(opts, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
 		dev.Q, dev.KCache, dev.VCache, dev.PageTable, dev.O, dev.LSE = 1, 1, 1, 1, 1, 1
 		dev.NumPages, dev.MaxPages, dev.CacheSeqlens = 3, 3, []int32{40, 0}
 		c, err := f.checkPagedDevice(dev, ps)
@@ -296,11 +303,21 @@ func TestPagedLaunchBuffers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		kernels := 2 // the paged kernel and the combine
+		if i >= 3 {
+			kernels = 1
+		}
+		if c.app != nil {
+			kernels++ // kv_append
+		}
+		if b.plan.FusedCombine != (i >= 3) || len(b.calls) != kernels {
+			t.Errorf("fused_combine %v, appends %v: plan %v with %d kernels", i >= 3, c.app != nil, b.plan, len(b.calls))
+		}
 		lists := map[string]uintptr{}
 		for name := range b.lists {
 			lists[name] = 1
 		}
-		ws := &workspace{names: attention.PagedAppend.Workspace, ptrs: []cuda.DevicePtr{1, 1, 3}}
+		ws := &workspace{names: attention.PagedAppend.Workspace, ptrs: []cuda.DevicePtr{1, 1, 1, 3}}
 		ptrs := pagedPtrs(dev, ws, lists, c.app != nil)
 		for _, call := range b.calls {
 			for _, buf := range call.Buffers {
@@ -315,11 +332,11 @@ func TestPagedLaunchBuffers(t *testing.T) {
 	}
 	// A split-KV workspace (no q) is refused for an appending launch,
 	// and serves a plain one.
-	dense := &workspace{names: attention.SplitKV.Workspace, lens: []int{100, 100}}
-	if _, err := dense.orNew(attention.PagedAppend.Workspace, []int{1, 1, 1}, "an appending call", nil); err == nil || !strings.Contains(err.Error(), "needs [o_partial lse_partial q]") {
+	dense := &workspace{names: attention.SplitKV.Workspace, lens: []int{100, 100, 100}}
+	if _, err := dense.orNew(attention.PagedAppend.Workspace, []int{1, 1, 1, 1}, "an appending call", nil); err == nil || !strings.Contains(err.Error(), "needs [o_partial lse_partial split_counters q]") {
 		t.Errorf("a workspace without q for an appending call: %v", err)
 	}
-	if _, err := dense.orNew(attention.Paged.Workspace, []int{1, 1}, "a plain call", nil); err != nil {
+	if _, err := dense.orNew(attention.Paged.Workspace, []int{1, 1, 1}, "a plain call", nil); err != nil {
 		t.Errorf("a split-KV workspace for a plain paged call: %v", err)
 	}
 }

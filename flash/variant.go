@@ -238,8 +238,9 @@ func hasTensor(c *launch.Contract, name string) bool {
 
 // addCallData adds to host, by parameter name, what the kernels read of a
 // call besides its tensors: the lists of bm (a block mask of the call's
-// shape) that each kernel's contract reads, and the mods' aux tensors
-// (aux, by the caller's names) but for the aux gradients (grads).
+// shape) that each kernel's contract reads, the mods' aux tensors (aux, by
+// the caller's names) but for the aux gradients (grads), and zeroed
+// counters (launch.Buffer.Zeroed) where host has none.
 func addCallData(ks []stage, calls []*launch.Call, host map[string]any, bm *blockmask.BlockMask, aux map[string]any, grads map[string]int) {
 	for i, st := range ks {
 		if st.contract.BlockMask != nil {
@@ -250,6 +251,19 @@ func addCallData(ks []stage, calls []*launch.Call, host map[string]any, bm *bloc
 		for _, b := range calls[i].Buffers {
 			if _, isGrad := grads[b.Key]; b.Role == launch.Aux && !isGrad {
 				host[b.Name] = aux[b.Key]
+			}
+		}
+	}
+	addZeroed(calls, host)
+}
+
+// addZeroed adds to host the zeroed counters (launch.Buffer.Zeroed) the
+// calls take, where host has none.
+func addZeroed(calls []*launch.Call, host map[string]any) {
+	for _, c := range calls {
+		for _, b := range c.Buffers {
+			if _, given := host[b.Name]; b.Zeroed && !given {
+				host[b.Name] = make([]int32, b.Len)
 			}
 		}
 	}

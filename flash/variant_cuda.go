@@ -127,7 +127,8 @@ func workspaceLens(cs []*launch.Contract, names []string, p launch.Problem) ([]i
 }
 
 // newWorkspace allocates buffers names of lens elements (at least one
-// each).
+// each), zeroed: a kernel's counters (launch.Tensor.Zeroed) start at 0
+// here, once, and the kernel leaves them so.
 func newWorkspace(names []string, lens []int) (*workspace, error) {
 	w := &workspace{names: names, ptrs: make([]cuda.DevicePtr, len(names)), lens: lens}
 	ps := make([]*cuda.DevicePtr, len(names))
@@ -136,6 +137,12 @@ func newWorkspace(names []string, lens []int) (*workspace, error) {
 	}
 	if err := allocF32s(ps, lens); err != nil {
 		return nil, err
+	}
+	for i, p := range w.ptrs {
+		if err := cuda.MemsetD8(p, 0, max(lens[i], 1)*4); err != nil {
+			w.free()
+			return nil, err
+		}
 	}
 	return w, nil
 }

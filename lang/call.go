@@ -17,6 +17,7 @@ var builtinFuncs = map[string]bool{
 	"dot": true, "trans": true, "max": true, "min": true, "sum": true, "exp": true, "exp2": true,
 	"log": true, "log2": true, "tanh": true, "sqrt": true, "abs": true, "select": true, "where": true,
 	"cdiv": true, "atomic_add": true, "grad": true, "num_programs": true, "num_sms": true, "prefetch": true, "group_id": true,
+	"last_arrival": true,
 }
 
 var builtinNames = func() map[string]bool {
@@ -187,6 +188,8 @@ func (l *lowerer) builtin(name string, ca *CallArgs) val {
 		return l.atomicAdd(ca)
 	case "grad":
 		return l.grad(ca)
+	case "last_arrival":
+		return l.lastArrival(ca)
 	case "program_id", "num_programs":
 		a := l.bindArgs(name, ca, []string{"axis"}, 1)
 		axis := l.constInt(a["axis"], name+"'s axis")

@@ -51,6 +51,9 @@ type Buffer struct {
 	Elem string // element type, from the kernel's parameter
 	Len  int    // elements the kernel may touch (from the shape and strides)
 	Key  string // Aux: the caller's name for it
+	// Zeroed: an input the caller provides zeroed, which the kernel leaves
+	// zeroed (Tensor.Zeroed).
+	Zeroed bool
 }
 
 // Arg is one argument in parameter order: a buffer, a scalar or a tensor
@@ -519,7 +522,7 @@ func (c *Contract) buffer(p artifact.Param, r Request, auxUsed map[string]bool) 
 		if t.Output {
 			role = Output
 		}
-		return Buffer{Name: p.Name, Role: role, Elem: p.Elem, Len: n}, nil
+		return Buffer{Name: p.Name, Role: role, Elem: p.Elem, Len: n, Zeroed: t.Zeroed}, nil
 	}
 	if bm := c.BlockMask; bm != nil {
 		if xs, ok := bm.Tensors(r.BlockMask)[p.Name]; ok {

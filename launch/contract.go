@@ -106,6 +106,10 @@ type Tensor struct {
 	Output  bool
 	Dims    func(p Problem) []int
 	Strides []string
+	// Zeroed marks an input of counters (last_arrival's) that the caller
+	// provides zeroed and the kernel leaves zeroed: one buffer, zeroed
+	// when it is allocated, serves every launch.
+	Zeroed bool
 }
 
 // Scalar is a parameter computed from the problem: an int (passed as i32 or
@@ -227,6 +231,9 @@ func (c *Contract) CheckParams(params []artifact.Param) error {
 	for _, t := range c.Tensors {
 		if err := use(t.Name, "ptr"); err != nil {
 			return err
+		}
+		if t.Zeroed && (t.Output || have[t.Name].Elem != "i32") {
+			return fmt.Errorf("kernel %s: zeroed tensor %s must be an i32 input, not %s", c.Kernel, t.Name, have[t.Name].Elem)
 		}
 		for _, s := range t.Strides {
 			if err := use(s, "scalar"); err != nil {

@@ -2,7 +2,7 @@ package passes
 
 import "github.com/fac-compiler/fac/tir"
 
-// dce removes ops with no effect on stores (and atomics, prefetches), calls or returns: unused pure
+// dce removes ops with no effect on stores (and atomics, prefetches, last_arrivals), calls or returns: unused pure
 // ops and loads, loop-carried values of for and results of if that feed
 // nothing live (a dead accumulator goes even though its loop body uses it),
 // and whole fors and ifs left with no live results and no effects inside.
@@ -21,7 +21,7 @@ func dce(m *tir.Module) error {
 		}
 		d.index(f.Body, nil)
 		f.Body.Walk(func(op *tir.Op) bool {
-			if op.Kind.IsMemWrite() || op.Kind == tir.OpPrefetch || op.Kind == tir.OpCall || op.Kind == tir.OpReturn {
+			if op.Kind.OrdersMemory() || op.Kind == tir.OpPrefetch || op.Kind == tir.OpCall || op.Kind == tir.OpReturn {
 				d.markOp(op)
 			}
 			return true

@@ -200,6 +200,8 @@ func (d *differ) mark(op *tir.Op) error {
 		if anyActive {
 			return d.fail(op, "writing memory is not differentiable")
 		}
+	case k == tir.OpLastArrival:
+		return d.fail(op, "last_arrival is not differentiable")
 	case k == tir.OpDot:
 		if anyActive {
 			return d.fail(op, "dot is not differentiable in a mod")

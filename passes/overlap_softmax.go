@@ -99,7 +99,7 @@ func rotateDot(loop *tir.Op) *epilogue {
 		for _, a := range o.Args {
 			uses[a]++
 		}
-		stores = stores || o.Kind.IsMemWrite()
+		stores = stores || o.Kind.OrdersMemory()
 		return true
 	})
 	if stores {

@@ -260,14 +260,14 @@ func prefetchHeader(f *tir.Func, loop *tir.Op) bool {
 	return true
 }
 
-// writtenRoots lists the pointer parameters that some store or atomic
-// writes through; ok is false when a written pointer's parameter cannot be
+// writtenRoots lists the pointer parameters that some store, atomic or
+// last_arrival writes through; ok is false when a written pointer's parameter cannot be
 // told (then any load may alias it).
 func writtenRoots(f *tir.Func) (map[*tir.Value]bool, bool) {
 	written := map[*tir.Value]bool{}
 	ok := true
 	f.Body.Walk(func(op *tir.Op) bool {
-		if op.Kind.IsMemWrite() {
+		if op.Kind.OrdersMemory() {
 			if r := ptrRoot(op.Args[0]); r != nil {
 				written[r] = true
 			} else {

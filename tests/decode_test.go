@@ -107,7 +107,7 @@ var decodeForwards = map[string]*fac.Forward{}
 func decodeForward(t *testing.T, c decodeCase, opts fac.Options, d int) *fac.Forward {
 	t.Helper()
 	opts.Mask, opts.Score, opts.Sources = c.mask, c.score, map[string]string{"decode.fa": decodeSrc}
-	key := fmt.Sprintf("%s|%s|%d|%v|%s|%d", c.mask, c.score, opts.NumSplits, opts.PackGQA, opts.DType, d)
+	key := fmt.Sprintf("%s|%s|%d|%v|%s|%d|%v", c.mask, c.score, opts.NumSplits, opts.PackGQA, opts.DType, d, opts.DecodeConsts)
 	if f, ok := decodeForwards[key]; ok {
 		return f
 	}
@@ -234,6 +234,60 @@ func TestDecodeEmptySplits(t *testing.T) {
 				t.Errorf("plan %v, want %d splits packing 4 heads", plan, n)
 			}
 		}
+	}
+}
+
+// TestDecodeFusedCombine runs split-KV merged in place (DecodeConsts
+// fused_combine: the last program of each q tile merges its splits, no
+// flash_fwd_combine) on the CPU device against split + combine and the
+// float64 reference: Sq 1, 5, 7 and 16, GQA packed 4 and 8 heads to a
+// tile and unpacked, 1 to 8 splits and auto, a window that leaves splits
+// empty, rows that keep nothing, a per-head mask and score. Each call runs
+// twice: the second gives the same bits.
+func TestDecodeFusedCombine(t *testing.T) {
+	fused := map[string]string{"fused_combine": "true"}
+	for i, tc := range []struct {
+		c      decodeCase
+		sh     fac.Shape
+		splits int
+	}{
+		{decodeCases[0], fac.Shape{Batch: 2, Heads: 8, KVHeads: 2, SeqQ: 1, SeqK: 1100, Dim: dim}, 1},
+		{decodeCases[0], fac.Shape{Batch: 2, Heads: 8, KVHeads: 2, SeqQ: 1, SeqK: 2100, Dim: dim}, 0},
+		{decodeCases[2], fac.Shape{Batch: 2, Heads: 8, KVHeads: 2, SeqQ: 16, SeqK: 2100, Dim: dim}, 3},
+		{decodeCases[3], fac.Shape{Batch: 1, Heads: 4, KVHeads: 1, SeqQ: 5, SeqK: 200, Dim: dim}, 8},
+		{decodeCases[6], fac.Shape{Batch: 2, Heads: 8, KVHeads: 8, SeqQ: 7, SeqK: 700, Dim: dim}, 2},
+		{decodeCases[5], fac.Shape{Batch: 1, Heads: 8, KVHeads: 1, SeqQ: 1, SeqK: 900, Dim: dim}, 5},
+	} {
+		var ref [2][]float64
+		plan, o, lse := decodeRun(t, tc.c, fac.Options{NumSplits: tc.splits, DecodeConsts: fused}, tc.sh, uint64(i), &ref)
+		if !plan.FusedCombine || !slices.Equal(plan.Kernels(), []string{"flash_fwd_splitkv"}) || !strings.Contains(plan.String(), "merging in place") {
+			t.Fatalf("%s %+v: plan %v (%v), want flash_fwd_splitkv merging in place", tc.c.mask, tc.sh, plan, plan.Kernels())
+		}
+		if tc.splits > 0 && plan.NumSplits != tc.splits {
+			t.Errorf("%+v: plan %v, want %d splits", tc.sh, plan, tc.splits)
+		}
+		_, o2, lse2 := decodeRun(t, tc.c, fac.Options{NumSplits: tc.splits, DecodeConsts: fused}, tc.sh, uint64(i), &ref)
+		if !slices.Equal(o, o2) || !slices.Equal(lse, lse2) {
+			t.Errorf("%s %+v: a second fused run differs", tc.c.mask, tc.sh)
+		}
+		split, so, slse := decodeRun(t, tc.c, fac.Options{NumSplits: tc.splits}, tc.sh, uint64(i), &ref)
+		if split.FusedCombine || split.NumSplits != plan.NumSplits || split.Pack != plan.Pack {
+			t.Fatalf("%+v: plan %v without fused_combine, %v with", tc.sh, split, plan)
+		}
+		for j := range o {
+			if d := math.Abs(float64(o[j] - so[j])); d > 1e-5 {
+				t.Fatalf("%s %+v: O[%d] = %v fused, %v with flash_fwd_combine", tc.c.mask, tc.sh, j, o[j], so[j])
+			}
+		}
+		for j := range lse {
+			if lse[j] != slse[j] && math.Abs(float64(lse[j]-slse[j])) > 1e-5*math.Max(1, math.Abs(float64(lse[j]))) {
+				t.Fatalf("%s %+v: LSE[%d] = %v fused, %v with flash_fwd_combine", tc.c.mask, tc.sh, j, lse[j], slse[j])
+			}
+		}
+	}
+	// Sinks keep flash_fwd_combine_sinks.
+	if _, err := fac.CompileForward(fac.Options{Sinks: true, DecodeConsts: fused}, dim); err == nil || !strings.Contains(err.Error(), "sinks") {
+		t.Errorf("fused_combine with sinks: error %v, want one about sinks", err)
 	}
 }
 
@@ -470,4 +524,13 @@ func TestCombineEdgeCases(t *testing.T) {
 			}
 		}
 	}
+}
+
+// f64s widens xs.
+func f64s(xs []float32) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
 }

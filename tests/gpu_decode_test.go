@@ -217,3 +217,102 @@ func TestGPUDecodePDL(t *testing.T) {
 		checkFlat(t, fmt.Sprintf("pdl/%dx%d", sh.SeqQ, sk), o, lse, ro, rlse, gpuTol("bf16"))
 	}
 }
+
+// TestGPUDecodeFusedCombine: split-KV decoding merged in place
+// (DecodeConsts fused_combine: the last program of each q tile merges the
+// tile's splits, no flash_fwd_combine launch) gives split + combine's O
+// and LSE, and the reference's, on host data (RunCUDA) and through
+// LaunchCUDA on one workspace three launches in a row: its counters,
+// zeroed once when it is allocated, must be left zeroed by every launch
+// (bf16, D = 128, causal bottom-right, GQA 4, three splits, Sq 1 and 7).
+func TestGPUDecodeFusedCombine(t *testing.T) {
+	gpu := openTestGPU(t)
+	fused, err := fac.CompileForward(fusedDecodeOpts(true), 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := fac.CompileForward(fusedDecodeOpts(false), 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sk := range []int{1000, 4100} {
+		sh := fac.Shape{Batch: 2, Heads: 16, KVHeads: 4, SeqQ: 1 + 6*i, SeqK: sk, Dim: 128}
+		plan, err := fused.PlanCUDA(gpu, sh)
+		if err != nil || !plan.FusedCombine {
+			t.Fatalf("plan %v, %v: want split-KV merged in place", plan, err)
+		}
+		in := only(fused, inputs(sh, uint64(800+i)))
+		o, lse, err := fused.RunCUDA(gpu, in, sh)
+		if err != nil {
+			t.Fatalf("fused, Sk=%d: %v", sk, err)
+		}
+		po, plse, err := plain.RunCUDA(gpu, in, sh)
+		if err != nil {
+			t.Fatalf("split + combine, Sk=%d: %v", sk, err)
+		}
+		name := fmt.Sprintf("fused/%dx%d", sh.SeqQ, sk)
+		checkFlat(t, name+" vs split + combine", o, lse, f64s(po), f64s(plse), gpuTol("bf16"))
+		ro, rlse := goReference(roundInputs(in, "bf16"), sh, maskFn("causal_bottom_right"), nil)
+		checkFlat(t, name, o, lse, ro, rlse, gpuTol("bf16"))
+		ws, err := fused.NewWorkspace(gpu, sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for run := range 3 {
+			lo, llse := launchBF16(t, gpu, fused, in, sh, ws)
+			checkFlat(t, fmt.Sprintf("%s, LaunchCUDA %d on one workspace", name, run), lo, llse, ro, rlse, gpuTol("bf16"))
+		}
+		ws.Free()
+	}
+}
+
+// launchBF16 runs fwd through LaunchCUDA on device copies of in (bf16,
+// contiguous) with workspace ws, outputs poisoned first, and returns O
+// and LSE.
+func launchBF16(t *testing.T, gpu *fac.CUDA, fwd *fac.Forward, in fac.Inputs, sh fac.Shape, ws *fac.ForwardWorkspace) (o, lse []float32) {
+	t.Helper()
+	up := func(x []uint16) uintptr {
+		p, err := cuda.MemAlloc(max(len(x), 2) * 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cuda.MemFree(p) })
+		if err := cuda.HtoD(p, x); err != nil {
+			t.Fatal(err)
+		}
+		return uintptr(p)
+	}
+	bf := func(xs []float32) uintptr {
+		out := make([]uint16, len(xs))
+		for i, x := range xs {
+			out[i] = half.F32ToBF16(x)
+		}
+		return up(out)
+	}
+	nO, nL := sh.Batch*sh.Heads*sh.SeqQ*sh.VDim(), sh.Batch*sh.Heads*sh.SeqQ
+	poison := make([]uint16, max(nO, 2*nL))
+	for i := range poison {
+		poison[i] = 0xffff
+	}
+	ob, lb := up(poison[:nO]), up(poison[:2*nL])
+	dt := fac.DeviceTensors{Q: bf(in.Q), K: bf(in.K), V: bf(in.V), O: ob, LSE: lb, Workspace: ws}
+	if err := fwd.LaunchCUDA(gpu, dt, sh, cuda.Stream{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.Ctx.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	oh := make([]uint16, nO)
+	if err := cuda.DtoH(oh, cuda.DevicePtr(ob)); err != nil {
+		t.Fatal(err)
+	}
+	lse = make([]float32, nL)
+	if err := cuda.DtoH(lse, cuda.DevicePtr(lb)); err != nil {
+		t.Fatal(err)
+	}
+	o = make([]float32, nO)
+	for i, x := range oh {
+		o[i] = half.BF16ToF32(x)
+	}
+	return o, lse
+}

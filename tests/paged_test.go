@@ -114,3 +114,61 @@ func TestPagedSuiteCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestPagedFusedCombineCPU runs paged decoding merged in place
+// (DecodeConsts fused_combine: flash_fwd_paged's last program per q tile
+// merges, no flash_fwd_combine) on the CPU device against the same call
+// merged by the combine and against PagedReference: page sizes 1, 16 and
+// 64, GQA 4 packed, an empty cache, 3 and 7 splits; and an appending call
+// (kv_append first), checked as TestPagedAppendCPU checks one.
+func TestPagedFusedCombineCPU(t *testing.T) {
+	lens := []int32{300, 170, 0, 1, 65}
+	fused := map[string]string{"fused_combine": "true"}
+	for i, ps := range []int{1, 16, 64} {
+		m := pagedSuiteMasks[i]
+		opts := pagedOpts(m, "f32", []int{3, 7, 3}[i])
+		split, err := fac.CompileForward(opts, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.DecodeConsts = fused
+		fwd, err := fac.CompileForward(opts, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, shape := pagedCache(lens, ps, 8, 2, 3, 32, uint64(70+i))
+		plan, err := fwd.PagedPlan(shape, 300, 0)
+		if err != nil || !plan.FusedCombine || len(plan.Kernels()) != 1 {
+			t.Fatalf("%s page %d: plan %v (%v), %v: want flash_fwd_paged merging in place", m, ps, plan, plan.Kernels(), err)
+		}
+		o, lse, err := fwd.RunPagedCPU(in, shape)
+		if err != nil {
+			t.Fatalf("%s page %d: %v", m, ps, err)
+		}
+		so, slse, err := split.RunPagedCPU(in, shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("fused/%s/page%d", m, ps)
+		checkFlat(t, name+" vs split + combine", o, lse, f64s(so), f64s(slse), 1e-5)
+		ro, rlse, err := fwd.PagedReference(in, shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFlat(t, name, o, lse, ro, rlse, 1e-5)
+	}
+	c := appendCPUCases[1]
+	opts := c.opts()
+	opts.DecodeConsts = fused
+	fwd, err := fac.CompileForward(opts, c.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, ps := appendInputs(c, 8, 2, 90)
+	before := beforeCall(in)
+	o, lse, err := fwd.RunPagedCPU(in, ps)
+	if err != nil {
+		t.Fatalf("%v: %v", c, err)
+	}
+	checkAppend(t, "fused/"+c.String(), fwd, before, in, ps, o, lse, 1e-5)
+}

@@ -104,11 +104,21 @@ func pdlDecodeOpts() fac.Options {
 	return fac.Options{Mask: "causal_bottom_right", DType: "bf16", NumSplits: 3, DecodeConsts: map[string]string{"pdl": "true"}}
 }
 
+// fusedDecodeOpts are TestGPUDecodeFusedCombine's: split-KV decoding
+// (three splits) merged in place when fused, else by flash_fwd_combine.
+func fusedDecodeOpts(fused bool) fac.Options {
+	o := fac.Options{Mask: "causal_bottom_right", DType: "bf16", NumSplits: 3}
+	if fused {
+		o.DecodeConsts = map[string]string{"fused_combine": "true"}
+	}
+	return o
+}
+
 // suiteJobs lists, for arch, the bundling jobs of the configurations
 // that TestGPUSinksBackward, TestGPUSinksBackwardLaunch,
 // TestGPUVarlenMatchesReference, TestGPUVarlenUnpacked,
 // TestGPUVarlenNoProducer, TestGPUVarlenLong, TestGPUVarlenBackward,
-// TestGPUDimV, TestGPUSinksDecode, TestGPUDecodePDL and the paged suite compile (keep the lists in step with
+// TestGPUDimV, TestGPUSinksDecode, TestGPUDecodePDL, TestGPUDecodeFusedCombine and the paged suite compile (keep the lists in step with
 // them), and
 // `fac bench --varlen-len`'s, each as compiled without an arch and tuned for
 // arch (RunCUDA tunes for the device).
@@ -163,6 +173,11 @@ func suiteJobs(t *testing.T, arch string) []bundleJob {
 		if dtype == "bf16" {
 			// TestGPUDecodePDL: the split and combine kernels with pdl.
 			add("decode pdl", func(o fac.Options) (bundler, error) { return fac.CompileForward(o, 128) }, pdlDecodeOpts())
+			// TestGPUDecodeFusedCombine: the split kernel merging in place,
+			// and split + combine beside it.
+			for _, fused := range []bool{true, false} {
+				add("decode fused", func(o fac.Options) (bundler, error) { return fac.CompileForward(o, 128) }, fusedDecodeOpts(fused))
+			}
 		}
 		for _, d := range []int{64, 128} {
 			bwd := func(o fac.Options) (bundler, error) { return fac.CompileBackward(o, d) }

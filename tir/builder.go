@@ -144,6 +144,12 @@ func (b *Builder) Prefetch(p, mask *Value) *Op {
 	return b.Emit(NewOp(OpPrefetch, args))
 }
 
+// LastArrival takes a ticket on counter (a scalar ptr<i32>) shared by n
+// programs: true in the last of them to arrive (OpLastArrival).
+func (b *Builder) LastArrival(counter, n *Value) *Value {
+	return b.emit1(OpLastArrival, Scalar(I1), []*Value{counter, n})
+}
+
 // Dot is a[M,K] x b[K,N] + c[M,N].
 func (b *Builder) Dot(x, y, acc *Value) *Value {
 	return b.emit1(OpDot, acc.Type, []*Value{x, y, acc})

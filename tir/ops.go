@@ -116,6 +116,19 @@ const (
 	//   prefetch %0
 	//   prefetch %0, %1
 	OpPrefetch
+	// OpLastArrival takes a ticket on a counter in global memory (a scalar
+	// ptr<i32>, zero before the first of n programs calls it) and is true
+	// in exactly one of the n programs that call it on that counter: the
+	// last to arrive, which then sees every global store the n programs
+	// made before their call, and sets the counter back to 0 (so the next
+	// launch needs no reset). The result is the same in all of a program's
+	// threads. It writes the counter and orders memory like a store that
+	// is also a barrier: no load or store moves across it. A reduction
+	// across programs merges in the last one (the "last block" pattern:
+	// PTX fence.acq_rel.gpu, a CTA barrier, one thread's acq_rel
+	// atom.add, the flag through shared memory, a fence again).
+	//   %2 = last_arrival %0, %1 : i1
+	OpLastArrival
 
 	// OpDot is a matrix product with accumulator: a[M,K] x b[K,N] + c[M,N],
 	// accumulating in c's element type. k_extent = n (optional) says that
@@ -164,7 +177,7 @@ var kindNames = [...]string{
 	OpAnd: "and", OpOr: "or", OpXor: "xor", OpCmp: "cmp", OpSelect: "select",
 	OpNeg: "neg", OpNot: "not", OpAbs: "abs", OpExp: "exp", OpExp2: "exp2", OpLog: "log", OpLog2: "log2",
 	OpTanh: "tanh", OpSqrt: "sqrt", OpCast: "cast", OpAddPtr: "addptr", OpLoad: "load", OpStore: "store",
-	OpAtomicAdd: "atomic_add", OpPrefetch: "prefetch", OpDot: "dot", OpReduce: "reduce", OpFor: "for", OpIf: "if", OpYield: "yield",
+	OpAtomicAdd: "atomic_add", OpPrefetch: "prefetch", OpLastArrival: "last_arrival", OpDot: "dot", OpReduce: "reduce", OpFor: "for", OpIf: "if", OpYield: "yield",
 	OpCall: "call", OpReturn: "return",
 }
 
@@ -201,8 +214,13 @@ func (k Kind) IsTerminator() bool { return k == OpYield || k == OpReturn }
 
 // HasSideEffects reports ops that DCE and CSE must keep as they are.
 func (k Kind) HasSideEffects() bool {
-	return k.IsMemWrite() || k == OpPrefetch || k == OpCall || k.IsTerminator() || k == OpFor || k == OpIf
+	return k.IsMemWrite() || k == OpPrefetch || k == OpLastArrival || k == OpCall || k.IsTerminator() || k == OpFor || k == OpIf
 }
+
+// OrdersMemory reports the ops that write global memory or order its
+// accesses across programs (stores, atomics and last_arrival): a pass or
+// target that moves loads or stores must not move them across one.
+func (k Kind) OrdersMemory() bool { return k.IsMemWrite() || k == OpLastArrival }
 
 // IsMemWrite reports the ops that write global memory through their first
 // operand (pointers), with the value second and an optional mask third.

@@ -236,6 +236,8 @@ func (v *verifier) op(op *Op, n int) error {
 		nargs, maxArgs, nres = 2, 3, 0
 	case k == OpPrefetch:
 		nargs, maxArgs, nres = 1, 2, 0
+	case k == OpLastArrival:
+		nargs, maxArgs = 2, 2
 	case k == OpFor:
 		nargs, maxArgs, nres = 3, -1, len(op.Args)-3
 	case k == OpIf:
@@ -441,6 +443,14 @@ func (v *verifier) op(op *Op, n int) error {
 				return errf("mask %s, want %s", m, Tensor(I1, a.Shape...))
 			}
 		}
+	case k == OpLastArrival:
+		if !a.Equal(PtrTo(I32)) {
+			return errf("counter %s, want ptr<i32>", a)
+		}
+		if !b.Equal(Scalar(I32)) {
+			return errf("count %s, want i32", b)
+		}
+		return sameRes(Scalar(I1))
 	case k == OpDot:
 		c := op.Args[2].Type
 		if a.Rank() != 2 || b.Rank() != 2 || c.Rank() != 2 ||

@@ -50,6 +50,20 @@ func tiny(build func(b *Builder, p []*Value)) func(*Module) {
 	}
 }
 
+// lastArrivalFunc is a kernel of one last_arrival on an i32 counter, with
+// a count and a result of the given types.
+func lastArrivalFunc(count, res Type) func(*Module) {
+	return func(m *Module) {
+		f := &Func{Name: "t", Kernel: true, Body: &Block{}}
+		c, n := &Value{Type: PtrTo(I32), Name: "c"}, &Value{Type: count, Name: "n"}
+		f.Params = []*Value{c, n}
+		b := &Builder{Block: f.Body}
+		b.Emit(NewOp(OpLastArrival, []*Value{c, n}, res))
+		b.Return()
+		m.Funcs = append(m.Funcs, f)
+	}
+}
+
 func TestVerifyErrors(t *testing.T) {
 	// Kernel @sample op numbers (see testdata/sample.tir): 6 const %5,
 	// 7 mul %6, 10 call, 28/29 casts, 31 dot, 36 for, 40 max, 41 yield,
@@ -283,6 +297,11 @@ func TestVerifyErrors(t *testing.T) {
 		{"prefetch mask shape", tiny(func(b *Builder, p []*Value) {
 			b.Prefetch(p[0], b.Splat(p[2], []int{4}))
 		}), "func @t: op 2 (prefetch): mask tensor<4xi1>, want i1"},
+		{"last_arrival counter type", tiny(func(b *Builder, p []*Value) {
+			b.LastArrival(p[0], p[1])
+		}), "func @t: op 1 (last_arrival): counter ptr<f32>, want ptr<i32>"},
+		{"last_arrival count type", lastArrivalFunc(Scalar(F32), Scalar(I1)), "func @t: op 1 (last_arrival): count f32, want i32"},
+		{"last_arrival result type", lastArrivalFunc(Scalar(I32), Scalar(I32)), "func @t: op 1 (last_arrival): result type i32, want i1"},
 		{"num_programs axis", tiny(func(b *Builder, p []*Value) {
 			b.NumPrograms(3)
 		}), "func @t: op 1 (num_programs): axis must be 0, 1 or 2"},

@@ -23,7 +23,7 @@ func (d *decodeFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&d.numSplits, "num-splits", "auto", fmt.Sprintf("split-KV: split each q tile's kv blocks over N programs (flash_fwd_splitkv + flash_fwd_combine); auto, or 1 (off) to %d", fac.MaxSplits))
 	fs.StringVar(&d.packGQA, "pack-gqa", "auto", "pack the query heads of a kv head into one tile: auto (Sq ≤ 64 with GQA), on or off")
 	fs.IntVar(&d.sms, "sms", 0, "multiprocessor count the automatic split choice fills (0: the GPU's; 132, an H200's, on the CPU)")
-	fs.StringArrayVar(&d.consts, "decode-const", nil, "compile-time argument NAME=VALUE of flash_fwd_splitkv, e.g. BLOCK_N=64, num_warps=8 or BLOCK_M=64 (repeatable)")
+	fs.StringArrayVar(&d.consts, "decode-const", nil, "compile-time argument NAME=VALUE of flash_fwd_splitkv, e.g. BLOCK_N=64, num_warps=8, BLOCK_M=64, pdl=true or fused_combine=true (the split kernel merges in place, no flash_fwd_combine; repeatable)")
 }
 
 // changed reports whether any of the flags was given.

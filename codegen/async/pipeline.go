@@ -315,11 +315,11 @@ func (pl *pipelines) planTails(l *core.Lowerer) {
 func (pl *pipelines) planTailsIn(l *core.Lowerer, ops, outer []*tir.Op) {
 	for i, op := range ops {
 		p := pl.pipes[op]
-		if p == nil || op.Regions[0].Any(func(o *tir.Op) bool { return o.Kind.IsMemWrite() }) {
+		if p == nil || op.Regions[0].Any(func(o *tir.Op) bool { return o.Kind.OrdersMemory() }) {
 			continue
 		}
 		for _, next := range ops[i+1:] {
-			if next.Kind.IsMemWrite() {
+			if next.Kind.OrdersMemory() {
 				break
 			}
 			if len(next.Regions) == 0 {
@@ -347,9 +347,13 @@ func (pl *pipelines) planTailsIn(l *core.Lowerer, ops, outer []*tir.Op) {
 // regions, so wait counts stay static), and their operands must be
 // computed in the body only from the induction variable, values defined
 // outside the loop, and scalar or flexible values of pure ops (loads of
-// scalars included: those are safe to repeat).
+// scalars included: those are safe to repeat). A body with a last_arrival
+// is not pipelined: the next iteration's loads would move before it.
 func pipelineFor(l *core.Lowerer, loop *tir.Op) *pipeline {
 	body := loop.Regions[0]
+	if body.Any(func(o *tir.Op) bool { return o.Kind == tir.OpLastArrival }) {
+		return nil
+	}
 	var loads []*core.Staged
 	nested := false
 	for _, op := range body.Ops {
@@ -405,7 +409,7 @@ func sliceNeeds(l *core.Lowerer, body *tir.Block, roots []*tir.Value, need map[*
 			return // defined outside the loop, or seen
 		}
 		switch {
-		case len(d.Regions) > 0, d.Kind == tir.OpStore, d.Kind == tir.OpAtomicAdd, d.Kind == tir.OpDot,
+		case len(d.Regions) > 0, d.Kind.OrdersMemory(), d.Kind == tir.OpDot,
 			d.Kind == tir.OpReduce, l.Plan().StagedLoad(d) != nil:
 			ok = false
 			return

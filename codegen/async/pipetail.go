@@ -105,7 +105,7 @@ func tailIn(l *core.Lowerer, loop *tir.Op, loads []*core.Staged, before []*tir.O
 			return
 		}
 		switch {
-		case len(d.Regions) > 0, d.Kind.IsMemWrite(), d.Kind == tir.OpDot, d.Kind == tir.OpReduce, l.Plan().StagedLoad(d) != nil:
+		case len(d.Regions) > 0, d.Kind.OrdersMemory(), d.Kind == tir.OpDot, d.Kind == tir.OpReduce, l.Plan().StagedLoad(d) != nil:
 			ok = false
 			return
 		}

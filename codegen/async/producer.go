@@ -105,6 +105,9 @@ func consumerRegs(nw, producerRegs int) int {
 // whose pipelining is pl and consumer groups grp, when its copies qualify
 // (see the top of this file), or why not.
 func planProducer(l *core.Lowerer, pt ProducerTarget, pl *pipelines, grp *groupState) (ws *warpSpec, why string) {
+	if l.Func().Body.Any(func(op *tir.Op) bool { return op.Kind == tir.OpLastArrival }) {
+		return nil, "the kernel calls last_arrival, whose CTA barrier must hold every thread, the producer's too"
+	}
 	if l.NumWarps()%4 != 0 {
 		return nil, "num_warps is not a multiple of 4"
 	}
@@ -168,7 +171,7 @@ func planProducer(l *core.Lowerer, pt ProducerTarget, pl *pipelines, grp *groupS
 		switch {
 		case !avail[d]:
 			return fmt.Sprintf("a copy reads a value defined inside a region (%s)", d.Pos)
-		case len(d.Regions) > 0, d.Kind.IsMemWrite(), d.Kind == tir.OpDot, d.Kind == tir.OpReduce, l.Plan().StagedLoad(d) != nil:
+		case len(d.Regions) > 0, d.Kind.OrdersMemory(), d.Kind == tir.OpDot, d.Kind == tir.OpReduce, l.Plan().StagedLoad(d) != nil:
 			return fmt.Sprintf("a copy depends on the %s at %s", d.Kind, d.Pos)
 		case !v.Type.IsScalar():
 			return fmt.Sprintf("a copy depends on a tensor (%s)", d.Pos)

@@ -200,7 +200,7 @@ func (a *Assignment) fwdOp(op *tir.Op) {
 		panic(lowerError{fmt.Sprintf("%s: call to %s not inlined (run the inline pass before codegen)", op.Pos, op.IdentAttr("callee"))})
 	case k == tir.OpConst || k == tir.OpArange || k == tir.OpSplat:
 		a.set(op.Result(), true, nil)
-	case k == tir.OpProgramID || k == tir.OpNumPrograms || k == tir.OpNumSMs || k == tir.OpGroupID:
+	case k == tir.OpProgramID || k == tir.OpNumPrograms || k == tir.OpNumSMs || k == tir.OpGroupID || k == tir.OpLastArrival:
 		a.set(op.Result(), false, scalarL)
 	case k.IsElementwise():
 		var best Layout

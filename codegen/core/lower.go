@@ -53,6 +53,7 @@ func (em *Emitter) lowerKernel() {
 	em.entry = em.fn.NewBlock("entry")
 	body := em.newBlock("body")
 	em.b = em.entry
+	em.checkArrivals()
 	em.tid = em.Call("llvm.nvvm.read.ptx.sreg.tid.x", types.I32)
 	pt, _ := em.target.(ProgramTarget)
 	if pt != nil {
@@ -278,6 +279,9 @@ func (em *Emitter) lowerOp(op *tir.Op) {
 		return
 	case tir.OpPrefetch:
 		em.lowerPrefetch(op)
+		return
+	case tir.OpLastArrival:
+		em.lowerLastArrival(op)
 		return
 	case tir.OpLoad:
 		if st := em.plan.staged[op]; st != nil {

@@ -40,6 +40,14 @@ const (
 	asmRelease     = "atom.acq_rel.cta.shared::cta.inc.u32 $0, [$1], $2;"
 )
 
+// last_arrival's forms (codegen/core/arrival.go): a fence, and thread 0's
+// ticket on a global u32 counter that returns whether it was the last of
+// $2 + 1 and then zeroes it.
+const (
+	asmFenceGPU = "fence.acq_rel.gpu;"
+	asmTicket   = "{\n\t.reg .pred p;\n\t.reg .b32 t;\n\tatom.acq_rel.gpu.global.add.u32 t, [$1], 1;\n\tsetp.eq.u32 p, t, $2;\n\tmov.u32 t, 0;\n\t@p st.relaxed.gpu.global.u32 [$1], t;\n\tselp.u32 $0, 1, 0, p;\n\t}"
+)
+
 // operand is an asm operand: $k (an input, counted after the outputs) or
 // an immediate.
 func (c *compiler) operand(s *callSite, nout int, ref, text string) func(w *warp, l int) uint64 {
@@ -197,6 +205,22 @@ func (c *compiler) asm(in *ir.InstCall, text string, s *callSite) op {
 		// Inits are visible at once (a barrier follows); the rest are hints,
 		// or (griddepcontrol) about other grids, and the simulator runs one.
 		return op{run: func(*warp, uint32) {}}
+	case text == asmFenceGPU:
+		// The simulator runs a launch's CTAs one after another over one
+		// memory: every store is visible to every later access.
+		return op{run: func(*warp, uint32) {}}
+	case text == asmTicket:
+		return perLane(func(w *warp, l int) {
+			b := w.mem(1, w.at(a[0], l), 4, l, true)
+			old := binary.LittleEndian.Uint32(b)
+			last := old == uint32(w.at(a[1], l))
+			next := old + 1
+			if last {
+				next = 0
+			}
+			binary.LittleEndian.PutUint32(b, next)
+			w.set(s, 0, l, b2u(last))
+		})
 	case text == asmCounterInit:
 		return perLane(func(w *warp, l int) {
 			binary.LittleEndian.PutUint32(w.sharedWord(w.at(a[0], l), text), 0)

@@ -152,6 +152,8 @@ func arity(k tir.Kind) (args []int, results int) {
 		return []int{0}, 1
 	case k == tir.OpPrefetch:
 		return []int{1, 2}, 0
+	case k == tir.OpLastArrival:
+		return []int{2}, 1
 	case k == tir.OpSplat || k == tir.OpBroadcast || k == tir.OpReshape || k == tir.OpTrans ||
 		k.IsUnary() || k == tir.OpCast || k == tir.OpReduce:
 		return []int{1}, 1
@@ -356,6 +358,14 @@ func (fc *fnCompiler) inst(op *tir.Op) (inst, error) {
 			return bad("prefetch mask %s does not match pointers %s", op.Args[1].Type, at)
 		}
 	case k == tir.OpNumSMs || k == tir.OpGroupID:
+	case k == tir.OpLastArrival:
+		if !at.Equal(tir.PtrTo(tir.I32)) || !op.Args[1].Type.Equal(tir.Scalar(tir.I32)) || !rt.Equal(tir.Scalar(tir.I1)) {
+			return bad("last_arrival takes a ptr<i32> counter and an i32 count to an i1")
+		}
+		if fc.x.groups > 1 {
+			// The groups run in turn and would each take a ticket.
+			return bad("last_arrival in a kernel of %d consumer groups: a program arrives once, not once per group", fc.x.groups)
+		}
 	case k == tir.OpDot:
 		bt, ct := op.Args[1].Type, op.Args[2].Type
 		if at.Rank() != 2 || bt.Rank() != 2 || ct.Rank() != 2 || rt.Rank() != 2 ||

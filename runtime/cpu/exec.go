@@ -181,6 +181,8 @@ func (m *machine) exec(fr *frame, b *block) (*inst, error) {
 			err = store(in, s)
 		case k == tir.OpAtomicAdd:
 			err = atomicAdd(in, s)
+		case k == tir.OpLastArrival:
+			err = lastArrival(in, s, fr.out(in.r[0], 1))
 		case k == tir.OpDot:
 			dot(in, fr.out(in.r[0], in.n), s[in.a[0]].f, s[in.a[1]].f, s[in.a[2]].f)
 		case k == tir.OpReduce:
@@ -636,6 +638,34 @@ func atomicAdd(in *inst, s []slot) error {
 	return eachLive(in, s, 2, "atomic_add", func(i int, p Pointer) {
 		p.Buf.Vals[p.Off] = fix(p.Buf.Elem, p.Buf.Vals[p.Off]+vals[i])
 	})
+}
+
+// lastArrival takes program in's ticket on its counter under atomicMu:
+// the programs run concurrently, and the lock orders each one's stores
+// before its call before the last one's reads after its call (Go's
+// happens-before through the mutex). The last of n sets the counter back
+// to 0 and gets true.
+func lastArrival(in *inst, s []slot, d []float64) error {
+	p, n := s[in.a[0]].p[0], int64(s[in.a[1]].f[0])
+	if n < 1 {
+		return fmt.Errorf("last_arrival of %d programs: want at least 1", n)
+	}
+	if err := check("last_arrival", p); err != nil {
+		return err
+	}
+	atomicMu.Lock()
+	defer atomicMu.Unlock()
+	old := int64(p.Buf.Vals[p.Off])
+	if old < 0 || old >= n {
+		return fmt.Errorf("last_arrival: counter %q[%d] holds %d, not 0 to %d: it was not zeroed before the launch, or its programs disagree on n", p.Buf.Name, p.Off, old, n-1)
+	}
+	last := old == n-1
+	p.Buf.Vals[p.Off] = float64((old + 1) % n)
+	d[0] = 0
+	if last {
+		d[0] = 1
+	}
+	return nil
 }
 
 func check(what string, p Pointer) error {

@@ -18,7 +18,8 @@ const (
 	PagedMaxPages = "max_pages"
 )
 
-// FlashFwdPaged is flash_fwd_paged.fa's launch contract.
+// FlashFwdPaged is flash_fwd_paged.fa's launch contract: o, lse and
+// split_counters are flash_fwd_splitkv's, for its fused_combine.
 var FlashFwdPaged = &launch.Contract{
 	Kernel: "flash_fwd_paged",
 	File:   "flash_fwd_paged.fa",
@@ -26,7 +27,7 @@ var FlashFwdPaged = &launch.Contract{
 		{Name: "q", Dims: qDims, Strides: []string{"stride_qb", "stride_qh", "stride_qs"}},
 		{Name: "o_partial", Output: true, Dims: oPartialDims},
 		{Name: "lse_partial", Output: true, Dims: lsePartialDims},
-	}, pagedCacheTensors, varlenListTensors(VarlenKVLists)),
+	}, fusedCombineTensors, pagedCacheTensors, varlenListTensors(VarlenKVLists)),
 	Scalars: []launch.Scalar{
 		pageSizeScalar,
 		{Name: "heads", Value: func(p launch.Problem) any { return p.Shape.Heads }},
@@ -58,7 +59,21 @@ var Paged = &Variant{
 	Results:   SplitKV.Results,
 }
 
-func init() { registerVariant(Paged) }
+// PagedFused is Paged merged in place (flash_fwd_paged's fused_combine),
+// as SplitKVFused is SplitKV.
+var PagedFused = &Variant{
+	Name:      "paged, fused combine",
+	Kernels:   mergedInPlace(FlashFwdPaged),
+	Lists:     &VarlenKVLists,
+	InPlace:   true,
+	Workspace: Paged.Workspace,
+	Results:   Paged.Results,
+}
+
+func init() {
+	registerVariant(Paged)
+	registerVariant(PagedFused)
+}
 
 // PagedAppend is Paged after kv_append: the call first writes k_new and
 // v_new into the cache (rotating them and q where it has rotary tables),
@@ -66,21 +81,41 @@ func init() { registerVariant(Paged) }
 // That copy joins the workspace after Paged's buffers, so a workspace made
 // for appending calls serves calls that do not append.
 var PagedAppend = &Variant{
-	Name: "paged append",
-	Kernels: func(o VariantOptions) ([]*launch.Contract, error) {
-		cs, err := Paged.Kernels(o)
-		if err != nil {
-			return nil, err
-		}
-		return append([]*launch.Contract{KVAppend}, cs...), nil
-	},
+	Name:      "paged append",
+	Kernels:   afterAppend(Paged),
 	Main:      1,
 	Lists:     &VarlenKVLists,
 	Workspace: append(append([]string(nil), Paged.Workspace...), "q"),
 	Results:   Paged.Results,
 }
 
-func init() { registerVariant(PagedAppend) }
+// PagedAppendFused is PagedAppend merged in place: kv_append, then
+// PagedFused's kernel.
+var PagedAppendFused = &Variant{
+	Name:      "paged append, fused combine",
+	Kernels:   afterAppend(PagedFused),
+	Main:      1,
+	Lists:     &VarlenKVLists,
+	InPlace:   true,
+	Workspace: PagedAppend.Workspace,
+	Results:   Paged.Results,
+}
+
+func init() {
+	registerVariant(PagedAppend)
+	registerVariant(PagedAppendFused)
+}
+
+// afterAppend is the kernels of v after kv_append.
+func afterAppend(v *Variant) func(VariantOptions) ([]*launch.Contract, error) {
+	return func(o VariantOptions) ([]*launch.Contract, error) {
+		cs, err := v.Kernels(o)
+		if err != nil {
+			return nil, err
+		}
+		return append([]*launch.Contract{KVAppend}, cs...), nil
+	}
+}
 
 // pagedCacheTensors are the paged cache as the paged kernels and kv_append
 // take it: k_cache and v_cache by page, row and head, the page table and

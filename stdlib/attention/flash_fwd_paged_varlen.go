@@ -62,7 +62,7 @@ var PagedVarlen = &Variant{
 	Name:      "paged varlen",
 	Kernels:   splitThenCombine(FlashFwdPagedVarlen),
 	Lists:     &VarlenKVLists,
-	Workspace: SplitKV.Workspace,
+	Workspace: []string{"o_partial", "lse_partial"},
 	Results:   SplitKV.Results,
 }
 

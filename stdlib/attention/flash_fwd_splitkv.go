@@ -11,13 +11,18 @@ import (
 //	flash_fwd_splitkv  partial O_s, LSE_s per split   grid (q tiles, B·H/pack, num_splits)
 //	flash_fwd_combine  O, LSE from the splits         grid (B·H·Sq)
 //
+// or, with flash_fwd_splitkv's fused_combine, the first alone: the last
+// program of each q tile merges the tile's splits (SplitKVFused).
 // Problem.NumSplits is the number of splits, Problem.Pack the query heads
 // packed into a tile (PackGQA; 1 = none). The workspace tensors o_partial
 // [num_splits, B, H, Sq, Dv] (V's head dim) and lse_partial [num_splits, B,
-// H, Sq] are f32 and contiguous.
+// H, Sq] are f32 and contiguous; split_counters, the i32 counters of the
+// fused merge, are zeroed once and left zeroed.
 
 // FlashFwdSplitKV is flash_fwd_splitkv.fa's launch contract: flash_fwd's
-// tensors and block mask, the partial results in place of o and lse.
+// tensors and block mask, with the partial results; o, lse and
+// split_counters are written and read only with fused_combine (the
+// runtime binds them either way: they are the kernel's parameters).
 var FlashFwdSplitKV = &launch.Contract{
 	Kernel: "flash_fwd_splitkv",
 	File:   "flash_fwd_splitkv.fa",
@@ -27,6 +32,7 @@ var FlashFwdSplitKV = &launch.Contract{
 		{Name: "v", Dims: vDims, Strides: []string{"stride_vb", "stride_vh", "stride_vs"}},
 		{Name: "o_partial", Output: true, Dims: oPartialDims},
 		{Name: "lse_partial", Output: true, Dims: lsePartialDims},
+		fusedCombineTensors[0], fusedCombineTensors[1], fusedCombineTensors[2],
 	},
 	Scalars: append(append([]launch.Scalar(nil), attentionScalars...),
 		launch.Scalar{Name: "pack", Value: func(p launch.Problem) any { return p.PackHeads() }},
@@ -90,15 +96,31 @@ func init() {
 // SplitKV is the forward pass split over the keys (decoding): each split's
 // partial results in the workspace, then their combination. With sinks
 // the splits are the same (a sink is no key) and the combination adds the
-// sink (flash_fwd_combine_sinks).
+// sink (flash_fwd_combine_sinks). The split kernel's counters join the
+// workspace: it takes them whether or not it merges in place.
 var SplitKV = &Variant{
 	Name:      "split-KV",
 	Kernels:   splitThenCombine(FlashFwdSplitKV),
-	Workspace: []string{"o_partial", "lse_partial"},
+	Workspace: []string{"o_partial", "lse_partial", "split_counters"},
 	Results:   []string{"o", "lse"},
 }
 
-func init() { registerVariant(SplitKV) }
+// SplitKVFused is SplitKV merged in place (flash_fwd_splitkv compiled with
+// fused_combine): the last program of each q tile to finish merges the
+// tile's splits, so no flash_fwd_combine is launched. It has no sinks
+// (flash_fwd_combine_sinks adds them).
+var SplitKVFused = &Variant{
+	Name:      "split-KV, fused combine",
+	Kernels:   mergedInPlace(FlashFwdSplitKV),
+	InPlace:   true,
+	Workspace: SplitKV.Workspace,
+	Results:   SplitKV.Results,
+}
+
+func init() {
+	registerVariant(SplitKV)
+	registerVariant(SplitKVFused)
+}
 
 // splitThenCombine is a split-KV family's kernels: split, then the
 // merge, with the sinks where the forward has them.
@@ -109,6 +131,26 @@ func splitThenCombine(split *launch.Contract) func(VariantOptions) ([]*launch.Co
 		}
 		return []*launch.Contract{split, FlashFwdCombine}, nil
 	}
+}
+
+// mergedInPlace is a split-KV family's kernels when the split kernel
+// merges in place (fused_combine): the split kernel alone, without sinks.
+func mergedInPlace(split *launch.Contract) func(VariantOptions) ([]*launch.Contract, error) {
+	return func(o VariantOptions) ([]*launch.Contract, error) {
+		if o.Sinks {
+			return nil, fmt.Errorf("fused_combine merges without sinks (flash_fwd_combine_sinks adds them): leave it off for a forward with sinks")
+		}
+		return []*launch.Contract{split}, nil
+	}
+}
+
+// fusedCombineTensors are a split kernel's tensors for merging in place
+// (fused_combine), which it takes either way: o and lse, written by the
+// last program of each q tile, and its counters, zeroed.
+var fusedCombineTensors = []launch.Tensor{
+	{Name: "o", Output: true, Dims: oDims, Strides: []string{"stride_ob", "stride_oh", "stride_os"}},
+	{Name: "lse", Output: true, Dims: lseDims},
+	{Name: "split_counters", Dims: splitCounterDims, Zeroed: true},
 }
 
 // QPerTile is the number of query positions in one tile of
@@ -132,6 +174,14 @@ func oPartialDims(p launch.Problem) []int {
 
 func lsePartialDims(p launch.Problem) []int {
 	return []int{p.Splits(), p.Shape.Batch, p.Shape.Heads, p.Shape.SeqQ}
+}
+
+// splitCounterDims are split_counters' dims: one counter per q tile of
+// flash_fwd_splitkv's grid, sized for B·H·Sq tiles, the most any packing
+// makes (a tile holds at least one position of one head), so that one
+// workspace serves every plan of a shape.
+func splitCounterDims(p launch.Problem) []int {
+	return []int{p.Shape.Batch * p.Shape.Heads * p.Shape.SeqQ}
 }
 
 // splitStride is the elements of lse_partial per split (rows of o_partial).

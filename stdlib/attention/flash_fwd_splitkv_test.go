@@ -22,6 +22,10 @@ func TestDecodeGrids(t *testing.T) {
 	if n, err := attention.FlashFwdSplitKV.Extent("o_partial", p, nil); err != nil || n != 4*8*32*128 {
 		t.Errorf("o_partial extent %d, %v", n, err)
 	}
+	// One counter per q tile at most: B·H·Sq, whatever the packing.
+	if n, err := attention.FlashFwdSplitKV.Extent("split_counters", p, nil); err != nil || n != 8*32*1 {
+		t.Errorf("split_counters extent %d, %v", n, err)
+	}
 	p.Shape.SeqQ, p.Pack, p.NumSplits = 7, 0, 0 // no packing, no split: flash_fwd's grid
 	if g := attention.FlashFwdSplitKV.Grid(p); g != [3]int{1, 256, 1} {
 		t.Errorf("unpacked grid %v, want [1 256 1]", g)
@@ -40,5 +44,12 @@ func TestDecodeGrids(t *testing.T) {
 	p.Pack, p.NumSplits = 4, 65
 	if err := attention.FlashFwdCombine.Check(p); err == nil || !strings.Contains(err.Error(), "MAX_SPLITS") {
 		t.Errorf("65 splits: %v", err)
+	}
+	// Merged in place: the split kernel alone, without sinks.
+	if got := attention.SplitKVFused.Names(attention.VariantOptions{}); len(got) != 1 || got[0] != "flash_fwd_splitkv" {
+		t.Errorf("fused variant kernels %v, want flash_fwd_splitkv alone", got)
+	}
+	if _, err := attention.SplitKVFused.Kernels(attention.VariantOptions{Sinks: true}); err == nil || !strings.Contains(err.Error(), "sinks") {
+		t.Errorf("fused variant with sinks: %v, want an error", err)
 	}
 }

@@ -28,11 +28,17 @@ type Variant struct {
 	// nil: one block mask of the call's shape, read through each kernel
 	// contract's BlockMask (the kv lists, or flash_bwd's transposed ones).
 	Lists *VarlenLists
-	// Workspace are the f32 buffers that pass from one kernel to a later
-	// one (written by the first kernel that has the tensor): a launch on
-	// device pointers takes them from the caller's workspace, sized by
-	// the contracts.
+	// Workspace are the buffers that pass from one kernel to a later one
+	// (written by the first kernel that has the tensor), or between the
+	// programs of one kernel (InPlace), f32 but for a kernel's Zeroed
+	// counters (i32): a launch on device pointers takes them from the
+	// caller's workspace, sized by the contracts and zeroed when it is
+	// allocated.
 	Workspace []string
+	// InPlace: the main kernel reads back the workspace it wrote, merged
+	// by the last of its programs to finish (last_arrival), instead of a
+	// later kernel.
+	InPlace bool
 	// Results are the outputs a call returns (a benchmark checks them for
 	// NaN).
 	Results []string
