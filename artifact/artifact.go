@@ -113,7 +113,7 @@ type TMA struct {
 	Tensor  string   `json:"tensor"`  // the pointer parameter whose memory it maps (a contract tensor: "k", "v", "q", "do")
 	Dims    []TMADim `json:"dims"`    // innermost first, 1..5
 	Box     []int    `json:"box"`     // box size per dim (elements), each 1..256; Box[0]*elem bytes == Swizzle
-	Swizzle int      `json:"swizzle"` // swizzle span in bytes: 128 (the only one used now)
+	Swizzle int      `json:"swizzle"` // swizzle span in bytes: 128, or 64 or 32 (a tile narrowed for a dot's n_extent)
 }
 
 // TMADim is one dimension: dim 0 is contiguous with a constant Extent; every

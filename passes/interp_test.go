@@ -33,6 +33,7 @@ func TestPassesPreserveResults(t *testing.T) {
 		// pad-dims: tiles of 12 and 24 lanes computed in 16 and 32.
 		{"testdata/pad-dims/rowsum.tir", "rowsum", 1, 7, []int{48, 48}},
 		{"testdata/pad-dims/loop.tir", "acc", 1, 3, []int{24, 24}},
+		{"testdata/pad-dims/pv.tir", "pv", 1, 0, []int{256, 192, 192}},
 	} {
 		run := func(m *tir.Module, kernel string) [][]float64 {
 			t.Helper()
@@ -77,7 +78,7 @@ func TestPassesPreserveResults(t *testing.T) {
 				t.Errorf("%s: @%s.full after %s stores %v, want %v", l.file, l.kernel, name, got, wantFull)
 			}
 		}
-		if wantFull == nil && !slices.Contains([]string{"softmax", "sample", "rowsum", "acc"}, l.kernel) {
+		if wantFull == nil && !slices.Contains([]string{"softmax", "sample", "rowsum", "acc", "pv"}, l.kernel) {
 			t.Errorf("%s: no .full variant to check", l.file)
 		}
 	}

@@ -2,6 +2,7 @@ package passes
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/fac-compiler/fac/tir"
 )
@@ -304,6 +305,7 @@ func rotate(loop *tir.Op, slot int, d *tir.Op, chain, slice []*tir.Op, bPos, pos
 	bIns := ins
 	ins = nil
 	nd := emit(tir.OpDot, d.Result().Type, aPrev, mapValue(d.Args[1], vm), acc)
+	nd.Attrs = slices.Clone(d.Attrs) // k_extent, n_extent
 	for _, o := range chain {
 		for i, x := range o.Args {
 			if x == acc {
@@ -360,6 +362,7 @@ func rotate(loop *tir.Op, slot int, d *tir.Op, chain, slice []*tir.Op, bPos, pos
 		ins = append(ins, cloneOp(o, vm))
 	}
 	last := emit(tir.OpDot, d.Result().Type, aLast, mapValue(d.Args[1], vm), x)
+	last.Attrs = slices.Clone(d.Attrs)
 	ins = append(ins, tir.NewOp(tir.OpYield, []*tir.Value{last.Result()}))
 	then.Ops = ins
 	els := &tir.Block{Ops: []*tir.Op{tir.NewOp(tir.OpYield, []*tir.Value{x})}}

@@ -29,8 +29,11 @@ import (
 // what casts, transposes, sums and products of such values, or products
 // with finite constants, keep; attention's
 // Q·Kᵀ and dO·Vᵀ need none); such a dot says where the real K ends
-// (k_extent), so that the tensor cores skip the k-steps past it. Every other
-// op computes on pad lanes whatever it computes, unseen.
+// (k_extent), so that the tensor cores skip the k-steps past it. A dot
+// whose b has its N dim padded says where the real N ends (n_extent): its
+// result's columns past it are pad lanes, which a target may leave as the
+// accumulator has them. Every other op computes on pad lanes whatever it
+// computes, unseen.
 //
 // A kernel the rewrite cannot keep exact (a reshape that moves a padded
 // dimension's elements, a tensor parameter, a call) is left as it was: the
@@ -200,6 +203,11 @@ func (p *padder) op(op *tir.Op, pre *tir.Builder) {
 			// Both are zero past the real K: the tensor cores may stop there.
 			op.SetAttr("k_extent", int64(o[1]))
 		}
+		// The result's columns past b's real N are pad lanes: a target may
+		// leave them as c has them instead of computing them.
+		if o, ok := p.orig[op.Args[1]]; ok && o[1] != op.Args[1].Type.Shape[1] {
+			op.SetAttr("n_extent", int64(o[1]))
+		}
 	case tir.OpFor:
 		body := op.Regions[0]
 		for j, a := range body.Args[1:] { // the induction variable is a scalar
@@ -247,6 +255,9 @@ func (p *padder) keepsZero(op *tir.Op) bool {
 	case tir.OpSelect:
 		return all(op.Args[1], op.Args[2])
 	case tir.OpDot:
+		// With n_extent a target may compute the pad columns (a·b + c) or
+		// leave them as c's: both are zero when a's, b's and c's pad lanes
+		// are (pad rows of a·b + c are zero rows times b plus zero).
 		return all(op.Args...)
 	case tir.OpReduce:
 		return all(op.Args[0])

@@ -133,9 +133,12 @@ const (
 	// OpDot is a matrix product with accumulator: a[M,K] x b[K,N] + c[M,N],
 	// accumulating in c's element type. k_extent = n (optional) says that
 	// a's columns and b's rows from n on are zero (pad-dims' padded lanes),
-	// so a target may skip them.
+	// so a target may skip them. n_extent = n (optional) says that the
+	// result's columns from n on equal c's (b's columns from n on are zero
+	// or never seen), so a target may skip computing them.
 	//   %3 = dot %0, %1, %2 : tensor<64x64xf32>
 	//   %3 = dot %0, %1, %2 {k_extent = 96} : tensor<64x64xf32>
+	//   %3 = dot %0, %1, %2 {n_extent = 96} : tensor<64x128xf32>
 	OpDot
 	// OpReduce reduces one axis with kind max, min or sum.
 	//   %1 = reduce %0 {kind = max, axis = 1} : tensor<64xf32>

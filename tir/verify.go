@@ -466,6 +466,11 @@ func (v *verifier) op(op *Op, n int) error {
 				return errf("k_extent %v: want 1 to K = %d", x, a.Shape[1])
 			}
 		}
+		if x := op.Attr("n_extent"); x != nil {
+			if n, ok := x.(int64); !ok || n < 1 || n > int64(b.Shape[1]) {
+				return errf("n_extent %v: want 1 to N = %d", x, b.Shape[1])
+			}
+		}
 		return sameRes(c)
 	case k == OpReduce:
 		switch kind, _ := op.Attr("kind").(Ident); kind {

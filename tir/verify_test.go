@@ -150,6 +150,15 @@ func TestVerifyErrors(t *testing.T) {
 		{"dot elem mismatch", func(m *Module) {
 			firstOp(m, "sample", OpDot).Args[1] = nthOp(m, "sample", 27).Result()
 		}, "op 31 (dot): types tensor<4x8xbf16>, tensor<8x4xf32>, tensor<4x4xf32>"},
+		{"dot k_extent past K", func(m *Module) {
+			firstOp(m, "sample", OpDot).SetAttr("k_extent", int64(9))
+		}, "op 31 (dot): k_extent 9: want 1 to K = 8"},
+		{"dot n_extent past N", func(m *Module) {
+			firstOp(m, "sample", OpDot).SetAttr("n_extent", int64(5))
+		}, "op 31 (dot): n_extent 5: want 1 to N = 4"},
+		{"dot n_extent zero", func(m *Module) {
+			firstOp(m, "sample", OpDot).SetAttr("n_extent", int64(0))
+		}, "op 31 (dot): n_extent 0: want 1 to N = 4"},
 		{"duplicate func", func(m *Module) {
 			m.Func("sample").Name = "mask"
 		}, "verify: func @mask: duplicate function name"},

@@ -143,3 +143,15 @@ func KSteps(op *tir.Op) int {
 	}
 	return (k + 15) / 16
 }
+
+// NTiles is how many of a tensor-core dot's n-tiles of tile columns
+// (repeated every stride columns: a tile of every warp along N) to
+// issue: n/tile, or those holding a column before the dot's n_extent
+// (pad-dims: the result's columns past it are the accumulator's, so the
+// tiles wholly beyond it are left as c has them).
+func NTiles(op *tir.Op, n, stride int) int {
+	if e, ok := op.Attr("n_extent").(int64); ok {
+		return min(n, (int(e)+stride-1)/stride)
+	}
+	return n
+}

@@ -67,6 +67,9 @@ func mmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.V
 	M, K, N := at.Shape[0], at.Shape[1], bt.Shape[1]
 	wm, wn := m.WarpsPerCTA[0], m.WarpsPerCTA[1]
 	nM, nN, nK := max(1, M/(16*wm)), max(1, N/(8*wn)), K/16
+	// Tile j holds columns 8(j·wn + warp) ..: those wholly past n_extent
+	// keep the accumulator's registers.
+	nLive := core.NTiles(op, nN, 8*wn)
 	c := l.Get(op.Args[2], ws[2])
 	if len(c) != 4*nM*nN {
 		core.Fail("internal error: mma accumulator has %d registers for %dx%d %s", len(c), M, N, m)
@@ -170,7 +173,7 @@ func mmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.V
 		if f, ok := bFrag[key]; ok {
 			return f
 		}
-		if j%2 == 0 && j+1 < nN {
+		if j%2 == 0 && j+1 < nLive {
 			// One x4 for tiles j and j+1 (packed registers first+{0,1}
 			// and first+2nK+{0,1}).
 			f := packAll(loaders[1].load(first, []int{0, 1, 2 * nK, 2*nK + 1}))
@@ -190,7 +193,7 @@ func mmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Layout) []value.V
 	ret := types.NewStruct(types.Float, types.Float, types.Float, types.Float)
 	for kk := 0; kk < core.KSteps(op); kk++ {
 		for i := 0; i < nM; i++ {
-			for j := 0; j < nN; j++ {
+			for j := 0; j < nLive; j++ {
 				a, b := aTile(kk, i), bTile(kk, j)
 				cb := 4 * (i*nN + j)
 				args := []value.Value{a[0], a[1], a[2], a[3], b[0], b[1], acc[cb], acc[cb+1], acc[cb+2], acc[cb+3]}

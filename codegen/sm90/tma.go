@@ -22,8 +22,8 @@ import (
 // start + arange(R) times a stride parameter, plus the contiguous columns
 // arange(C) — is copied by one thread through a tensor map (a
 // grid-constant kernel parameter the runtime encodes, artifact.TMA), in
-// 64-column boxes that TMA's SWIZZLE_128B writes in exactly the panel
-// layout of tile.go. The copy completes on an mbarrier per buffer; every
+// boxes of one panel each (64 columns at TMA's SWIZZLE_128B, 32 at 64B, 16
+// at 32B), which TMA writes in exactly the panel layout of tile.go. The copy completes on an mbarrier per buffer; every
 // thread waits on the buffer's phase parity (core.Staged.Parity) instead
 // of a cp.async group, and a pipelined loop's buffers go back through
 // release counters, the last warpgroup to release one refilling it
@@ -72,7 +72,7 @@ func asmOperands(from, n int) string {
 type tmaLoad struct {
 	param    int          // its tensor-map parameter (core.Lowerer.TensorMapParam)
 	coords   []*tir.Value // coordinates of dims 1.. (nil: 0)
-	panels   int          // 64-column boxes per tile
+	panels   int          // boxes (one panel each) per tile
 	bars     int          // byte offset of its first full mbarrier (one per buffer, 8 bytes each)
 	counters int          // byte offset of its loop's release counters (one per buffer, 8 bytes each), or -1
 	// again: a tile filled once per iteration of a loop (a resident tile
@@ -131,8 +131,8 @@ func (t *Target) planTMA(l *core.Lowerer) {
 		if !ok {
 			return true
 		}
-		if p.tile.w != 128 {
-			t.note(l, op, fmt.Sprintf("cp.async: its %d-byte swizzle (TMA copies 128-byte ones)", p.tile.w))
+		if p.tile.w != 128 && !p.narrow {
+			t.note(l, op, fmt.Sprintf("cp.async: its %d-byte swizzle (TMA copies 128-byte ones, or those narrowed for n_extent)", p.tile.w))
 			return true
 		}
 		if loop := st.PipeLoop(); loop != nil {
@@ -152,7 +152,7 @@ func (t *Target) planTMA(l *core.Lowerer) {
 			t.note(l, op, "cp.async: "+why)
 			return true
 		}
-		tl := &tmaLoad{coords: coords, panels: p.tile.cols / 64, bars: 8 * len(t.tmaBars), counters: -1, empty: -1, again: loops[op] == 1 && st.PipeLoop() == nil, tensor: spec.Tensor}
+		tl := &tmaLoad{coords: coords, panels: p.tile.cols / (p.tile.w / 2), bars: 8 * len(t.tmaBars), counters: -1, empty: -1, again: loops[op] == 1 && st.PipeLoop() == nil, tensor: spec.Tensor}
 		tl.param = l.Plan().AddTensorMapParam("tma."+spec.Tensor, op.Result().Type.Elem, spec)
 		if !slices.Contains(t.tmaMaps, tl.param) {
 			t.tmaMaps = append(t.tmaMaps, tl.param)
@@ -521,7 +521,7 @@ func barOf(l *core.Lowerer, off int, buf value.Value) value.Value {
 
 // lowerTMA issues the tile's copies from thread 0, or from the thread
 // ReleaseBuffer elected (under the staged load's guard): the expected bytes
-// on the buffer's full mbarrier, then one box per 64-column panel. An
+// on the buffer's full mbarrier, then one box per panel. An
 // empty cp.async group keeps the group counts of cp.async tiles right
 // (core.TileWaiter).
 func (t *Target) lowerTMA(l *core.Lowerer, st *core.Staged, p *tilePlan) {

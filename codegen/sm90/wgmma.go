@@ -44,6 +44,10 @@ import (
 type tilePlan struct {
 	tile tile
 	tma  *tmaLoad // copied by TMA (tma-loads), or nil: cp.async
+	// narrow: a 128-byte swizzle narrowed only for a dot's n_extent
+	// (maxSwizzle), which TMA copies in narrower boxes; other tiles below
+	// 128 bytes keep cp.async.
+	narrow bool
 }
 
 // wgmmaLayout reports whether dot op runs on wgmma, and its accumulator
@@ -103,6 +107,26 @@ func newWGMMAShape(op *tir.Op, m core.MMA) wgmmaShape {
 	a, b := m.WarpsPerCTA[0]/4, m.WarpsPerCTA[1]
 	nN := N / b
 	return wgmmaShape{a: a, b: b, nM: M / (64 * a), nN: nN, nc: min(nN, 256)}
+}
+
+// widths are the columns each of a warpgroup's instructions j (of nc
+// columns, at j·nc in its N block) issues: nc, or for a dot with
+// n_extent up to the last 8 columns holding one before it in any
+// warpgroup's block (they all issue the same instructions), 0 when none
+// does (the instruction is skipped; its registers keep the accumulator's).
+func (sh wgmmaShape) widths(op *tir.Op) []int {
+	ws := make([]int, sh.nN/sh.nc)
+	e, ok := op.Attr("n_extent").(int64)
+	for j := range ws {
+		if !ok {
+			ws[j] = sh.nc
+			continue
+		}
+		for nb := 0; nb < sh.b; nb++ {
+			ws[j] = max(ws[j], min(sh.nc, (int(e)-nb*sh.nN-j*sh.nc+7)/8*8))
+		}
+	}
+	return ws
 }
 
 // stagedOperand is the staged load feeding operand i of dot op (the
@@ -189,29 +213,51 @@ func wgmmaOperandLayout(l *core.Lowerer, op *tir.Op, m core.MMA, i int) core.Lay
 // every use can read (maxSwizzle), or false (then it is loaded into
 // registers and the dot writes it to shared memory).
 func (t *Target) planTile(l *core.Lowerer, st *core.Staged) (int, bool) {
-	w := 128
+	w, wFull := 128, 128
 	for _, u := range st.Uses() {
-		w = min(w, t.maxSwizzle(l, u.Dot, u.Operand, useContiguous(st, u)))
+		ext, full := t.swizzleCaps(l, u.Dot, u.Operand, useContiguous(st, u))
+		w, wFull = min(w, ext), min(wFull, full)
 	}
 	s := st.Load.Result().Type.Shape
 	tl, ok := newTileMax(s[0], s[1], w)
 	if !ok {
 		return 0, false
 	}
-	st.Plan = &tilePlan{tile: tl}
+	full, _ := newTileMax(s[0], s[1], wFull)
+	st.Plan = &tilePlan{tile: tl, narrow: tl.w < 128 && full.w == 128}
 	return roundUp(tl.bytes(), tileAlign), true
 }
 
 // maxSwizzle is the widest swizzle (bytes) of a tile that operand i of dot
 // op reads with its dim cd contiguous: an MN-major B's instructions start
-// at multiples of nc columns, each on a panel of W/2 columns (mnAligned);
-// K-major tiles, and A's 64-row blocks, read any.
+// at multiples of nc columns, each on a panel of W/2 columns (mnAligned),
+// and read whole panels, so the panel divides the widths of those
+// narrowed to n_extent too (96: 32-column panels, 80: 16), where a panel
+// of at least 16 columns does (else they issue full width); K-major
+// tiles, and A's 64-row blocks, read any.
 func (t *Target) maxSwizzle(l *core.Lowerer, op *tir.Op, i, cd int) int {
+	w, _ := t.swizzleCaps(l, op, i, cd)
+	return w
+}
+
+// swizzleCaps is maxSwizzle, and what it would be without n_extent.
+func (t *Target) swizzleCaps(l *core.Lowerer, op *tir.Op, i, cd int) (ext, full int) {
 	m, ok := t.wgmmaLayout(l, op)
 	if !ok || i != 1 || cd == kDim(i) {
-		return 128
+		return 128, 128
 	}
-	return min(128, 2*newWGMMAShape(op, m).nc)
+	sh := newWGMMAShape(op, m)
+	full = min(128, 2*sh.nc)
+	p := full / 2
+	for _, n := range sh.widths(op) {
+		for n > 0 && n%p != 0 {
+			p /= 2
+		}
+	}
+	if p < 16 {
+		return full, full
+	}
+	return 2 * p, full
 }
 
 func roundUp(n, a int) int { return (n + a - 1) / a * a }
@@ -448,11 +494,24 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 	if ops[0] != nil {
 		descA = descAOf(l, ops[0].v, ops[0].off, ops[0].dyn, sh)
 	}
+	// Instructions narrowed to n_extent (widths); an MN-major B tile whose
+	// panel does not divide a width (another use capped its swizzle
+	// otherwise) issues that one full width.
+	widths := sh.widths(op)
+	for j, w := range widths {
+		if w > 0 && !vb.kMajor && w%(vb.w/2) != 0 {
+			widths[j] = nc
+		}
+	}
 	for kk := 0; kk < core.KSteps(op); kk++ {
 		for i := 0; i < nM; i++ {
-			for j := 0; j < sh.nN/nc; j++ {
+			for j, n := range widths {
+				if n == 0 {
+					continue
+				}
 				first := i*sh.nN/2 + j*nc/2
-				w := wgmmaOp{n: nc, ab: ab, d: acc[first : first+nc/2], accumulate: kk > 0 || !zero, transB: vb.trans()}
+				// m64nNk16's registers for N < nc are the first N/2 of nc's.
+				w := wgmmaOp{n: n, ab: ab, d: acc[first : first+n/2], accumulate: kk > 0 || !zero, transB: vb.trans()}
 				w.descB = addDesc(l, descB, vb.kOff(kk)+vb.mnOff(j*nc))
 				if aRegs != nil {
 					w.a = aRegs[4*(i*nK+kk) : 4*(i*nK+kk)+4]
@@ -463,6 +522,12 @@ func (t *Target) wgmmaDot(l *core.Lowerer, op *tir.Op, m core.MMA, ws []core.Lay
 				}
 				copy(acc[first:], w.emit(l))
 			}
+		}
+	}
+	for r, v := range acc {
+		if v == nil {
+			// Columns past n_extent of a zero accumulator.
+			acc[r] = constant.NewFloat(types.Float, 0)
 		}
 	}
 	l.Asm(types.Void, "wgmma.commit_group.sync.aligned;", "~{memory}", true)

@@ -1,0 +1,151 @@
+package codegen
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fac-compiler/fac/tir"
+)
+
+// nExtentDot is a 64x128x128 dot whose B (N contiguous: MN-major on
+// wgmma) is read to column n (n_extent = n), and a zero accumulator.
+func nExtentDot(n int) string {
+	return fmt.Sprintf(`kernel @pv(%%a: ptr<bf16>, %%b: ptr<bf16>, %%c: ptr<f32>) attributes {num_warps = 4} {
+  %%0 = arange {start = 0, end = 64} : tensor<64xi32>
+  %%1 = arange {start = 0, end = 128} : tensor<128xi32>
+  %%2 = reshape %%0 : tensor<64x1xi32>
+  %%3 = const {value = 128} : tensor<64x1xi32>
+  %%4 = mul %%2, %%3 : tensor<64x1xi32>
+  %%5 = broadcast %%4 : tensor<64x128xi32>
+  %%6 = reshape %%1 : tensor<1x128xi32>
+  %%7 = broadcast %%6 : tensor<64x128xi32>
+  %%8 = add %%5, %%7 : tensor<64x128xi32>
+  %%9 = splat %%a : tensor<64x128xptr<bf16>>
+  %%10 = addptr %%9, %%8 : tensor<64x128xptr<bf16>>
+  %%11 = load %%10 : tensor<64x128xbf16>
+  %%12 = reshape %%1 : tensor<128x1xi32>
+  %%13 = const {value = 128} : tensor<128x1xi32>
+  %%14 = mul %%12, %%13 : tensor<128x1xi32>
+  %%15 = broadcast %%14 : tensor<128x128xi32>
+  %%16 = broadcast %%6 : tensor<128x128xi32>
+  %%17 = add %%15, %%16 : tensor<128x128xi32>
+  %%18 = splat %%b : tensor<128x128xptr<bf16>>
+  %%19 = addptr %%18, %%17 : tensor<128x128xptr<bf16>>
+  %%20 = load %%19 : tensor<128x128xbf16>
+  %%21 = const {value = 0.0} : tensor<64x128xf32>
+  %%22 = dot %%11, %%20, %%21 {n_extent = %d} : tensor<64x128xf32>
+  %%23 = splat %%c : tensor<64x128xptr<f32>>
+  %%24 = addptr %%23, %%8 : tensor<64x128xptr<f32>>
+  store %%24, %%22
+  return
+}
+`, n)
+}
+
+var wgmmaShapes = regexp.MustCompile(`wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16`)
+
+// wgmmaWidths lists the N of every wgmma in ll, in order.
+func wgmmaWidths(ll string) []string {
+	var out []string
+	for _, m := range wgmmaShapes.FindAllStringSubmatch(ll, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestNExtentInstructions checks that the tensor cores stop at a dot's
+// n_extent: mma.sync issues the n8 tiles up to it, wgmma one m64nN
+// instruction per k-step of width n_extent where the MN-major B tile's
+// swizzle panel divides it (96: 64-byte swizzle, 80: 32-byte), full width
+// where no panel of 16 columns or more does (40).
+func TestNExtentInstructions(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		wgmma string // N of each of the 8 k-steps' instruction
+		tiles int    // mma.sync n8 tiles per k-step (4 warps along M)
+	}{
+		{96, "96", 12},
+		{80, "80", 10},
+		{128, "128", 16},
+		{40, "128", 5},
+	} {
+		t.Run(fmt.Sprint(c.n), func(t *testing.T) {
+			m, err := tir.Parse("pv.tir", nExtentDot(c.n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tir.Verify(m); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Lower(m, "pv", Options{Target: wgmmaTarget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := wgmmaWidths(res.LL), slices.Repeat([]string{c.wgmma}, 8); !slices.Equal(got, want) {
+				t.Errorf("wgmma widths %v, want %v", got, want)
+			}
+			res, err = Lower(m, "pv", Options{Target: testTarget("sm_80")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Count(res.LL, "call { float, float, float, float } @llvm.nvvm.mma.m16n8k16"); got != 8*c.tiles {
+				t.Errorf("%d mma.sync, want %d (8 k-steps of %d n8 tiles)", got, 8*c.tiles, c.tiles)
+			}
+		})
+	}
+}
+
+// TestNExtentFlash checks the padded forward's P·V on wgmma: m64n96 at
+// D = 96 and m64n80 at 80 (Q·Kᵀ stays m64n128 over 128 keys), m64n192 at
+// 192, and every tile still copied by TMA, V's boxes as wide as its
+// narrowed swizzle.
+func TestNExtentFlash(t *testing.T) {
+	for _, c := range []struct {
+		kernel  string
+		want    []string // the widths issued, sorted as strings
+		swizzle int      // V's tensor map's
+	}{
+		{"frontend_flash_128x128_ws_d96", []string{"128", "96"}, 64},
+		{"frontend_flash_128x128_ws_d80", []string{"128", "80"}, 32},
+		{"frontend_flash_d192", []string{"192", "64"}, 128},
+	} {
+		t.Run(c.kernel, func(t *testing.T) {
+			m, name := loadKernel(t, c.kernel)
+			res, err := Lower(m, name, Options{Target: wgmmaTarget, NumWarps: 8 / (1 + btoi(c.kernel == "frontend_flash_d192"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := slices.Compact(slices.Sorted(slices.Values(wgmmaWidths(res.LL))))
+			if !slices.Equal(got, c.want) {
+				t.Errorf("wgmma widths %v, want %v", got, c.want)
+			}
+			for _, n := range res.Notes {
+				if strings.Contains(n, "cp.async") {
+					t.Errorf("note %q: want every tile on TMA", n)
+				}
+			}
+			sw := map[string]int{}
+			for _, p := range res.Params {
+				if p.Kind == ParamTensorMap {
+					sw[p.TMA.Tensor] = p.TMA.Swizzle
+					if p.TMA.Box[0]*2 != p.TMA.Swizzle {
+						t.Errorf("tensor map of %s: box %v with a %d-byte swizzle", p.TMA.Tensor, p.TMA.Box, p.TMA.Swizzle)
+					}
+				}
+			}
+			if sw["v"] != c.swizzle || sw["k"] != 128 || sw["q"] != 128 {
+				t.Errorf("tensor map swizzles %v, want v's %d, q's and k's 128", sw, c.swizzle)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
