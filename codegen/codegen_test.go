@@ -102,6 +102,7 @@ var kernels = []struct {
 	{"atomic_dot", true},
 	{"dot_wgmma", true},
 	{"dot_nsplit", true},
+	{"dot_nextent", true},
 	{"mask_bits", true},
 	{"../tir/testdata/atomic.tir", false},
 }
@@ -574,7 +575,7 @@ func simCases() []simCase {
 		// V's head dim unlike Q's and K's (HEAD_DIM_V): dimv_sim_test.go; head dims
 		// padded to a power of two (pad-dims): paddims_sim_test.go; dQ's
 		// accumulator in tiles (DQ_FRAG): bwd_sim_test.go.
-	}, slices.Concat(dimVSimCases(), padSimCases(), fragSimCases(), stagingSimCases(), nsplitSimCases())...)
+	}, slices.Concat(dimVSimCases(), padSimCases(), fragSimCases(), stagingSimCases(), nsplitSimCases(), nExtentSimCases())...)
 }
 
 // withScale is frontend case c with the softmax scale s instead of

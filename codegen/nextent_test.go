@@ -2,11 +2,12 @@ package codegen
 
 import (
 	"fmt"
-	"regexp"
+	"math/rand"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fac-compiler/fac/runtime/cpu"
 	"github.com/fac-compiler/fac/tir"
 )
 
@@ -45,12 +46,10 @@ func nExtentDot(n int) string {
 `, n)
 }
 
-var wgmmaShapes = regexp.MustCompile(`wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16`)
-
 // wgmmaWidths lists the N of every wgmma in ll, in order.
 func wgmmaWidths(ll string) []string {
 	var out []string
-	for _, m := range wgmmaShapes.FindAllStringSubmatch(ll, -1) {
+	for _, m := range wgmmaNRE.FindAllStringSubmatch(ll, -1) {
 		out = append(out, m[1])
 	}
 	return out
@@ -148,4 +147,34 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// nExtentSimCases run dot_nextent.tir's kernels: b's columns past the
+// extent are zero, as pad-dims' masked loads leave them, so the CPU's
+// full product and the targets' skipped columns (the accumulator's) agree.
+func nExtentSimCases() []simCase {
+	bZero := func(rng *rand.Rand, e tir.Elem, n int) *cpu.Buffer {
+		b := randBuf(rng, "b", e, 128*128, 1)
+		for i := range b.Vals {
+			if i%128 >= n {
+				b.Vals[i] = 0
+			}
+		}
+		return b
+	}
+	c := func(fn string, args func(rng *rand.Rand) []any) simCase {
+		return simCase{kernel: "dot_nextent", fn: fn, grid: [3]int{1, 1, 1}, rtol: 1e-4, atol: 1e-4, args: args}
+	}
+	return []simCase{
+		c("pv96", func(rng *rand.Rand) []any {
+			return []any{randBuf(rng, "a", tir.BF16, 64*128, 1), bZero(rng, tir.BF16, 96), cpu.NewBuffer("o", tir.F32, 64*128)}
+		}),
+		c("pv80_acc", func(rng *rand.Rand) []any {
+			return []any{randBuf(rng, "a", tir.BF16, 64*128, 1), bZero(rng, tir.BF16, 80), cpu.NewBuffer("o", tir.F32, 64*128),
+				randBuf(rng, "c", tir.F32, 64*128, 1)}
+		}),
+		c("pv96_reg", func(rng *rand.Rand) []any {
+			return []any{randBuf(rng, "a", tir.BF16, 64*128, 1), bZero(rng, tir.F32, 96), cpu.NewBuffer("o", tir.F32, 64*128)}
+		}),
+	}
 }
