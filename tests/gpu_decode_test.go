@@ -132,17 +132,7 @@ func TestGPUDecodeLaunchDevicePointers(t *testing.T) {
 		}
 		return out
 	}
-	up := func(x []uint16) uintptr {
-		p, err := cuda.MemAlloc(len(x) * 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cuda.MemFree(p) })
-		if err := cuda.HtoD(p, x); err != nil {
-			t.Fatal(err)
-		}
-		return uintptr(p)
-	}
+	up := func(x []uint16) uintptr { return toDevice(t, x) }
 	q, k, v := up(bf(in.Q)), up(bf(in.K)), up(bf(in.V))
 	ws, err := fwd.NewWorkspace(gpu, sh)
 	if err != nil {
@@ -271,17 +261,7 @@ func TestGPUDecodeFusedCombine(t *testing.T) {
 // and LSE.
 func launchBF16(t *testing.T, gpu *fac.CUDA, fwd *fac.Forward, in fac.Inputs, sh fac.Shape, ws *fac.ForwardWorkspace) (o, lse []float32) {
 	t.Helper()
-	up := func(x []uint16) uintptr {
-		p, err := cuda.MemAlloc(max(len(x), 2) * 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cuda.MemFree(p) })
-		if err := cuda.HtoD(p, x); err != nil {
-			t.Fatal(err)
-		}
-		return uintptr(p)
-	}
+	up := func(x []uint16) uintptr { return toDevice(t, x) }
 	bf := func(xs []float32) uintptr {
 		out := make([]uint16, len(xs))
 		for i, x := range xs {

@@ -79,17 +79,7 @@ func TestGPULaunchDevicePointers(t *testing.T) {
 		}
 		return out
 	}
-	up := func(x []uint16) uintptr {
-		p, err := cuda.MemAlloc(len(x) * 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cuda.MemFree(p) })
-		if err := cuda.HtoD(p, x); err != nil {
-			t.Fatal(err)
-		}
-		return uintptr(p)
-	}
+	up := func(x []uint16) uintptr { return toDevice(t, x) }
 	q, k, v := up(toBSHD(in.Q, sh.Heads, sh.SeqQ)), up(toBSHD(in.K, sh.KVHeads, sh.SeqK)), up(toBSHD(in.V, sh.KVHeads, sh.SeqK))
 	poison := func(n int) []uint16 { // all-ones: NaN in bf16 and in f32
 		x := make([]uint16, n)
